@@ -1,0 +1,1 @@
+"""Spur: a Slurm-compatible job scheduler on Trio."""

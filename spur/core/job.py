@@ -1,0 +1,185 @@
+"""Job, node and partition records of the cluster state (pure data, no I/O).
+
+These dataclasses are what the replicated state machine stores and snapshots. Times are unix
+seconds (float); a time of 0 means "not yet". Time limits are seconds with -1 meaning unlimited.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+UNLIMITED = -1
+
+
+class JobState(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+
+    @property
+    def short(self) -> str:
+        """Slurm's compact state code (squeue %t)."""
+        return _SHORT[self]
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def holds_resources(self) -> bool:
+        return self in (JobState.RUNNING, JobState.COMPLETING)
+
+
+_SHORT = {
+    JobState.PENDING: "PD",
+    JobState.RUNNING: "R",
+    JobState.COMPLETING: "CG",
+    JobState.COMPLETED: "CD",
+    JobState.FAILED: "F",
+    JobState.CANCELLED: "CA",
+    JobState.TIMEOUT: "TO",
+    JobState.NODE_FAIL: "NF",
+}
+
+TERMINAL_STATES = frozenset(
+    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL}
+)
+
+
+@dataclass
+class JobSpec:
+    """What the user asked for; mirrors the ``JobSpec`` protobuf message field for field."""
+
+    name: str = ""
+    script: str = ""
+    argv: list[str] = field(default_factory=list)
+    work_dir: str = ""
+    stdout_pattern: str = ""
+    stderr_pattern: str = ""
+    stdin_path: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    partition: str = ""
+    num_nodes: int = 1
+    num_tasks: int = 0
+    cpus_per_task: int = 1
+    mem_per_node_mb: int = 0
+    gres: list[str] = field(default_factory=list)
+    time_limit_secs: int = 0
+    interactive: bool = False
+    account: str = ""
+    gpus_total: int = 0
+    nice: int = 0
+    nodelist: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    exclusive: bool = False
+    mem_per_cpu_mb: int = 0
+    ntasks_per_node: int = 0
+    hold: bool = False
+    comment: str = ""
+    constraint: list[str] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> int:
+        """Number of tasks: explicit -n, else ntasks-per-node x nodes, else one per node."""
+        if self.num_tasks:
+            return self.num_tasks
+        if self.ntasks_per_node:
+            return self.ntasks_per_node * max(1, self.num_nodes)
+        return max(1, self.num_nodes)
+
+
+@dataclass
+class NodeAllocation:
+    node: str
+    cpus: int
+    mem_mb: int = 0
+    gpus: list[int] = field(default_factory=list)
+    tasks: int = 1
+
+
+@dataclass
+class Job:
+    job_id: int
+    spec: JobSpec
+    user: str = ""
+    uid: int = 0
+    gid: int = 0
+    group: str = ""
+    state: JobState = JobState.PENDING
+    reason: str = "None"
+    partition: str = ""
+    time_limit_secs: int = UNLIMITED
+    priority: int = 0
+    submit_time: float = 0.0
+    start_time: float = 0.0
+    end_time: float = 0.0
+    allocation: list[NodeAllocation] = field(default_factory=list)
+    exit_code: int = 0
+    signal: int = 0
+    # Raft term of the leader that made the allocation; agents refuse launches fenced by an older term.
+    alloc_term: int = 0
+    # True once an agent has acknowledged the batch launch of the current allocation.
+    launched: bool = False
+    # Final state to enter when the agent reports the processes gone (set while COMPLETING).
+    pending_final_state: JobState | None = None
+    restarts: int = 0
+
+    @property
+    def nodes(self) -> list[str]:
+        return [a.node for a in self.allocation]
+
+
+@dataclass
+class GpuDevice:
+    index: int
+    vendor: str = ""
+    model: str = ""
+    pci_bus_id: str = ""
+
+
+@dataclass
+class Node:
+    """A registered compute node. Display state (idle/mixed/allocated/...) is derived, not stored."""
+
+    name: str
+    address: str = ""
+    port: int = 6818
+    cpus: int = 1
+    memory_mb: int = 0
+    gpus: list[GpuDevice] = field(default_factory=list)
+    down: bool = False
+    drain: bool = False
+    reason: str = ""
+    reason_time: float = 0.0
+    registered_time: float = 0.0
+    boot_time: float = 0.0
+    version: str = ""
+    sockets: int = 1
+    cores_per_socket: int = 1
+    threads_per_core: int = 1
+    arch: str = ""
+    os: str = ""
+    features: list[str] = field(default_factory=list)
+
+
+class PartitionState(enum.StrEnum):
+    UP = "UP"
+    DOWN = "DOWN"
+    DRAIN = "DRAIN"
+    INACTIVE = "INACTIVE"
+
+
+@dataclass
+class Partition:
+    name: str
+    state: PartitionState = PartitionState.UP
+    is_default: bool = False
+    nodes_expr: str = "ALL"
+    max_time_secs: int = UNLIMITED
+    default_time_secs: int = UNLIMITED
