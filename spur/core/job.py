@@ -83,6 +83,7 @@ class JobSpec:
     hold: bool = False
     comment: str = ""
     constraint: list[str] = field(default_factory=list)
+    command: str = ""
 
     @property
     def tasks(self) -> int:
@@ -129,6 +130,8 @@ class Job:
     # Final state to enter when the agent reports the processes gone (set while COMPLETING).
     pending_final_state: JobState | None = None
     restarts: int = 0
+    # Nodes whose agents reported the job's processes gone (interactive jobs finish when all have).
+    exited_nodes: list[str] = field(default_factory=list)
 
     @property
     def nodes(self) -> list[str]:

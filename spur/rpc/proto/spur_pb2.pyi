@@ -23,7 +23,7 @@ class GpuDevice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., vendor: _Optional[str] = ..., model: _Optional[str] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "environment", "partition", "num_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "gres", "time_limit_secs", "interactive", "account", "gpus_total", "nice", "nodelist", "exclude", "exclusive", "mem_per_cpu_mb", "ntasks_per_node", "hold", "comment", "constraint")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "environment", "partition", "num_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "gres", "time_limit_secs", "interactive", "account", "gpus_total", "nice", "nodelist", "exclude", "exclusive", "mem_per_cpu_mb", "ntasks_per_node", "hold", "comment", "constraint", "command")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,7 @@ class JobSpec(_message.Message):
     HOLD_FIELD_NUMBER: _ClassVar[int]
     COMMENT_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -85,7 +86,8 @@ class JobSpec(_message.Message):
     hold: bool
     comment: str
     constraint: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gres: _Optional[_Iterable[str]] = ..., time_limit_secs: _Optional[int] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., gpus_total: _Optional[int] = ..., nice: _Optional[int] = ..., nodelist: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., mem_per_cpu_mb: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., hold: _Optional[bool] = ..., comment: _Optional[str] = ..., constraint: _Optional[_Iterable[str]] = ...) -> None: ...
+    command: str
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gres: _Optional[_Iterable[str]] = ..., time_limit_secs: _Optional[int] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., gpus_total: _Optional[int] = ..., nice: _Optional[int] = ..., nodelist: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., mem_per_cpu_mb: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., hold: _Optional[bool] = ..., comment: _Optional[str] = ..., constraint: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ...) -> None: ...
 
 class NodeAllocation(_message.Message):
     __slots__ = ("node", "cpus", "mem_mb", "gpus", "tasks")

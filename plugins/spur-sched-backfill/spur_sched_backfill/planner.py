@@ -1,0 +1,570 @@
+"""Conservative backfill: plan which pending jobs start now, and where.
+
+Jobs are walked in priority order (higher priority, then earlier submit time, then lower job id).
+Every node carries a time profile of its free resources (see ``profile``), seeded from the
+snapshot's free resources and the end times of running jobs. A job starts now when it fits on
+enough nodes for its whole time limit without touching resources reserved for an earlier job;
+otherwise it gets a reservation at the earliest time it fits, which every later job must respect
+(conservative backfill: no reserved job is ever delayed by a lower-priority one). Only the first
+``reservation_depth`` blocked jobs get reservations (default ``DEFAULT_RESERVATION_DEPTH``); blocked
+jobs past that can still start now but hold nothing for the future.
+
+The planner is pure: it reads the snapshot and builds a ``Plan``; it never mutates the snapshot.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spur.core.job import NodeAllocation
+from spur.core.scheduling import Assignment, NodeView, PendingView, Plan, SchedSnapshot
+
+from spur_sched_backfill.profile import ALL_BITS, NodeProfile, indices_of, mask_of
+from spur_sched_backfill.request import Request
+from spur_sched_backfill.window import aggregate, earliest, fits
+
+DEFAULT_RESERVATION_DEPTH = 100
+DEFAULT_MAX_SEARCH_STEPS = 64
+# A running job already past its end time is expected to free its resources this soon.
+OVERRUN_GRACE_SECS = 1.0
+# Failed "start now" shapes remembered per candidate set (for cheap rejection of bigger jobs).
+MAX_FAILURES_KEPT = 16
+
+RESOURCES = "Resources"
+PRIORITY = "Priority"
+PARTITION_DOWN = "PartitionDown"
+PARTITION_CONFIG = "PartitionConfig"
+PARTITION_NODE_LIMIT = "PartitionNodeLimit"
+BAD_CONSTRAINTS = "BadConstraints"
+REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"
+
+
+class BackfillOptionError(ValueError):
+    """A scheduler option has the wrong type or value; the message names the option."""
+
+
+@dataclass(frozen=True)
+class BackfillOptions:
+    reservation_depth: int = DEFAULT_RESERVATION_DEPTH  # blocked jobs that get a reservation; 0 = none
+    max_search_steps: int = DEFAULT_MAX_SEARCH_STEPS  # candidate start times tried per reservation
+
+    @classmethod
+    def parse(cls, options: Mapping[str, Any] | None) -> BackfillOptions:
+        """Options from the ``[scheduler]`` config table; unknown keys are ignored (they may be the
+        controller's own, such as ``interval_secs``)."""
+        values: dict[str, int] = {}
+        for key in ("reservation_depth", "max_search_steps"):
+            if options is None or key not in options:
+                continue
+            value = options[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise BackfillOptionError(
+                    f"scheduler option {key!r} must be a non-negative integer, got {value!r}"
+                )
+            values[key] = value
+        return cls(**values)
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key ordering ``node2`` before ``node10``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def priority_key(job: PendingView) -> tuple:
+    return (-job.priority, job.submit_time, job.job_id)
+
+
+@dataclass(slots=True)
+class _Candidates:
+    """Nodes a class of jobs (same partition, features and exclusions) may use."""
+
+    config: tuple[int, ...]  # configured, whatever their state
+    avail: tuple[int, ...]  # of those, available
+    open: list[int]  # of those, with free CPUs now (compacted lazily)
+    ub_c: int = 1 << 62  # upper bounds of what one open node has free now
+    ub_m: int = 1 << 62
+    ub_g: int = 1 << 62
+    ub_idle: int = 1 << 62  # upper bound of open nodes with no job now
+    failures: list[tuple] = field(default_factory=list)
+
+
+class BackfillPlanner:
+    """One scheduling pass over one snapshot; call ``plan()`` once."""
+
+    def __init__(self, snapshot: SchedSnapshot, options: BackfillOptions) -> None:
+        self.snap = snapshot
+        self.opts = options
+        self.now = snapshot.now
+        views = sorted(snapshot.nodes, key=lambda v: natural_key(v.name))
+        self.views: list[NodeView] = views
+        self.index: dict[str, int] = {v.name: i for i, v in enumerate(views)}
+        self.total_mask: list[int] = [self._total_mask(v) for v in views]
+        self.profiles: list[NodeProfile] = self._build_profiles()
+        self.members, self.part_up, self.part_names = self._partitions()
+        self.type_masks: dict[str, list[int]] = {}
+        self.candidates: dict[tuple, _Candidates] = {}
+        self.static_cache: dict[tuple, str] = {}
+
+    # ----- setup -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _total_mask(v: NodeView) -> int:
+        count = max(v.gpus_total, len(v.gpu_models))
+        return ((1 << count) - 1) | mask_of(v.gpus_free)
+
+    def _build_profiles(self) -> list[NodeProfile]:
+        now = self.now
+        releases: list[list[tuple[float, int, int, int]]] = [[] for _ in self.views]
+        listed = [0] * len(self.views)
+        held_whole = [False] * len(self.views)
+        for run in self.snap.running:
+            when = run.end_time if run.end_time > now else now + OVERRUN_GRACE_SECS
+            for alloc in run.allocation:
+                i = self.index.get(alloc.node)
+                if i is None:
+                    continue
+                listed[i] += 1
+                v = self.views[i]
+                if run.exclusive:
+                    # An exclusive job holds the whole node whatever its allocation lists.
+                    held_whole[i] = True
+                    release = (when, v.cpus_total, v.mem_total_mb, self.total_mask[i])
+                else:
+                    release = (when, alloc.cpus, alloc.mem_mb, mask_of(alloc.gpus))
+                if when != math.inf:
+                    releases[i].append(release)
+        profiles = []
+        for i, v in enumerate(self.views):
+            if held_whole[i]:
+                free = (0, 0, 0, max(v.running_jobs, listed[i], 1))
+            else:
+                free = (
+                    v.cpus_free,
+                    v.mem_free_mb,
+                    mask_of(v.gpus_free) & self.total_mask[i],
+                    max(v.running_jobs, listed[i]),
+                )
+            totals = (v.cpus_total, v.mem_total_mb, self.total_mask[i])
+            profiles.append(NodeProfile.build(now, free, totals, releases[i]))
+        return profiles
+
+    def _partitions(self) -> tuple[dict[str, set[int]], dict[str, bool], dict[str, set[str]]]:
+        """Per partition: node indices (from partition views and nodes' own lists), whether it is
+        up, and its configured node names, registered or not."""
+        members: dict[str, set[int]] = {}
+        up: dict[str, bool] = {}
+        names: dict[str, set[str]] = {}
+        for part in self.snap.partitions:
+            up[part.name] = part.up and up.get(part.name, True)
+            members.setdefault(part.name, set()).update(self.index[n] for n in part.nodes if n in self.index)
+            names.setdefault(part.name, set()).update(part.nodes)
+        for i, v in enumerate(self.views):
+            for name in v.partitions:
+                members.setdefault(name, set()).add(i)
+                names.setdefault(name, set()).add(v.name)
+        return members, up, names
+
+    def _type_mask(self, gpu_type: str) -> list[int]:
+        masks = self.type_masks.get(gpu_type)
+        if masks is None:
+            if not gpu_type:
+                masks = [ALL_BITS] * len(self.views)
+            else:
+                masks = [
+                    mask_of([k for k, model in enumerate(v.gpu_models) if model.lower() == gpu_type])
+                    for v in self.views
+                ]
+            self.type_masks[gpu_type] = masks
+        return masks
+
+    def _candidates_for(self, job: PendingView) -> _Candidates:
+        key = (job.partition, tuple(sorted(job.features)), tuple(sorted(job.exclude)))
+        cands = self.candidates.get(key)
+        if cands is None:
+            member = self.members.get(job.partition, set()) if job.partition else range(len(self.views))
+            wanted = set(job.features)
+            excluded = set(job.exclude)
+            config = tuple(
+                i
+                for i in sorted(member)
+                if self.views[i].name not in excluded and wanted.issubset(self.views[i].features)
+            )
+            avail = tuple(i for i in config if self.views[i].available)
+            cands = _Candidates(
+                config=config, avail=avail, open=[i for i in avail if self.profiles[i].cpus[0] > 0]
+            )
+            self.candidates[key] = cands
+        return cands
+
+    # ----- the pass ----------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        plan = Plan()
+        cap = self.snap.max_job_test
+        blocked_partitions: set[str] = set()
+        reservations = 0
+        for job in sorted(self.snap.pending, key=priority_key):
+            if cap and plan.jobs_tested >= cap:
+                plan.reasons[job.job_id] = PRIORITY
+                continue
+            plan.jobs_tested += 1
+            req = Request.of(job)
+            reason = self._static_reason(job, req)
+            if reason:
+                plan.reasons[job.job_id] = reason
+                continue
+            cands = self._candidates_for(job)
+            required = tuple(sorted({self.index[n] for n in job.nodelist}))
+            allocation = self._start_now(job, req, cands, required)
+            if allocation is not None:
+                plan.assignments.append(Assignment(job_id=job.job_id, allocation=allocation))
+                continue
+            if reservations < self.opts.reservation_depth:
+                reservations += 1
+                self._reserve(job, req, cands, required)
+            plan.reasons[job.job_id] = PRIORITY if job.partition in blocked_partitions else RESOURCES
+            blocked_partitions.add(job.partition)
+        return plan
+
+    # ----- reasons a job cannot run whatever the load ------------------------------------------
+
+    def _static_reason(self, job: PendingView, req: Request) -> str:
+        """The reason the job cannot run on its partition as configured and up now; "" if it can."""
+        if job.partition:
+            if not self.part_up.get(job.partition, True):
+                return PARTITION_DOWN
+            if job.partition not in self.members:
+                return PARTITION_CONFIG
+        key = (
+            job.partition,
+            tuple(sorted(job.features)),
+            tuple(sorted(job.exclude)),
+            job.nodelist,
+            req.shape(),
+        )
+        reason = self.static_cache.get(key)
+        if reason is None:
+            reason = self._compute_static_reason(job, req)
+            self.static_cache[key] = reason
+        return reason
+
+    def _compute_static_reason(self, job: PendingView, req: Request) -> str:
+        cands = self._candidates_for(job)
+        size = len(self.part_names[job.partition]) if job.partition else len(self.views)
+        if req.n > size:
+            return PARTITION_NODE_LIMIT
+        configured = set(cands.config)
+        required: list[int] = []
+        for name in job.nodelist:
+            i = self.index.get(name)
+            if i is None:
+                # Named in the partition but never registered: it may come up later.
+                in_partition = not job.partition or name in self.part_names[job.partition]
+                return REQ_NODE_NOT_AVAIL if in_partition else BAD_CONSTRAINTS
+            if i not in configured:
+                return BAD_CONSTRAINTS
+            required.append(i)
+        if not self._fits_totals(req, cands.config, required):
+            return BAD_CONSTRAINTS
+        if any(not self.views[i].available for i in required):
+            return REQ_NODE_NOT_AVAIL
+        if not self._fits_totals(req, cands.avail, required):
+            return REQ_NODE_NOT_AVAIL
+        return ""
+
+    def _total_capacity(self, req: Request, i: int) -> int:
+        """Tasks of ``req`` one empty node ``i`` can hold (0 when its GPUs do not suffice)."""
+        v = self.views[i]
+        if req.gpn and (self.total_mask[i] & self._type_mask(req.gpu_type)[i]).bit_count() < req.gpn:
+            return 0
+        return req.tasks_capacity(v.cpus_total, v.mem_total_mb)
+
+    def _fits_totals(self, req: Request, pool: tuple[int, ...], required: list[int]) -> bool:
+        """Whether ``req`` fits on empty nodes of ``pool`` (which must include ``required``)."""
+        req_set = set(required)
+        caps = [self._total_capacity(req, i) for i in required]
+        if any(c < req.tpn for c in caps):
+            return False
+        want = req.n - len(required)
+        if req.uniform:
+            found = 0
+            for i in pool:
+                if found >= want:
+                    break
+                if i not in req_set and self._total_capacity(req, i) >= req.tpn:
+                    found += 1
+            return found >= want
+        others = sorted((self._total_capacity(req, i) for i in pool if i not in req_set), reverse=True)[:want]
+        if len(others) < want or (others and others[-1] < 1):
+            return False
+        return sum(caps) + sum(others) >= req.total_tasks
+
+    # ----- starting now ------------------------------------------------------------------------
+
+    def _start_now(
+        self, job: PendingView, req: Request, cands: _Candidates, required: tuple[int, ...]
+    ) -> tuple[NodeAllocation, ...] | None:
+        cacheable = req.uniform and not required
+        if cacheable:
+            probe = (req.need_c, req.need_m, req.gpn, req.n, req.duration)
+            for failed in cands.failures:
+                if (
+                    failed[5] == req.exclusive
+                    and failed[6] == req.gpu_type
+                    and all(a >= b for a, b in zip(probe, failed[:5], strict=True))
+                ):
+                    return None
+            if req.n > len(cands.open) or (req.exclusive and req.n > cands.ub_idle):
+                return None
+            if not req.exclusive and (
+                req.need_c > cands.ub_c or req.need_m > cands.ub_m or req.gpn > cands.ub_g
+            ):
+                return None
+        chosen = self._select_now(req, cands, required)
+        if chosen is None:
+            if cacheable:
+                self._remember_failure(cands, req)
+            return None
+        return self._commit(self.now, req, chosen)
+
+    @staticmethod
+    def _remember_failure(cands: _Candidates, req: Request) -> None:
+        entry = (req.need_c, req.need_m, req.gpn, req.n, req.duration, req.exclusive, req.gpu_type)
+        kept = [
+            f
+            for f in cands.failures
+            if not (f[5:] == entry[5:] and all(a >= b for a, b in zip(f[:5], entry[:5], strict=True)))
+        ]
+        kept.append(entry)
+        cands.failures = kept[-MAX_FAILURES_KEPT:]
+
+    def _select_now(
+        self, req: Request, cands: _Candidates, required: tuple[int, ...]
+    ) -> list[tuple[int, int]] | None:
+        """Nodes (index, tasks) for ``req`` starting now, scanning open nodes in name order.
+
+        A scan that looks at every open node also refreshes the candidate set's upper bounds and
+        drops nodes with no free CPU left (nothing can start on them during this pass).
+        """
+        profiles = self.profiles
+        tmasks = self._type_mask(req.gpu_type)
+        end = self.now + req.duration
+        need_c, need_m, gpn, excl = req.need_c, req.need_m, req.gpn, req.exclusive
+        picked = self._pick_required(self.now, req, required)
+        if picked is None:
+            return None
+        want = req.n - len(required)
+        if want == 0:
+            return picked if req.uniform or self._enough(req, picked, [], 0) else None
+        req_set = set(required)
+        others: list[tuple[int, int]] = []
+        ub_c = ub_m = ub_g = idle = 0
+        dead = False
+        done = False
+        for i in cands.open:
+            p = profiles[i]
+            c0 = p.cpus[0]
+            if c0 <= 0:
+                dead = True
+                continue
+            m0 = p.mem[0]
+            g0 = p.gpus[0].bit_count()
+            j0 = p.jobs[0]
+            if c0 > ub_c:
+                ub_c = c0
+            if m0 > ub_m:
+                ub_m = m0
+            if g0 > ub_g:
+                ub_g = g0
+            if not j0:
+                idle += 1
+            if i in req_set:
+                continue
+            if req.uniform:
+                if fits(p, 0, end, need_c, need_m, gpn, tmasks[i], excl):
+                    others.append((i, req.tpn))
+                    if len(others) == want:
+                        done = True
+                        break
+            else:
+                cap = self._capacity(req, i, self.now, end, tmasks[i])
+                if cap:
+                    others.append((i, cap))
+                    if self._enough(req, picked, others, want):
+                        done = True
+                        break
+        if not done:
+            cands.ub_c, cands.ub_m, cands.ub_g, cands.ub_idle = ub_c, ub_m, ub_g, idle
+            if dead:
+                cands.open = [i for i in cands.open if profiles[i].cpus[0] > 0]
+            return None
+        return self._finish_pick(req, picked, others, want)
+
+    def _pick_required(
+        self, t: float, req: Request, required: tuple[int, ...]
+    ) -> list[tuple[int, int]] | None:
+        """(index, tasks) for every required node, or None when one of them does not fit at ``t``."""
+        picked: list[tuple[int, int]] = []
+        tmasks = self._type_mask(req.gpu_type)
+        end = t + req.duration
+        for i in required:
+            cap = self._capacity(req, i, t, end, tmasks[i])
+            if cap < req.tpn:
+                return None
+            picked.append((i, req.tpn if req.uniform else cap))
+        return picked
+
+    def _capacity(self, req: Request, i: int, start: float, end: float, tmask: int) -> int:
+        """Tasks of ``req`` node ``i`` can hold over [start, end) (capped at what one node may get)."""
+        p = self.profiles[i]
+        c, m, g, j = aggregate(p, p.index_at(start), end)
+        if req.gpn and (g & tmask).bit_count() < req.gpn:
+            return 0
+        if req.exclusive and j:
+            return 0
+        cap = req.tasks_capacity(c, m)
+        if req.uniform:
+            return req.tpn if cap >= req.tpn else 0
+        return min(cap, req.total_tasks - req.n + 1)
+
+    @staticmethod
+    def _enough(
+        req: Request, picked: list[tuple[int, int]], others: list[tuple[int, int]], want: int
+    ) -> bool:
+        if len(others) < want:
+            return False
+        best = sorted((cap for _, cap in others), reverse=True)[:want]
+        return sum(cap for _, cap in picked) + sum(best) >= req.total_tasks
+
+    @staticmethod
+    def _finish_pick(
+        req: Request, picked: list[tuple[int, int]], others: list[tuple[int, int]], want: int
+    ) -> list[tuple[int, int]]:
+        """Choose ``want`` of ``others`` (first in name order when that suffices) and split tasks."""
+        if req.uniform:
+            return picked + others[:want]
+        first = others[:want]
+        if sum(c for _, c in picked) + sum(c for _, c in first) < req.total_tasks:
+            first = sorted(others, key=lambda o: -o[1])[:want]
+        chosen = sorted(picked + first)
+        # Block distribution: one task each, then fill nodes in order up to their capacity.
+        left = req.total_tasks - len(chosen)
+        out = []
+        for i, cap in chosen:
+            extra = min(left, cap - 1)
+            left -= extra
+            out.append((i, 1 + extra))
+        return out
+
+    # ----- reservations ------------------------------------------------------------------------
+
+    def _reserve(self, job: PendingView, req: Request, cands: _Candidates, required: tuple[int, ...]) -> None:
+        """Hold resources for ``job`` at the earliest time it fits; nothing when it never does."""
+        found = self._earliest_start(req, cands, required)
+        if found is not None:
+            start, chosen = found
+            self._commit(start, req, chosen)
+
+    def _earliest_start(
+        self, req: Request, cands: _Candidates, required: tuple[int, ...]
+    ) -> tuple[float, list[tuple[int, int]]] | None:
+        profiles = self.profiles
+        tmasks = self._type_mask(req.gpu_type)
+        need_c, need_m, gpn, excl, dur = req.need_c, req.need_m, req.gpn, req.exclusive, req.duration
+        req_set = set(required)
+        pool = [i for i in cands.avail if i not in req_set]
+        want = req.n - len(required)
+        if len(pool) < want:
+            return None
+        lower = [-1.0] * len(self.views)  # per node: lower bound on its earliest fit
+        t = self.now
+        for _ in range(max(self.opts.max_search_steps, 1)):
+            t_next = t
+            for i in required:
+                if lower[i] < t:
+                    lower[i] = earliest(profiles[i], t, dur, need_c, need_m, gpn, tmasks[i], excl, math.inf)
+                t_next = max(t_next, lower[i])
+            if want:
+                heap: list[float] = []  # the ``want`` smallest bounds, negated (max-heap)
+                for i in pool:
+                    lb = lower[i]
+                    if lb < t:
+                        bound = -heap[0] if len(heap) == want else math.inf
+                        lb = earliest(profiles[i], t, dur, need_c, need_m, gpn, tmasks[i], excl, bound)
+                        lower[i] = lb
+                    if len(heap) < want:
+                        heapq.heappush(heap, -lb)
+                    elif lb < -heap[0]:
+                        heapq.heapreplace(heap, -lb)
+                t_next = max(t_next, -heap[0])
+            if t_next == math.inf:
+                return None
+            if t_next > t:
+                t = t_next
+                continue
+            chosen = self._select_at(t, req, [i for i in pool if lower[i] <= t], required)
+            if chosen is not None:
+                return t, chosen
+            t = min((profiles[i].next_time_after(t) for i in (*required, *pool)), default=math.inf)
+            if t == math.inf:
+                return None
+        return None
+
+    def _select_at(
+        self, t: float, req: Request, pool: list[int], required: tuple[int, ...]
+    ) -> list[tuple[int, int]] | None:
+        picked = self._pick_required(t, req, required)
+        if picked is None:
+            return None
+        want = req.n - len(required)
+        tmasks = self._type_mask(req.gpu_type)
+        end = t + req.duration
+        others: list[tuple[int, int]] = []
+        for i in pool:
+            if len(others) == want and (req.uniform or self._enough(req, picked, others, want)):
+                break
+            cap = self._capacity(req, i, t, end, tmasks[i])
+            if cap:
+                others.append((i, cap))
+        if len(others) < want or not (req.uniform or self._enough(req, picked, others, want)):
+            return None
+        return self._finish_pick(req, picked, others, want)
+
+    # ----- committing --------------------------------------------------------------------------
+
+    def _commit(
+        self, start: float, req: Request, chosen: list[tuple[int, int]]
+    ) -> tuple[NodeAllocation, ...]:
+        """Take the resources of ``chosen`` (index, tasks) over the job's window; return the allocation."""
+        end = start + req.duration
+        tmasks = self._type_mask(req.gpu_type)
+        out = []
+        for rank, (i, tasks) in enumerate(sorted(chosen)):
+            p = self.profiles[i]
+            v = self.views[i]
+            if req.exclusive:
+                # The whole node: everything free over the window (all of it on a consistent,
+                # idle node; never more than what is really free).
+                cpus, mem, gpu_mask, _ = aggregate(p, p.index_at(start), end)
+                gpus = indices_of(gpu_mask, gpu_mask.bit_count())
+            else:
+                cpus = tasks * req.cpt
+                mem = req.mem_per_node or req.mem_per_cpu * cpus
+                gpus = []
+                if req.gpn:
+                    _, _, free, _ = aggregate(p, p.index_at(start), end)
+                    gpus = indices_of(free & tmasks[i], req.gpus_on(rank))
+                gpu_mask = mask_of(gpus)
+            p.take(start, end, cpus, mem, gpu_mask)
+            out.append(NodeAllocation(node=v.name, cpus=cpus, mem_mb=mem, gpus=gpus, tasks=tasks))
+        return tuple(out)
+
+
+def plan(snapshot: SchedSnapshot, options: Mapping[str, Any] | None = None) -> Plan:
+    """Plan one scheduling pass over ``snapshot``; see the module docstring."""
+    return BackfillPlanner(snapshot, BackfillOptions.parse(options)).plan()

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create .venv and install Spur, its plugins and the development tools into it. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+  echo "setup: Python 3.11 or newer is required (found: $("$PY" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.spur-installed
+want=$(cat pyproject.toml plugins/*/pyproject.toml | sha1sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  for plugin in plugins/*/; do
+    .venv/bin/python -m pip install -q --no-deps -e "$plugin"
+  done
+  echo "$want" > "$stamp"
+fi

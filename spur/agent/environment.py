@@ -1,0 +1,175 @@
+"""The environment a job's processes run with (pure: no I/O).
+
+``build_job_environment`` computes the job-level variables for one node of an allocation;
+``task_environment`` adds the per-task ones (``SLURM_PROCID``/``SLURM_LOCALID``). The submitter's
+environment (``JobSpec.environment``) is the base; Slurm's variables are laid over it, and every
+``SLURM_*`` variable gets a ``SPUR_*`` twin with the same value (``SLURMD_NODENAME`` -> ``SPUR_NODENAME``).
+
+GPU variables: ``NodeAllocation.gpus`` are node-wide GPU indices; the vendor runtimes count their own
+devices, so ``CUDA_VISIBLE_DEVICES`` lists the NVIDIA vendor ordinals of the allocated GPUs and
+``ROCR_VISIBLE_DEVICES`` the AMD ones (see :mod:`spur.agent.discovery`). Values for these that came from
+the submit host describe that host's GPUs, not this node's, so they are always dropped from the base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from spur.rpc.proto import spur_pb2
+
+__all__ = [
+    "GpuOrdinal",
+    "build_job_environment",
+    "compress_counts",
+    "task_environment",
+    "twin_name",
+]
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# Submit-host values that must never leak into a job on another node.
+_HOST_SPECIFIC = (
+    "CUDA_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+    "CUDA_DEVICE_ORDER",
+)
+
+
+@dataclass(frozen=True)
+class GpuOrdinal:
+    """How the vendor runtime numbers one node GPU."""
+
+    vendor: str  # "nvidia" | "amd"
+    vendor_index: int
+
+
+def twin_name(name: str) -> str:
+    """The ``SPUR_*`` twin of a ``SLURM_*``/``SLURMD_*`` variable name."""
+    if name.startswith("SLURMD_"):
+        return "SPUR_" + name[len("SLURMD_") :]
+    if name.startswith("SLURM_"):
+        return "SPUR_" + name[len("SLURM_") :]
+    raise ValueError(f"not a Slurm variable name: {name!r}")
+
+
+def compress_counts(values: Iterable[int]) -> str:
+    """Slurm's run-length form of per-node counts: ``[2, 2, 2, 1]`` -> ``"2(x3),1"``."""
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and runs[-1][0] == v:
+            runs[-1][1] += 1
+        else:
+            runs.append([v, 1])
+    return ",".join(f"{v}(x{n})" if n > 1 else str(v) for v, n in runs)
+
+
+def _join(values: Iterable[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def build_job_environment(
+    job: spur_pb2.JobInfo,
+    *,
+    node: str,
+    cluster_name: str,
+    nodelist: str,
+    gpu_ordinals: Mapping[int, GpuOrdinal] | None = None,
+    home: str = "",
+    shell: str = "",
+) -> dict[str, str]:
+    """Job-level environment for ``node`` of ``job``'s allocation.
+
+    ``nodelist`` is the compressed hostlist of the allocation (``job.nodelist`` when the controller
+    set it). ``gpu_ordinals`` maps this node's GPU indices to vendor ordinals; an allocated index
+    missing from it is exported under its own number. Raises ``ValueError`` when ``node`` is not part
+    of the allocation.
+    """
+    alloc = list(job.allocation)
+    node_index = next((i for i, a in enumerate(alloc) if a.node == node), None)
+    if node_index is None:
+        raise ValueError(f"node {node!r} is not in the allocation of job {job.job_id}")
+    mine = alloc[node_index]
+    spec = job.spec
+
+    env = {k: v for k, v in spec.environment.items() if k not in _HOST_SPECIFIC}
+    env.setdefault("PATH", DEFAULT_PATH)
+    if job.user:
+        env.setdefault("USER", job.user)
+        env.setdefault("LOGNAME", job.user)
+    if home:
+        env.setdefault("HOME", home)
+    if shell:
+        env.setdefault("SHELL", shell)
+
+    ntasks = sum(a.tasks for a in alloc) or max(1, spec.num_tasks)
+    slurm: dict[str, str] = {
+        "SLURM_JOB_ID": str(job.job_id),
+        "SLURM_JOBID": str(job.job_id),
+        "SLURM_JOB_NAME": spec.name,
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_NODELIST": nodelist,
+        "SLURM_JOB_NUM_NODES": str(len(alloc)),
+        "SLURM_NNODES": str(len(alloc)),
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_NPROCS": str(ntasks),
+        "SLURM_TASKS_PER_NODE": compress_counts(a.tasks for a in alloc),
+        "SLURM_JOB_CPUS_PER_NODE": compress_counts(a.cpus for a in alloc),
+        "SLURM_CPUS_ON_NODE": str(mine.cpus),
+        "SLURM_NODEID": str(node_index),
+        "SLURM_SUBMIT_DIR": spec.work_dir,
+        "SLURM_JOB_PARTITION": job.partition or spec.partition,
+        "SLURM_JOB_USER": job.user,
+        "SLURM_JOB_UID": str(job.uid),
+        "SLURM_JOB_GID": str(job.gid),
+        "SLURM_CLUSTER_NAME": cluster_name,
+        "SLURMD_NODENAME": node,
+    }
+    submit_host = spec.environment.get("SLURM_SUBMIT_HOST") or spec.environment.get("HOSTNAME", "")
+    if submit_host:
+        slurm["SLURM_SUBMIT_HOST"] = submit_host
+    if spec.cpus_per_task > 1:
+        slurm["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
+    if spec.mem_per_node_mb:
+        slurm["SLURM_MEM_PER_NODE"] = str(spec.mem_per_node_mb)
+    if spec.account:
+        slurm["SLURM_JOB_ACCOUNT"] = spec.account
+    if job.time_limit_secs > 0:
+        slurm["SLURM_JOB_TIME_LIMIT"] = str(job.time_limit_secs)
+    if mine.gpus:
+        slurm["SLURM_JOB_GPUS"] = _join(mine.gpus)
+        slurm["SLURM_GPUS_ON_NODE"] = str(len(mine.gpus))
+        env.update(_gpu_visibility(mine.gpus, gpu_ordinals or {}))
+
+    env.update(slurm)
+    env.update({twin_name(k): v for k, v in slurm.items()})
+    return env
+
+
+def _gpu_visibility(indices: Sequence[int], ordinals: Mapping[int, GpuOrdinal]) -> dict[str, str]:
+    nvidia: list[int] = []
+    amd: list[int] = []
+    every: list[int] = []
+    for index in indices:
+        ordinal = ordinals.get(index, GpuOrdinal("nvidia", index))
+        every.append(ordinal.vendor_index)
+        (amd if ordinal.vendor == "amd" else nvidia).append(ordinal.vendor_index)
+    out = {"GPU_DEVICE_ORDINAL": _join(every)}
+    if nvidia:
+        out["CUDA_VISIBLE_DEVICES"] = _join(nvidia)
+        # Vendor ordinals are PCI order (discovery); CUDA must count the same way.
+        out["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if amd:
+        out["ROCR_VISIBLE_DEVICES"] = _join(amd)
+    return out
+
+
+def task_environment(base: Mapping[str, str], *, procid: int, localid: int) -> dict[str, str]:
+    """``base`` plus the variables of one task (global rank ``procid``, node-local rank ``localid``)."""
+    env = dict(base)
+    for prefix in ("SLURM_", "SPUR_"):
+        env[prefix + "PROCID"] = str(procid)
+        env[prefix + "LOCALID"] = str(localid)
+    return env

@@ -1,0 +1,211 @@
+"""What the shim needs to run one job on this node, resolved from a LaunchJobRequest.
+
+spurd resolves everything (environment, output paths, user and groups) up front and writes the result
+as ``spec.json``, so the shim is a dumb executor and a launch failure the user caused is found before
+any process starts. :func:`build_launch_spec` is pure; :func:`resolve_user` and :func:`check_paths` do
+the (read-only) system lookups.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spur.agent.environment import GpuOrdinal, build_job_environment
+from spur.core.serde import from_plain, to_plain
+from spur.rpc.proto import spur_pb2
+
+__all__ = ["LaunchError", "LaunchSpec", "UserInfo", "build_launch_spec", "check_paths", "resolve_user"]
+
+
+class LaunchError(Exception):
+    """A launch that cannot run for a reason the job (or its user) caused; the message says which."""
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    name: str
+    uid: int
+    gid: int
+    home: str = ""
+    shell: str = ""
+    groups: tuple[int, ...] = ()
+
+
+@dataclass
+class LaunchSpec:
+    """One job on one node. Paths are absolute; ``stderr_path == ""`` means stderr joins stdout."""
+
+    job_id: int
+    job_name: str
+    node: str
+    user: str
+    uid: int
+    gid: int
+    groups: list[int] = field(default_factory=list)
+    work_dir: str = "/"
+    interactive: bool = False
+    argv: list[str] = field(default_factory=list)  # interactive command
+    stdout_path: str = ""  # batch only
+    stderr_path: str = ""  # batch only
+    stdin_path: str = "/dev/null"  # batch only
+    environment: dict[str, str] = field(default_factory=dict)  # job level; the shim adds per-task vars
+    first_task: int = 0  # global rank of this node's first task
+    ntasks: int = 1  # tasks on this node (batch: 1)
+    start_time: float = 0.0
+    time_limit_secs: int = -1  # <= 0: unlimited
+    mem_mb: int = 0  # this node's memory allocation (systemd backend enforces it)
+    umask: int = 0o022
+    # Drop privileges to uid/gid before running tasks (spurd is root and the job is another user's).
+    drop_privileges: bool = False
+
+    @property
+    def ranks(self) -> range:
+        return range(self.first_task, self.first_task + self.ntasks)
+
+    def to_json(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LaunchSpec:
+        return from_plain(cls, dict(data))
+
+
+def resolve_user(uid: int, name: str, *, euid: int, node: str) -> UserInfo:
+    """Who the job runs as. A non-root agent can only run its own user's jobs."""
+    try:
+        entry: pwd.struct_passwd | None = pwd.getpwuid(uid)
+    except KeyError:
+        entry = None
+    if euid != 0 and uid != euid:
+        me = _user_name(euid)
+        raise LaunchError(
+            f"spurd on {node} runs as uid {euid} ({me}), not root, so it can only run that user's jobs; "
+            f"this job belongs to uid {uid} ({name or '?'}). Run spurd as root to run other users' jobs."
+        )
+    if entry is None:
+        raise LaunchError(f"user id {uid} ({name or 'no name'}) does not exist on node {node}")
+    groups: tuple[int, ...] = ()
+    if euid == 0:
+        try:
+            groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
+        except OSError:
+            groups = ()
+    return UserInfo(entry.pw_name, uid, entry.pw_gid, entry.pw_dir, entry.pw_shell, groups)
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return "?"
+
+
+def _resolve(path: str, work_dir: str) -> str:
+    return os.path.normpath(os.path.join(work_dir, path))
+
+
+def build_launch_spec(
+    request: spur_pb2.LaunchJobRequest,
+    *,
+    node: str,
+    user: UserInfo,
+    cluster_name: str,
+    euid: int,
+    gpu_ordinals: Mapping[int, GpuOrdinal] | None = None,
+    received_at: float,
+) -> LaunchSpec:
+    """Resolve ``request`` for this node. Raises :class:`LaunchError` for a request that cannot run."""
+    from spur.core.hostlist import compress
+    from spur.core.output_path import default_output_name, expand_output_pattern
+
+    job = request.job
+    spec = job.spec
+    alloc = next((a for a in job.allocation if a.node == node), None)
+    if alloc is None:
+        raise LaunchError(f"node {node} is not part of the allocation of job {job.job_id}")
+    if spec.interactive:
+        if not spec.argv:
+            raise LaunchError(f"job {job.job_id} is interactive but has no command to run")
+    elif not spec.script:
+        raise LaunchError(f"batch job {job.job_id} has no script")
+    work_dir = spec.work_dir or user.home or "/"
+    if not os.path.isabs(work_dir):
+        raise LaunchError(f"working directory {work_dir!r} is not an absolute path")
+
+    nodelist = job.nodelist or compress([a.node for a in job.allocation])
+    environment = build_job_environment(
+        job,
+        node=node,
+        cluster_name=cluster_name,
+        nodelist=nodelist,
+        gpu_ordinals=gpu_ordinals,
+        home=user.home,
+        shell=user.shell,
+    )
+    stdout_path = stderr_path = ""
+    stdin_path = "/dev/null"
+    if not spec.interactive:
+
+        def expand(pattern: str) -> str:
+            return _resolve(
+                expand_output_pattern(
+                    pattern, job_id=job.job_id, job_name=spec.name or "", user=user.name, node=node
+                ),
+                work_dir,
+            )
+
+        stdout_path = expand(spec.stdout_pattern or default_output_name(job.job_id))
+        stderr_path = expand(spec.stderr_pattern) if spec.stderr_pattern else ""
+        if stderr_path == stdout_path:
+            stderr_path = ""
+        stdin_path = _resolve(spec.stdin_path, work_dir) if spec.stdin_path else "/dev/null"
+
+    umask = 0o022
+    raw_umask = spec.environment.get("SLURM_UMASK", "")
+    if raw_umask:
+        try:
+            umask = int(raw_umask, 8) & 0o777
+        except ValueError:
+            raise LaunchError(f"SLURM_UMASK={raw_umask!r} is not an octal umask") from None
+
+    return LaunchSpec(
+        job_id=job.job_id,
+        job_name=spec.name,
+        node=node,
+        user=user.name,
+        uid=user.uid,
+        gid=job.gid,
+        groups=list(user.groups),
+        work_dir=work_dir,
+        interactive=spec.interactive,
+        argv=list(spec.argv),
+        stdout_path=stdout_path,
+        stderr_path=stderr_path,
+        stdin_path=stdin_path,
+        environment=environment,
+        first_task=request.first_task,
+        ntasks=max(1, alloc.tasks) if spec.interactive else 1,
+        start_time=job.start_time or received_at,
+        time_limit_secs=job.time_limit_secs if job.time_limit_secs > 0 else -1,
+        mem_mb=alloc.mem_mb,
+        umask=umask,
+        drop_privileges=euid == 0 and user.uid != 0,
+    )
+
+
+def check_paths(spec: LaunchSpec) -> None:
+    """Raise :class:`LaunchError` when a path the job needs is missing (checked as spurd sees it)."""
+    if not os.path.isdir(spec.work_dir):
+        raise LaunchError(f"working directory {spec.work_dir} does not exist on node {spec.node}")
+    for what, path in (("output", spec.stdout_path), ("error", spec.stderr_path)):
+        if path:
+            parent = str(Path(path).parent)
+            if not os.path.isdir(parent):
+                raise LaunchError(f"directory {parent} of the {what} file {path} does not exist")
+    if spec.stdin_path != "/dev/null" and not os.path.exists(spec.stdin_path):
+        raise LaunchError(f"input file {spec.stdin_path} does not exist")

@@ -1,0 +1,326 @@
+"""spurd: the node agent daemon (entry point ``spurd`` -> :func:`main`).
+
+Startup order: discover hardware, re-adopt jobs left by an earlier agent, serve the Agent service,
+then register with the controller (retrying while it is unreachable) and heartbeat. SIGTERM/SIGINT
+stop the agent cleanly; running jobs are left running and are adopted by the next agent.
+
+Settings come from flags, then ``--conf`` (spur.conf ``[agent]``), then built-in defaults. A bad flag or
+config value is one error message on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+if TYPE_CHECKING:
+    from spur.agent.discovery import NodeHardware
+
+__all__ = ["AgentOptions", "main", "parse_args", "run_agent"]
+
+log = logging.getLogger("spur.agent")
+
+DEFAULT_CONTROLLER = "localhost:6817"
+DEFAULT_LISTEN = "0.0.0.0:6818"
+DEFAULT_STATE_DIR = Path("/var/lib/spur/agent")
+VERSION = "0.1.0"
+
+
+class UsageError(Exception):
+    """A flag or config value is invalid; the message names it."""
+
+
+class StartupError(Exception):
+    """The agent cannot start (port in use, unusable state dir); the message says why."""
+
+
+@dataclass
+class AgentOptions:
+    controllers: list[str] = field(default_factory=lambda: [DEFAULT_CONTROLLER])
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 6818
+    name: str = ""
+    address: str = ""
+    state_dir: Path = DEFAULT_STATE_DIR
+    cpus: int | None = None
+    memory_mb: int | None = None
+    sysfs_root: Path = Path("/")
+    kill_grace: float = 30.0
+    backend: str = "auto"
+    heartbeat: float | None = None
+    cluster_name: str = "spur"
+    features: list[str] = field(default_factory=list)
+    verbose: bool = False
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="spurd", description="Spur node agent")
+    p.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
+    p.add_argument("--controller", action="append", metavar="URL", help="controller address(es); repeatable")
+    p.add_argument("--listen", metavar="HOST:PORT", help=f"agent gRPC address (default {DEFAULT_LISTEN})")
+    p.add_argument("--port", type=int, metavar="N", help="agent gRPC port (overrides the --listen port)")
+    p.add_argument("--name", help="node name (default: short hostname)")
+    p.add_argument("--address", help="address the controller uses to reach this agent")
+    p.add_argument("--state-dir", type=Path, help=f"agent state (default {DEFAULT_STATE_DIR})")
+    p.add_argument("--conf", type=Path, help="spur.conf")
+    p.add_argument("--cpus", type=int, help="CPUs to offer (default: discovered)")
+    p.add_argument("--memory-mb", type=int, help="memory in MiB to offer (default: discovered)")
+    p.add_argument("--sysfs-root", type=Path, help="root of /proc and /sys for discovery (tests)")
+    p.add_argument("--kill-grace", type=float, help="seconds between SIGTERM and SIGKILL (default 30)")
+    p.add_argument("--backend", choices=["auto", "process", "systemd"], help="how jobs are started")
+    p.add_argument("--heartbeat", type=float, metavar="SECS", help="heartbeat interval override")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    return p
+
+
+def _split_hostport(value: str, what: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise UsageError(f"invalid {what} {value!r}: expected HOST:PORT with a port from 0 to 65535")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _load_config(path: Path) -> Any | None:
+    try:
+        from spur.config.loader import load_config
+    except ImportError:
+        log.warning("--conf %s ignored: spur.config is not available", path)
+        return None
+    from spur.config.errors import ConfigError
+
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
+
+
+def parse_args(argv: list[str] | None = None) -> AgentOptions:
+    """Parse flags into options; raises UsageError for an invalid value (argparse errors exit 2)."""
+    from spur.agent.controller_link import normalize_controller
+
+    args = _parser().parse_args(argv)
+    cfg = _load_config(args.conf) if args.conf else None
+    agent_cfg = getattr(cfg, "agent", None)
+    opts = AgentOptions()
+    if cfg is not None:
+        opts.cluster_name = cfg.cluster_name
+        opts.kill_grace = float(cfg.controller.kill_grace_secs)
+
+    raw_controllers = args.controller or (list(agent_cfg.controller) if agent_cfg else [DEFAULT_CONTROLLER])
+    controllers: list[str] = []
+    for item in raw_controllers:
+        for part in item.split(","):
+            if part.strip():
+                try:
+                    controllers.append(normalize_controller(part))
+                except ValueError as e:
+                    raise UsageError(f"--controller: {e}") from None
+    if not controllers:
+        raise UsageError("--controller: no controller address given")
+    opts.controllers = controllers
+
+    listen = args.listen or (agent_cfg.listen_addr if agent_cfg else DEFAULT_LISTEN)
+    opts.listen_host, opts.listen_port = _split_hostport(listen, "--listen")
+    if args.port is not None:
+        if not 0 <= args.port < 65536:
+            raise UsageError(f"invalid --port {args.port}: expected 0 to 65535")
+        opts.listen_port = args.port
+
+    opts.name = args.name or (agent_cfg.node_name if agent_cfg and agent_cfg.node_name else "")
+    opts.name = opts.name or socket.gethostname().split(".")[0]
+    if not opts.name or any(c.isspace() or c in ",[]" for c in opts.name):
+        raise UsageError(f"invalid --name {opts.name!r}: a node name has no spaces, commas or brackets")
+    opts.address = args.address or ""
+    opts.state_dir = args.state_dir or (agent_cfg.state_dir if agent_cfg else DEFAULT_STATE_DIR)
+    if args.cpus is not None and args.cpus < 1:
+        raise UsageError(f"invalid --cpus {args.cpus}: must be at least 1")
+    if args.memory_mb is not None and args.memory_mb < 1:
+        raise UsageError(f"invalid --memory-mb {args.memory_mb}: must be at least 1")
+    opts.cpus, opts.memory_mb = args.cpus, args.memory_mb
+    if args.sysfs_root is not None:
+        if not args.sysfs_root.is_dir():
+            raise UsageError(f"invalid --sysfs-root {args.sysfs_root}: not a directory")
+        opts.sysfs_root = args.sysfs_root
+    if args.kill_grace is not None:
+        if args.kill_grace < 0:
+            raise UsageError(f"invalid --kill-grace {args.kill_grace}: must be 0 or more seconds")
+        opts.kill_grace = args.kill_grace
+    opts.backend = args.backend or (str(agent_cfg.backend) if agent_cfg else "auto")
+    if args.heartbeat is not None and args.heartbeat <= 0:
+        raise UsageError(f"invalid --heartbeat {args.heartbeat}: must be more than 0 seconds")
+    opts.heartbeat = args.heartbeat
+    opts.verbose = args.verbose
+    return opts
+
+
+async def run_agent(
+    opts: AgentOptions,
+    hardware: NodeHardware | None = None,
+    *,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the agent until cancelled; reports the bound agent port via ``task_status``.
+
+    ``hardware`` defaults to discovering it under ``opts.sysfs_root``. Raises StartupError when the
+    agent port cannot be bound or the state dir cannot be used.
+    """
+    from spur.agent.backends import select_backend
+    from spur.agent.controller_link import local_address_towards, open_controller_link
+    from spur.agent.discovery import discover
+    from spur.agent.executor import Executor, gpu_ordinals_from
+    from spur.agent.registration import Registrar
+    from spur.agent.reporter import Reporter
+    from spur.agent.service import AgentServicer
+    from spur.rpc.proto import spur_pb2
+    from spur.rpc.server import Server
+
+    if hardware is None:
+        hardware = discover(opts.sysfs_root)
+    cpus = opts.cpus or hardware.cpus.cpus
+    memory_mb = opts.memory_mb or hardware.memory_mb
+    backend = select_backend(opts.backend)
+    cluster = {"name": opts.cluster_name}
+    log.info(
+        "spurd %s node %s: %d cpus, %d MiB, %d gpus, %s backend, state in %s",
+        VERSION,
+        opts.name,
+        cpus,
+        memory_mb,
+        len(hardware.gpus),
+        backend.name,
+        opts.state_dir,
+    )
+
+    async with open_controller_link(opts.controllers) as link, trio.open_nursery() as nursery:
+        executor: Executor | None = None
+
+        def acked(job_id: int) -> None:
+            assert executor is not None
+            executor.mark_reported(job_id)
+
+        reporter = Reporter(lambda r: link.call("ReportJobStatus", r), acked)
+        executor = Executor(
+            state_dir=opts.state_dir,
+            node_name=opts.name,
+            backend=backend,
+            on_final=reporter.submit,
+            kill_grace=opts.kill_grace,
+            gpu_ordinals=gpu_ordinals_from(hardware.gpus),
+            cluster_name=lambda: cluster["name"],
+        )
+        await nursery.start(reporter.run)
+        try:
+            await nursery.start(executor.run)
+        except OSError as e:
+            raise StartupError(f"cannot use state directory {opts.state_dir}: {e.strerror or e}") from None
+
+        server = Server()
+        server.add_service(
+            spur_pb2.DESCRIPTOR.services_by_name["Agent"], AgentServicer(executor, node_name=opts.name)
+        )
+        try:
+            port = await nursery.start(server.serve, opts.listen_host, opts.listen_port)
+        except OSError as e:
+            raise StartupError(
+                f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}"
+            ) from None
+
+        async def build_request() -> spur_pb2.RegisterNodeRequest:
+            address = opts.address or await local_address_towards(link.current_target)
+            return spur_pb2.RegisterNodeRequest(
+                name=opts.name,
+                address=address,
+                port=port,
+                cpus=cpus,
+                memory_mb=memory_mb,
+                gpus=[
+                    spur_pb2.GpuDevice(index=g.index, vendor=g.vendor, model=g.model, pci_bus_id=g.pci_bus_id)
+                    for g in hardware.gpus
+                ],
+                running_job_ids=executor.running_job_ids(),
+                version=VERSION,
+                boot_time=hardware.boot_time,
+                sockets=hardware.cpus.sockets,
+                cores_per_socket=hardware.cpus.cores_per_socket,
+                threads_per_core=hardware.cpus.threads_per_core,
+                arch=hardware.arch,
+                os=hardware.os,
+                features=opts.features,
+            )
+
+        def registered(response: spur_pb2.RegisterNodeResponse) -> None:
+            if response.cluster_name:
+                cluster["name"] = response.cluster_name
+
+        registrar = Registrar(
+            link.call,
+            build_request=build_request,
+            running_job_ids=executor.running_job_ids,
+            node_name=opts.name,
+            heartbeat_override=opts.heartbeat,
+            on_registered=registered,
+        )
+        await nursery.start(registrar.run)
+        task_status.started(port)
+
+
+async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def agent() -> None:
+                await run_agent(opts, hardware)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(agent)
+            async for signum in signals:
+                log.info(
+                    "received %s: shutting down (running jobs keep running)", signal.Signals(signum).name
+                )
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.INFO,
+        format="%(asctime)s spurd[%(process)d] %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        opts = parse_args(argv)
+    except UsageError as e:
+        print(f"spurd: error: {e}", file=sys.stderr)
+        return 2
+    if opts.verbose:
+        logging.getLogger().setLevel(logging.DEBUG)
+    from spur.agent.discovery import DiscoveryError, discover
+
+    try:
+        hardware = discover(opts.sysfs_root)
+    except DiscoveryError as e:
+        print(f"spurd: error: hardware discovery failed: {e}", file=sys.stderr)
+        return 1
+    rc = 0
+    try:
+        trio.run(_serve_until_signalled, opts, hardware)
+    except* KeyboardInterrupt:
+        pass
+    except* StartupError as group:
+        for exc in group.exceptions:
+            print(f"spurd: error: {exc}", file=sys.stderr)
+        rc = 1
+    log.info("spurd stopped")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Caller identity carried in RPC metadata (uid, gid, user name), and the admin check.
+
+Until ``[auth]`` is enabled the controller trusts these headers, as Slurm trusts munge on a closed
+cluster network; with auth the JWT subject becomes the identity and a mismatch is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+UID_KEY = "x-spur-uid"
+GID_KEY = "x-spur-gid"
+USER_KEY = "x-spur-user"
+GROUP_KEY = "x-spur-group"
+
+
+@dataclass(frozen=True)
+class Identity:
+    uid: int
+    gid: int
+    user: str
+    group: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.uid == 0
+
+
+class IdentityError(ValueError):
+    pass
+
+
+def current_identity() -> Identity:
+    """The identity of this process (what the CLI sends)."""
+    import grp
+    import pwd
+
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    return Identity(uid, gid, user, group)
+
+
+def identity_metadata(ident: Identity | None = None) -> dict[str, str]:
+    ident = ident or current_identity()
+    return {UID_KEY: str(ident.uid), GID_KEY: str(ident.gid), USER_KEY: ident.user, GROUP_KEY: ident.group}
+
+
+def identity_from_metadata(md: dict[str, str]) -> Identity:
+    """Parse the identity headers; raises IdentityError naming the missing or bad header."""
+    try:
+        uid = int(md[UID_KEY])
+        gid = int(md.get(GID_KEY, md[UID_KEY]))
+    except KeyError as exc:
+        raise IdentityError(f"missing caller identity header {exc.args[0]}") from None
+    except ValueError:
+        raise IdentityError("caller identity headers must be numeric uid/gid") from None
+    if uid < 0 or gid < 0:
+        raise IdentityError("caller uid/gid must not be negative")
+    user = md.get(USER_KEY) or str(uid)
+    return Identity(uid, gid, user, md.get(GROUP_KEY) or str(gid))

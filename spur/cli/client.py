@@ -1,0 +1,77 @@
+"""How CLI commands reach the controller: address resolution, one Trio run per call, error mapping."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+DEFAULT_CONTROLLER = "localhost:6817"
+
+
+class CliError(Exception):
+    """A user-facing failure: ``message`` goes to stderr and the process exits with ``exit_code``."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def controller_targets() -> list[str]:
+    """Controller addresses: $SPUR_CONTROLLER (comma list), else the config's, else localhost:6817."""
+    env = os.environ.get("SPUR_CONTROLLER")
+    if env:
+        return [t.strip() for t in env.split(",") if t.strip()]
+    conf = os.environ.get("SPUR_CONF") or ("/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else "")
+    if conf:
+        from spur.config import ConfigError, load_config
+
+        try:
+            cfg = load_config(conf)
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
+        if cfg.agent.controller:
+            return list(cfg.agent.controller)
+    return [DEFAULT_CONTROLLER]
+
+
+def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float = 30.0) -> T:
+    """Run ``body(stub)`` against the first reachable controller; RpcError -> CliError."""
+    import trio
+
+    from spur.auth.identity import identity_metadata
+    from spur.rpc.channel import open_channel
+    from spur.rpc.status import RpcError, StatusCode
+    from spur.rpc.stub import controller_stub
+
+    md = identity_metadata()
+    targets = controller_targets()
+
+    async def run() -> T:
+        last: RpcError | None = None
+        for target in targets:
+            try:
+                async with open_channel(target, connect_timeout=5.0, metadata_provider=lambda: md) as ch:
+                    return await body(controller_stub(ch))
+            except RpcError as exc:
+                if exc.code is not StatusCode.UNAVAILABLE:
+                    raise
+                last = exc
+        assert last is not None
+        raise last
+
+    try:
+        return trio.run(run)
+    except RpcError as exc:
+        if exc.code is StatusCode.UNAVAILABLE:
+            raise CliError(f"Unable to contact slurm controller (connect failure): {exc.message}") from None
+        raise CliError(exc.message) from None
+
+
+def fail(prog: str, message: str, exit_code: int = 1) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return exit_code

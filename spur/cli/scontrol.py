@@ -1,0 +1,213 @@
+"""``scontrol`` / ``spur show``: show job|node|partition|hostnames|hostlist, update node, ping."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from spur.cli.client import CliError, with_controller
+
+USAGE = """Usage: scontrol <command> [args]
+  show job [ID] | show node [NAME] | show partition [NAME]
+  show hostnames EXPR | show hostlist NAME,...
+  update NodeName=LIST State=DRAIN|RESUME|DOWN|UNDRAIN [Reason=TEXT]
+  ping | version
+"""
+
+
+def _err(message: str, code: int = 1) -> int:
+    print(message, file=sys.stderr)
+    return code
+
+
+def show_node_text(n, now: float) -> str:
+    from spur.core.timespec import format_timestamp
+
+    gres = ",".join(f"gpu:{g.model}:1" if g.model else "gpu:1" for g in n.gpus[:1])
+    if n.gpus:
+        models = {g.model for g in n.gpus}
+        gres = f"gpu:{models.pop()}:{len(n.gpus)}" if len(models) == 1 and "" not in models else f"gpu:{len(n.gpus)}"
+    state = n.state.upper()
+    if n.state == "draining":
+        state = "MIXED+DRAIN" if n.alloc_cpus < n.cpus else "ALLOCATED+DRAIN"
+    elif n.state == "drained":
+        state = "IDLE+DRAIN"
+    elif n.state == "down" and n.reason == "Not responding":
+        state = "DOWN+NOT_RESPONDING"
+    lines = [
+        f"NodeName={n.name} Arch={n.arch or 'x86_64'} CoresPerSocket={n.cores_per_socket} ",
+        f"   CPUAlloc={n.alloc_cpus} CPUEfctv={n.cpus} CPUTot={n.cpus} CPULoad=0.00",
+        f"   AvailableFeatures={','.join(n.features) or '(null)'}",
+        f"   ActiveFeatures={','.join(n.features) or '(null)'}",
+        f"   Gres={gres or '(null)'}",
+        f"   NodeAddr={n.address} NodeHostName={n.name} Version={n.version or 'spur'}",
+        f"   OS={n.os} ",
+        f"   RealMemory={n.memory_mb} AllocMem={n.alloc_mem_mb} FreeMem=N/A Sockets={n.sockets} Boards=1",
+        f"   State={state} ThreadsPerCore={n.threads_per_core} TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+        f"   Partitions={','.join(n.partitions)} ",
+        f"   BootTime={format_timestamp(n.boot_time) if n.boot_time else 'None'} "
+        f"SlurmdStartTime={format_timestamp(n.registered_time)}",
+        f"   CfgTRES=cpu={n.cpus},mem={n.memory_mb}M,billing={n.cpus}"
+        + (f",gres/gpu={len(n.gpus)}" if n.gpus else ""),
+        f"   AllocTRES={'cpu=' + str(n.alloc_cpus) if n.alloc_cpus else ''}",
+    ]
+    if n.reason:
+        lines.append(f"   Reason={n.reason}")
+    return "\n".join(lines) + "\n\n"
+
+
+def show_partition_text(p, nodes_by_name) -> str:
+    from spur.cli.jobfields import format_time_limit_long
+
+    members = [nodes_by_name[n] for n in p.nodes if n in nodes_by_name]
+    cpus = sum(n.cpus for n in members)
+    mem = sum(n.memory_mb for n in members)
+    from spur.core.hostlist import compress
+
+    default_time = "NONE" if p.default_time_secs < 0 else format_time_limit_long(p.default_time_secs)
+    return "\n".join([
+        f"PartitionName={p.name}",
+        "   AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
+        f"   AllocNodes=ALL Default={'YES' if p.is_default else 'NO'} QoS=N/A",
+        f"   DefaultTime={default_time} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
+        f"   MaxNodes=UNLIMITED MaxTime={format_time_limit_long(p.max_time_secs)} MinNodes=0 LLN=NO "
+        "MaxCPUsPerNode=UNLIMITED",
+        f"   Nodes={compress(p.nodes) if p.nodes else '(null)'}",
+        "   PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO",
+        "   OverTimeLimit=NONE PreemptMode=OFF",
+        f"   State={p.state} TotalCPUs={cpus} TotalNodes={len(members)} SelectTypeParameters=NONE",
+        "   JobDefaults=(null)",
+        "   DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
+        f"   TRES=cpu={cpus},mem={mem}M,node={len(members)},billing={cpus}",
+    ]) + "\n\n"
+
+
+def parse_key_values(tokens: list[str]) -> dict[str, str]:
+    out = {}
+    for tok in tokens:
+        if "=" not in tok:
+            raise ValueError(f"Invalid input: {tok}")
+        k, v = tok.split("=", 1)
+        out[k.lower()] = v
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    cmd, rest = argv[0].lower(), argv[1:]
+    if cmd == "version" or cmd in ("-V", "--version"):
+        from importlib.metadata import version
+
+        print(f"spur {version('spur')}")
+        return 0
+    if cmd == "show":
+        return show(rest)
+    if cmd == "update":
+        return update(rest)
+    if cmd == "ping":
+        return ping()
+    return _err(f"invalid keyword: {argv[0]}")
+
+
+def show(rest: list[str]) -> int:
+    from spur.core.hostlist import HostlistError, compress, expand
+    from spur.rpc.proto import spur_pb2 as pb
+
+    if not rest:
+        return _err("scontrol: error: show requires an entity (job, node, partition, hostnames, hostlist)")
+    what, arg = rest[0].lower(), (rest[1] if len(rest) > 1 else "")
+    try:
+        if what == "hostnames":
+            for name in expand(arg):
+                print(name)
+            return 0
+        if what == "hostlist":
+            print(compress([n for n in arg.split(",") if n]))
+            return 0
+    except HostlistError as exc:
+        return _err(f"scontrol: error: {exc}")
+    now = time.time()
+    try:
+        if what in ("job", "jobs"):
+            from spur.cli.jobfields import scontrol_job
+
+            ids = []
+            if arg:
+                try:
+                    ids = [int(arg)]
+                except ValueError:
+                    return _err(f"Invalid job id specified: {arg}")
+            resp = with_controller(
+                lambda stub: stub.GetJobs(pb.GetJobsRequest(job_ids=ids, include_finished=True), timeout=30)
+            )
+            if ids and not resp.jobs:
+                return _err("slurm_load_jobs error: Invalid job id specified")
+            if not resp.jobs:
+                print("No jobs in the system")
+            for job in sorted(resp.jobs, key=lambda j: j.job_id):
+                sys.stdout.write(scontrol_job(job, now))
+            return 0
+        if what in ("node", "nodes"):
+            try:
+                resp = with_controller(
+                    lambda stub: stub.GetNodes(pb.GetNodesRequest(names=[arg] if arg else []), timeout=30)
+                )
+            except CliError as exc:
+                return _err(f"Node {arg} not found" if "not found" in exc.message else exc.message)
+            for n in resp.nodes:
+                sys.stdout.write(show_node_text(n, now))
+            return 0
+        if what in ("partition", "partitions"):
+
+            async def body(stub):
+                parts = await stub.GetPartitions(pb.GetPartitionsRequest(names=[arg] if arg else []), timeout=30)
+                return parts, await stub.GetNodes(pb.GetNodesRequest(), timeout=30)
+
+            try:
+                parts, nodes = with_controller(body)
+            except CliError as exc:
+                return _err(f"Partition {arg} not found" if "not found" in exc.message else exc.message)
+            by_name = {n.name: n for n in nodes.nodes}
+            for p in parts.partitions:
+                sys.stdout.write(show_partition_text(p, by_name))
+            return 0
+    except CliError as exc:
+        return _err(f"scontrol: error: {exc.message}")
+    return _err(f"invalid entity: {rest[0]} for keyword: show")
+
+
+def update(rest: list[str]) -> int:
+    from spur.rpc.proto import spur_pb2 as pb
+
+    try:
+        kv = parse_key_values(rest)
+    except ValueError as exc:
+        return _err(f"scontrol: error: {exc}")
+    nodes = kv.get("nodename") or kv.get("node")
+    if not nodes:
+        return _err("scontrol: error: update supports NodeName=... for now (job updates: see issue tracker)")
+    state = kv.get("state", "").upper()
+    if not state:
+        return _err("scontrol: error: update NodeName requires State=")
+    req = pb.UpdateNodeRequest(nodes=nodes, state=state, reason=kv.get("reason", ""))
+    try:
+        with_controller(lambda stub: stub.UpdateNode(req, timeout=30))
+    except CliError as exc:
+        return _err(f"slurm_update error: {exc.message}")
+    return 0
+
+
+def ping() -> int:
+    from spur.rpc.proto import spur_pb2 as pb
+
+    try:
+        resp = with_controller(lambda stub: stub.GetControllers(pb.Empty(), timeout=10))
+    except CliError as exc:
+        print(f"Slurmctld(primary) at localhost is DOWN ({exc.message})")
+        return 1
+    for c in resp.controllers:
+        print(f"Slurmctld({c.role}) at {c.address} is UP  node_id={c.node_id} term={c.term} "
+              f"commit={c.commit_index} applied={c.applied_index}")
+    return 0

@@ -1,0 +1,162 @@
+"""``sinfo`` / ``spur nodes``: partitions and nodes in Slurm's layouts."""
+
+from __future__ import annotations
+
+import sys
+
+from spur.cli.client import CliError, with_controller
+from spur.cli.formats import parse_format, render, render_header
+from spur.cli.slurmargs import SlurmArgParser, split_list
+
+SHORT = {"idle": "idle", "allocated": "alloc", "mixed": "mix", "down": "down", "drained": "drain",
+         "draining": "drng", "unknown": "unk"}
+HEADERS = {"P": "PARTITION", "a": "AVAIL", "l": "TIMELIMIT", "D": "NODES", "t": "STATE", "T": "STATE",
+           "N": "NODELIST", "c": "CPUS", "m": "MEMORY", "G": "GRES", "E": "REASON", "z": "S:C:T", "f": "AVAIL_FEATURES",
+           "C": "CPUS(A/I/O/T)", "O": "CPU_LOAD", "e": "FREE_MEM", "n": "HOSTNAMES", "R": "PARTITION"}
+
+
+def node_state_short(node) -> str:
+    short = SHORT.get(node.state, node.state)
+    return short + "*" if node.state == "down" and node.reason == "Not responding" else short
+
+
+def time_limit_text(secs: int) -> str:
+    from spur.core.timespec import format_time_limit
+
+    return "infinite" if secs < 0 else format_time_limit(secs)
+
+
+def build_parser() -> SlurmArgParser:
+    p = SlurmArgParser("sinfo")
+    p.add_argument("-h", "--noheader", action="store_true")
+    p.add_argument("-N", "--Node", action="store_true", dest="node_oriented")
+    p.add_argument("-o", "--format")
+    p.add_argument("-p", "--partition", action="append")
+    p.add_argument("-t", "--states", action="append")
+    p.add_argument("-n", "--nodes", action="append")
+    p.add_argument("-l", "--long", action="store_true")
+    p.add_argument("-R", "--list-reasons", action="store_true")
+    p.add_argument("-s", "--summarize", action="store_true")
+    return p
+
+
+class Row:
+    """One output line: a partition (or none) and the nodes it covers."""
+
+    def __init__(self, partition, nodes: list, default: bool) -> None:
+        self.partition = partition
+        self.nodes = nodes
+        self.default = default
+
+    def value(self, letter: str) -> str:
+        from spur.core.hostlist import compress
+
+        p, nodes = self.partition, self.nodes
+        first = nodes[0] if nodes else None
+        match letter:
+            case "P" | "R":
+                return (p.name + ("*" if self.default and letter == "P" else "")) if p else ""
+            case "a":
+                return ("up" if p.state == "UP" else p.state.lower()) if p else "up"
+            case "l":
+                return time_limit_text(p.max_time_secs) if p else "infinite"
+            case "D":
+                return str(len(nodes))
+            case "t":
+                return node_state_short(first) if first else "n/a"
+            case "T":
+                return first.state if first else "n/a"
+            case "N" | "n":
+                return compress([n.name for n in nodes])
+            case "c":
+                return str(first.cpus) if first else "0"
+            case "m":
+                return str(first.memory_mb) if first else "0"
+            case "G":
+                return f"gpu:{len(first.gpus)}" if first and first.gpus else "(null)"
+            case "E":
+                return (first.reason or "none") if first else "none"
+            case "z":
+                return f"{first.sockets}:{first.cores_per_socket}:{first.threads_per_core}" if first else "0:0:0"
+            case "f":
+                return ",".join(first.features) or "(null)" if first else "(null)"
+            case "C":
+                alloc = sum(n.alloc_cpus for n in nodes)
+                total = sum(n.cpus for n in nodes)
+                other = sum(n.cpus for n in nodes if n.state in ("down", "drained"))
+                return f"{alloc}/{total - alloc - other}/{other}/{total}"
+            case "e":
+                return "N/A"
+            case "O":
+                return "N/A"
+        return ""
+
+
+def summary_rows(partitions, nodes_by_name, node_oriented: bool) -> list[Row]:
+    rows: list[Row] = []
+    for p in partitions:
+        members = [nodes_by_name[n] for n in p.nodes if n in nodes_by_name]
+        if node_oriented:
+            rows.extend(Row(p, [n], p.is_default) for n in members)
+            continue
+        if not members:
+            rows.append(Row(p, [], p.is_default))
+            continue
+        groups: dict[str, list] = {}
+        for n in members:
+            groups.setdefault(node_state_short(n), []).append(n)
+        rows.extend(Row(p, group, p.is_default) for group in groups.values())
+    if node_oriented:
+        rows.sort(key=lambda r: r.nodes[0].name)
+    return rows
+
+
+def default_format(rows: list[Row], node_oriented: bool, long: bool) -> str:
+    pwidth = max([len("PARTITION")] + [len(r.value("P")) for r in rows])
+    if node_oriented:
+        nwidth = max([len("NODELIST") + 2] + [len(r.value("N")) for r in rows])
+        if long:
+            return f"%-{nwidth}N %.5D %.{pwidth}P %11T %.4c %.8z %.6m %.8E"
+        return f"%-{nwidth}N %.5D %.{pwidth}P %-6t"
+    if long:
+        return f"%-{pwidth}P %.5a %.10l %.6D %.10T %N"
+    return f"%-{pwidth}P %.5a %.10l %.6D %.6t %N"
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from spur.rpc.proto import spur_pb2 as pb
+
+    async def body(stub):
+        parts = await stub.GetPartitions(pb.GetPartitionsRequest(names=split_list(args.partition)), timeout=30)
+        nodes = await stub.GetNodes(pb.GetNodesRequest(), timeout=30)
+        return parts, nodes
+
+    try:
+        parts, nodes = with_controller(body)
+    except CliError as exc:
+        print(f"sinfo: error: {exc.message}", file=sys.stderr)
+        return 1
+    by_name = {n.name: n for n in nodes.nodes}
+    if args.nodes:
+        from spur.core.hostlist import HostlistError, expand
+
+        try:
+            wanted = {name for expr in args.nodes for name in expand(expr)}
+        except HostlistError as exc:
+            print(f"sinfo: error: {exc}", file=sys.stderr)
+            return 1
+        by_name = {k: v for k, v in by_name.items() if k in wanted}
+    states = {s.lower() for s in split_list(args.states)}
+    if states:
+        by_name = {k: v for k, v in by_name.items()
+                   if v.state in states or SHORT.get(v.state, "") in states or node_state_short(v) in states}
+    rows = summary_rows(parts.partitions, by_name, args.node_oriented)
+    if states or args.nodes:
+        rows = [r for r in rows if r.nodes]
+    fmt = args.format or default_format(rows, args.node_oriented, args.long)
+    spec = parse_format(fmt)
+    out = [render_header(spec, HEADERS)] if not args.noheader else []
+    out += [render(spec, r.value) for r in rows]
+    sys.stdout.write("".join(line + "\n" for line in out))
+    return 0

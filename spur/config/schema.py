@@ -1,0 +1,391 @@
+"""marshmallow schemas for spur.conf: one per section, building the ``spur.config.model`` dataclasses.
+
+Defaults live only in the dataclasses: a key that is absent from the file is simply not passed to
+the constructor. Each field carries ``metadata["doc"]`` (its meaning, used by ``dump_defaults``
+and the docs) and, for optional keys without a default, ``metadata["example"]``.
+
+Cross-key rules are checked in ``post_load`` after the dataclass is built (so defaults take part)
+and reported as errors on the offending key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from dataclasses import replace
+from typing import Any
+
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, validates_schema
+
+from spur.config import fields as f
+from spur.config.addr import parse_addr
+from spur.config.model import (
+    AccountingConfig,
+    AgentBackend,
+    AgentConfig,
+    AuthConfig,
+    AuthMode,
+    ClusterConfig,
+    ControllerConfig,
+    NetworkConfig,
+    NodeConfig,
+    PartitionConfig,
+    RestConfig,
+    SchedulerConfig,
+    SpurConfig,
+)
+from spur.core.job import PartitionState
+
+_GRES = re.compile(r"^[A-Za-z][\w.-]*(:[\w.-]+)?(:\d+)?$")
+
+
+def doc(text: str, example: Any = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"doc": text}
+    if example is not None:
+        meta["example"] = example
+    return meta
+
+
+class SectionSchema(Schema):
+    """Base: rejects unknown keys with a did-you-mean hint; ``model`` is the dataclass built."""
+
+    model: type | None = None
+    error_messages = {"type": "expected a table"}
+
+    class Meta:
+        unknown = EXCLUDE  # reported by _reject_unknown instead, with a did-you-mean hint
+
+    @validates_schema(pass_original=True, skip_on_field_errors=False)
+    def _reject_unknown(self, data: Any, original_data: Any, **kwargs: Any) -> None:
+        if not isinstance(original_data, dict):
+            return
+        known = list(self.fields)
+        errors: dict[str, list[str]] = {}
+        for key in original_data:
+            if key not in self.fields:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                errors[key] = [f"unknown key{hint}"]
+        if errors:
+            raise ValidationError(errors)
+
+    @post_load
+    def _build(self, data: dict[str, Any], **kwargs: Any) -> Any:
+        if self.model is None:
+            return data
+        obj = self.model(**data)
+        self.check(obj)
+        return obj
+
+    def check(self, obj: Any) -> None:
+        """Cross-key rules; raise ``ValidationError({key: [msg]})``."""
+
+
+def _fail(key: str, msg: str) -> ValidationError:
+    return ValidationError({key: [msg]})
+
+
+REQUIRED_MSG = "required key is missing"
+
+
+def _required(field: fields.Field) -> fields.Field:
+    field.required = True
+    field.error_messages["required"] = REQUIRED_MSG
+    return field
+
+
+class ControllerSchema(SectionSchema):
+    model = ControllerConfig
+
+    listen_addr = f.Addr(
+        default_port=6817, metadata=doc("gRPC address spurctld listens on (clients, agents).")
+    )
+    rest_addr = f.Addr(default_port=6820, metadata=doc("REST API (slurmrestd-compatible) listen address."))
+    raft_listen_addr = f.Addr(
+        default_port=6821, metadata=doc("Raft listen address (controller-to-controller).")
+    )
+    agent_port = f.Int(
+        validate=f.port_range(), metadata=doc("Port spurctld uses to reach node agents (spurd).")
+    )
+    state_dir = f.PathField(metadata=doc("Raft WAL, snapshots and controller state."))
+    peers = f.StrList(
+        f.Addr(default_port=6821),
+        metadata=doc(
+            'Raft addresses ("host:port") of all controllers, this one included; empty = single member.',
+            example=["ctl1:6821", "ctl2:6821", "ctl3:6821"],
+        ),
+    )
+    node_id = f.Int(
+        validate=f.at_least(1),
+        metadata=doc(
+            "This controller's Raft id, 1-based position in peers; unset = derive from hostname.", 1
+        ),
+    )
+    heartbeat_interval_secs = f.Int(validate=f.at_least(1), metadata=doc("Seconds between agent heartbeats."))
+    node_timeout_secs = f.Int(
+        validate=f.at_least(1), metadata=doc("A node is marked DOWN after this long without a heartbeat.")
+    )
+    kill_grace_secs = f.Int(validate=f.at_least(0), metadata=doc("Seconds between SIGTERM and SIGKILL."))
+    snapshot_every = f.Int(validate=f.at_least(1), metadata=doc("Raft log entries between snapshots."))
+    wal_fsync = f.Bool(metadata=doc("fsync the WAL before acknowledging writes (disable only for tests)."))
+    election_timeout_min_ms = f.Int(
+        validate=f.at_least(1), metadata=doc("Raft election timeout lower bound (ms, randomised per term).")
+    )
+    election_timeout_max_ms = f.Int(
+        validate=f.at_least(1), metadata=doc("Raft election timeout upper bound (ms).")
+    )
+    heartbeat_ms = f.Int(validate=f.at_least(1), metadata=doc("Raft leader heartbeat interval (ms)."))
+
+    def check(self, obj: ControllerConfig) -> None:
+        if obj.node_timeout_secs <= obj.heartbeat_interval_secs:
+            raise _fail(
+                "node_timeout_secs",
+                f"must be greater than heartbeat_interval_secs ({obj.heartbeat_interval_secs})",
+            )
+        if obj.election_timeout_max_ms <= obj.election_timeout_min_ms:
+            raise _fail(
+                "election_timeout_max_ms",
+                f"must be greater than election_timeout_min_ms ({obj.election_timeout_min_ms})",
+            )
+        if obj.heartbeat_ms >= obj.election_timeout_min_ms:
+            raise _fail(
+                "heartbeat_ms", f"must be less than election_timeout_min_ms ({obj.election_timeout_min_ms})"
+            )
+        seen: dict[tuple[str, int], int] = {}
+        for i, peer in enumerate(obj.peers):
+            key = parse_addr(peer, 6821)
+            key = (key[0].lower(), key[1])
+            if key in seen:
+                raise ValidationError({"peers": {i: [f"duplicate of peers[{seen[key]}]"]}})
+            seen[key] = i
+        if obj.node_id is not None:
+            limit = max(len(obj.peers), 1)
+            if obj.node_id > limit:
+                what = f"{len(obj.peers)} peers" if obj.peers else "no peers (single member)"
+                raise _fail("node_id", f"must be in 1..{limit}: there are {what}")
+
+
+class SchedulerSchema(SectionSchema):
+    model = SchedulerConfig
+
+    interval_secs = f.Float(
+        validate=fields.validate.Range(min=0, min_inclusive=False, error="must be greater than 0"),
+        metadata=doc("Seconds between scheduler passes."),
+    )
+    plugin = f.Str(metadata=doc('Scheduler plugin name (entry point in group "spur").'))
+    max_job_test = f.Int(
+        validate=f.at_least(1), metadata=doc("Pending jobs considered per pass (like Slurm bf_max_job_test).")
+    )
+
+
+class PartitionSchema(SectionSchema):
+    model = None  # built by SpurConfigSchema, which also settles the default partition
+
+    name = _required(f.Str(metadata=doc("Partition name (required).")))
+    state = f.Choice(PartitionState, metadata=doc("UP, DOWN, DRAIN or INACTIVE."))
+    default = f.Bool(metadata=doc("Jobs that name no partition go here; at most one; else the first."))
+    nodes = f.Hostlist(allow_all=True, metadata=doc('Hostlist expression of member nodes, or "ALL".'))
+    max_time = f.TimeSpec(metadata=doc('Longest time limit a job may have ("UNLIMITED" or a Slurm time).'))
+    default_time = f.TimeSpec(metadata=doc("Time limit of jobs that give none; unset = max_time.", "1:00:00"))
+
+
+class NodeSchema(SectionSchema):
+    model = None  # built by SpurConfigSchema, which fills port from controller.agent_port
+
+    name = _required(f.Hostlist(metadata=doc("Node name or hostlist expression (required).", "node[01-04]")))
+    cpus = f.Int(validate=f.at_least(1), metadata=doc("CPUs; unset = as discovered by the agent.", 64))
+    memory_mb = f.Int(
+        validate=f.at_least(1), metadata=doc("RealMemory in MiB; unset = as discovered by the agent.", 257000)
+    )
+    gres = f.StrList(
+        f.Str(
+            validate=fields.validate.Regexp(_GRES, error='expected "name[:type][:count]", e.g. "gpu:a100:4"')
+        ),
+        metadata=doc('Generic resources, "name[:type][:count]".', ["gpu:a100:4"]),
+    )
+    features = f.StrList(metadata=doc("Feature tags matched by --constraint.", ["a100", "ib"]))
+    address = f.Str(metadata=doc("Address to reach the agent; unset = the node name.", "10.0.0.11"))
+    port = f.Int(validate=f.port_range(), metadata=doc("Agent port; unset = controller.agent_port."))
+
+
+class AccountingSchema(SectionSchema):
+    model = AccountingConfig
+
+    database_url = f.Str(
+        metadata=doc("PostgreSQL URL; unset = embedded job history.", "postgresql://spur@dbhost/spur")
+    )
+    history_max_jobs = f.Int(
+        validate=f.at_least(0), metadata=doc("Finished jobs kept by the embedded history.")
+    )
+
+    def check(self, obj: AccountingConfig) -> None:
+        if obj.database_url is not None and not obj.database_url.startswith(("postgresql://", "postgres://")):
+            raise _fail("database_url", "must be a postgresql:// URL")
+
+
+class AuthSchema(SectionSchema):
+    model = AuthConfig
+
+    jwt_key = f.Str(metadata=doc("HS256 signing key (prefer jwt_key_file).", "change-me"))
+    jwt_key_file = f.PathField(metadata=doc("File holding the HS256 key.", "/etc/spur/jwt.key"))
+    mode = f.Choice(AuthMode, metadata=doc("disabled, permissive (verify if present) or required."))
+    token_ttl_secs = f.Int(
+        validate=f.at_least(1), metadata=doc("Lifetime of tokens issued by spur (seconds).")
+    )
+
+    def check(self, obj: AuthConfig) -> None:
+        if obj.jwt_key is not None and obj.jwt_key_file is not None:
+            raise _fail("jwt_key_file", "set either auth.jwt_key or auth.jwt_key_file, not both")
+
+
+class NetworkSchema(SectionSchema):
+    model = NetworkConfig
+
+    wg_cidr = f.Cidr(metadata=doc("WireGuard mesh address range; nodes get addresses from it."))
+    wg_enabled = f.Bool(metadata=doc("Build the WireGuard mesh between nodes."))
+    wg_port = f.Int(validate=f.port_range(), metadata=doc("WireGuard UDP port."))
+    wg_interface = f.Str(
+        validate=fields.validate.Length(max=15, error="must be at most {max} characters (Linux IFNAMSIZ)"),
+        metadata=doc("WireGuard interface name."),
+    )
+
+
+class ClusterSchema(SectionSchema):
+    model = ClusterConfig
+
+    enabled = f.Bool(metadata=doc("Provision a Kubernetes cluster across the Spur nodes."))
+    distro = f.Str(
+        validate=fields.validate.OneOf(["k0s"], error="must be one of {choices}"),
+        metadata=doc("Kubernetes distribution (only k0s)."),
+    )
+    control_plane_node = f.Str(
+        metadata=doc("Node for the first controller; unset = chosen by spur.", "node01")
+    )
+    control_plane_replicas = f.Int(validate=f.at_least(1), metadata=doc("k0s controllers (odd number)."))
+    pod_cidr = f.Cidr(metadata=doc("Pod network; must not overlap service_cidr."))
+    service_cidr = f.Cidr(metadata=doc("Service network; must not overlap pod_cidr."))
+    cni = f.Str(metadata=doc("CNI plugin name (kuberouter, calico, ...)."))
+    cni_mtu = f.Int(
+        validate=fields.validate.Range(min=576, max=65535, error="must be {min}-{max}"),
+        metadata=doc("Pod network MTU."),
+    )
+    storage_provisioner = f.Str(metadata=doc("Storage plugin name."))
+    local_path_dir = f.PathField(metadata=doc("Host directory of the local-path provisioner."))
+    k0s_version = f.Str(metadata=doc("k0s version to install; unset = the binary present.", "v1.30.1+k0s.0"))
+    k0s_binary = f.PathField(metadata=doc("Path of the k0s binary on nodes."))
+    k8s_provisioning_timeout_secs = f.Int(
+        validate=f.at_least(1), metadata=doc("Seconds before a provisioning step is given up.")
+    )
+    k8s_drift_correction = f.Bool(metadata=doc("Periodically re-apply cluster membership and config."))
+    allow_admin_kubeconfig = f.Bool(metadata=doc("Let admins fetch the cluster-admin kubeconfig."))
+
+    def check(self, obj: ClusterConfig) -> None:
+        if obj.control_plane_replicas % 2 == 0:
+            raise _fail("control_plane_replicas", "must be odd (etcd needs a majority)")
+        pod, svc = ipaddress.ip_network(obj.pod_cidr), ipaddress.ip_network(obj.service_cidr)
+        if pod.version == svc.version and pod.overlaps(svc):
+            raise _fail("service_cidr", f"overlaps cluster.pod_cidr ({obj.pod_cidr})")
+
+
+class AgentSchema(SectionSchema):
+    model = AgentConfig
+
+    controller = f.StrList(
+        f.Addr(default_port=6817),
+        accept_single=True,
+        validate=fields.validate.Length(min=1, error="must name at least one controller"),
+        metadata=doc("Controller address(es) spurd registers with; tried in order."),
+    )
+    listen_addr = f.Addr(default_port=6818, metadata=doc("gRPC address spurd listens on."))
+    node_name = f.Str(metadata=doc("Name this node registers as; unset = the hostname.", "node01"))
+    state_dir = f.PathField(metadata=doc("Agent state (running jobs, for re-adoption after restart)."))
+    backend = f.Choice(
+        AgentBackend, metadata=doc("auto (systemd when PID 1 is systemd), process or systemd.")
+    )
+    spool_dir = f.PathField(
+        metadata=doc("Where job scripts are written; unset = state_dir/spool.", "/var/spool/spur")
+    )
+
+
+class RestSchema(SectionSchema):
+    model = RestConfig
+
+    enabled = f.Bool(metadata=doc("Serve the REST API on controller.rest_addr."))
+
+
+SECTIONS: dict[str, type[SectionSchema]] = {
+    "controller": ControllerSchema,
+    "scheduler": SchedulerSchema,
+    "accounting": AccountingSchema,
+    "auth": AuthSchema,
+    "network": NetworkSchema,
+    "cluster": ClusterSchema,
+    "agent": AgentSchema,
+    "rest": RestSchema,
+}
+"""Single-table sections, in documentation order."""
+
+TABLE_ARRAYS: dict[str, type[SectionSchema]] = {"partitions": PartitionSchema, "nodes": NodeSchema}
+"""``[[...]]`` sections."""
+
+
+class SpurConfigSchema(SectionSchema):
+    """The whole file."""
+
+    model = None
+
+    cluster_name = f.Str(metadata=doc("Cluster name (reported by sinfo/sacct, used in k8s names)."))
+    controller = fields.Nested(ControllerSchema)
+    scheduler = fields.Nested(SchedulerSchema)
+    partitions = fields.Nested(
+        PartitionSchema, many=True, error_messages={"type": "expected an array of tables: [[partitions]]"}
+    )
+    nodes = fields.Nested(
+        NodeSchema, many=True, error_messages={"type": "expected an array of tables: [[nodes]]"}
+    )
+    accounting = fields.Nested(AccountingSchema)
+    auth = fields.Nested(AuthSchema)
+    network = fields.Nested(NetworkSchema)
+    cluster = fields.Nested(ClusterSchema)
+    agent = fields.Nested(AgentSchema)
+    rest = fields.Nested(RestSchema)
+
+    @post_load
+    def _build(self, data: dict[str, Any], **kwargs: Any) -> SpurConfig:
+        partitions = [PartitionConfig(**p) for p in data.pop("partitions", [])]
+        nodes = data.pop("nodes", [])
+        defaults = [i for i, p in enumerate(partitions) if p.default]
+        if len(defaults) > 1:
+            first = partitions[defaults[0]].name
+            raise ValidationError(
+                {"partitions": {defaults[1]: {"default": [f"partition {first!r} is already the default"]}}}
+            )
+        names: dict[str, int] = {}
+        for i, p in enumerate(partitions):
+            if p.name in names:
+                raise ValidationError(
+                    {"partitions": {i: {"name": [f"duplicate of partitions[{names[p.name]}]"]}}}
+                )
+            names[p.name] = i
+        if partitions and not defaults:
+            partitions[0] = replace(partitions[0], default=True)
+        cfg = SpurConfig(**data)
+        if partitions:
+            cfg = replace(cfg, partitions=tuple(partitions))
+        agent_port = cfg.controller.agent_port
+        cfg = replace(cfg, nodes=tuple(NodeConfig(**{"port": agent_port, **n}) for n in nodes))
+        self._check_cross(cfg)
+        return cfg
+
+    @staticmethod
+    def _check_cross(cfg: SpurConfig) -> None:
+        if not (cfg.cluster.enabled and cfg.network.wg_enabled):
+            return
+        wg = ipaddress.ip_network(cfg.network.wg_cidr)
+        for key in ("pod_cidr", "service_cidr"):
+            net = ipaddress.ip_network(getattr(cfg.cluster, key))
+            if net.version == wg.version and net.overlaps(wg):
+                raise ValidationError(
+                    {"cluster": {key: [f"overlaps network.wg_cidr ({cfg.network.wg_cidr})"]}}
+                )

@@ -1,0 +1,248 @@
+"""Leader-only duties: the scheduler loop, the dispatcher (launch/cancel on agents), the health sweep.
+
+Each runs inside the leader-duties nursery, so a step-down cancels all of them. They read state and
+propose commands with the outcome of their side effects; they never change state directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+import trio
+
+from spur.core.job import Job, JobState
+from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError, StatusCode
+from spur.state import commands as c
+from spur.state.sched_view import build_snapshot
+
+if TYPE_CHECKING:
+    from spur.controller.app import Controller
+
+log = logging.getLogger("spur.controller")
+
+LAUNCH_ATTEMPTS = 3
+AGENT_CALL_TIMEOUT = 10.0
+
+
+class SchedulerLoop:
+    """Every ``scheduler.interval_secs`` (or sooner when kicked by a submit/exit) plan and start jobs."""
+
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        interval = self.ctl.cfg.scheduler.interval_secs
+        while True:
+            with trio.move_on_after(interval):
+                await self.ctl.scheduler_kick.wait()
+            self.ctl.scheduler_kick = trio.Event()
+            try:
+                await self.cycle()
+            except RpcError as exc:
+                log.warning("scheduler cycle could not commit: %s", exc)
+
+    async def cycle(self) -> int:
+        """One scheduling pass; returns the number of jobs started."""
+        ctl = self.ctl
+        snapshot = build_snapshot(ctl.state, ctl.clock.wall(), max_job_test=ctl.cfg.scheduler.max_job_test)
+        if not snapshot.pending:
+            return 0
+        plan = ctl.plugin_manager.hook.spur_schedule(snapshot=snapshot, options={})
+        started = 0
+        for assignment in plan.assignments:
+            result = await ctl.raft_propose_quiet(
+                c.StartJob(assignment.job_id, list(assignment.allocation), ctl.clock.wall(), ctl.raft.term)
+            )
+            started += result is True
+        changed = {
+            str(job_id): reason
+            for job_id, reason in plan.reasons.items()
+            if job_id in ctl.state.jobs and ctl.state.jobs[job_id].reason != reason
+        }
+        if changed:
+            await ctl.propose(c.SetPendingReasons(changed))
+        return started
+
+
+class AgentPool:
+    """One lazily connected channel per agent address, closed with the pool."""
+
+    def __init__(self) -> None:
+        self._stack = AsyncExitStack()
+        self._stubs: dict[str, object] = {}
+
+    async def __aenter__(self) -> AgentPool:
+        await self._stack.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.__aexit__(*exc)
+
+    async def stub(self, address: str, port: int):  # -> Stub
+        from spur.rpc.channel import open_channel
+        from spur.rpc.stub import agent_stub
+
+        key = f"{address}:{port}"
+        if key not in self._stubs:
+            channel = await self._stack.enter_async_context(open_channel(key, connect_timeout=3.0))
+            self._stubs[key] = agent_stub(channel)
+        return self._stubs[key]
+
+
+class Dispatcher:
+    """Launches newly allocated jobs on their agents and delivers cancellations.
+
+    One task per job and action; ``_busy`` keeps a second one from starting while the first is in
+    flight, so a launch is sent at most once per allocation by this leader (the agent also refuses
+    duplicate launches of a job id).
+    """
+
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+        self._busy: set[tuple[int, str]] = set()
+        self._cancel_sent: set[int] = set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with AgentPool() as pool, trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                self._spawn_work(pool, nursery)
+                with trio.move_on_after(1.0):
+                    await self.ctl.wait_change()
+
+    def _spawn_work(self, pool: AgentPool, nursery: trio.Nursery) -> None:
+        for job in list(self.ctl.state.jobs.values()):
+            if not job.state.holds_resources:
+                continue
+            if not job.launched and (job.job_id, "launch") not in self._busy:
+                self._busy.add((job.job_id, "launch"))
+                nursery.start_soon(self._launch, pool, job.job_id, name=f"launch-{job.job_id}")
+            elif (
+                job.launched
+                and job.state is JobState.COMPLETING
+                and job.job_id not in self._cancel_sent
+                and (job.job_id, "cancel") not in self._busy
+            ):
+                self._busy.add((job.job_id, "cancel"))
+                nursery.start_soon(self._cancel, pool, job.job_id, name=f"cancel-{job.job_id}")
+
+    def _launch_targets(self, job: Job) -> list[tuple[str, int, bool]]:
+        """(node, first global task rank, batch) for each agent that must start something."""
+        if not job.spec.interactive:
+            return [(job.allocation[0].node, 0, True)]
+        targets, rank = [], 0
+        for a in job.allocation:
+            targets.append((a.node, rank, False))
+            rank += a.tasks
+        return targets
+
+    async def _launch(self, pool: AgentPool, job_id: int) -> None:
+        from spur.controller.convert import job_to_proto
+
+        ctl = self.ctl
+        try:
+            job = ctl.state.jobs.get(job_id)
+            if job is None or not job.state.holds_resources or job.launched:
+                return
+            if job.state is JobState.COMPLETING:  # cancelled before it was ever sent
+                await ctl.raft_propose_quiet(c.LaunchFailed(job_id, "cancelled before launch", ctl.clock.wall()))
+                return
+            info = job_to_proto(job)
+            for node_name, first_task, batch in self._launch_targets(job):
+                node = ctl.state.nodes[node_name]
+                req = pb.LaunchJobRequest(
+                    job=info, node=node_name, first_task=first_task, batch=batch, fence_term=job.alloc_term
+                )
+                error = await self._call_launch(pool, node.address, node.port, req)
+                if error is not None:
+                    code, message = error
+                    if code in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED):
+                        log.warning("job %s: launch on %s failed: %s; requeueing", job_id, node_name, message)
+                        await ctl.raft_propose_quiet(c.LaunchFailed(job_id, message, ctl.clock.wall()))
+                    else:
+                        log.warning("job %s: agent %s refused launch: %s", job_id, node_name, message)
+                        await ctl.raft_propose_quiet(
+                            c.JobExited(job_id, node_name, 1, 0, ctl.clock.wall(), launch_failed=True,
+                                        message=message)
+                        )
+                    return
+            await ctl.raft_propose_quiet(c.JobLaunched(job_id, job.alloc_term))
+        finally:
+            self._busy.discard((job_id, "launch"))
+
+    async def _call_launch(
+        self, pool: AgentPool, address: str, port: int, req: pb.LaunchJobRequest
+    ) -> tuple[StatusCode, str] | None:
+        delay = 0.5
+        for attempt in range(LAUNCH_ATTEMPTS):
+            try:
+                stub = await pool.stub(address, port)
+                await stub.LaunchJob(req, timeout=AGENT_CALL_TIMEOUT)
+                return None
+            except RpcError as exc:
+                transient = exc.code in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED)
+                if not transient or attempt == LAUNCH_ATTEMPTS - 1:
+                    return exc.code, exc.message
+            await trio.sleep(delay)
+            delay *= 2
+        return StatusCode.UNAVAILABLE, "unreachable"
+
+    async def _cancel(self, pool: AgentPool, job_id: int) -> None:
+        ctl = self.ctl
+        try:
+            job = ctl.state.jobs.get(job_id)
+            if job is None or job.state is not JobState.COMPLETING:
+                return
+            grace = float(ctl.cfg.controller.kill_grace_secs)
+            targets = [t[0] for t in self._launch_targets(job)]
+            for node_name in targets:
+                node = ctl.state.nodes[node_name]
+                try:
+                    stub = await pool.stub(node.address, node.port)
+                    await stub.SignalJob(
+                        pb.SignalJobRequest(job_id=job_id, signal=0, grace_secs=grace), timeout=AGENT_CALL_TIMEOUT
+                    )
+                except RpcError as exc:
+                    if exc.code is StatusCode.NOT_FOUND:
+                        await ctl.raft_propose_quiet(
+                            c.JobExited(job_id, node_name, 0, 0, ctl.clock.wall(), cancelled=True)
+                        )
+                    else:
+                        log.warning("job %s: cancel on %s failed: %s (node sweep will settle it)",
+                                    job_id, node_name, exc)
+                        return
+            self._cancel_sent.add(job_id)
+        finally:
+            self._busy.discard((job_id, "cancel"))
+
+
+class HealthSweep:
+    """Marks nodes DOWN (and their jobs NODE_FAIL) after ``node_timeout_secs`` without a heartbeat."""
+
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        timeout = float(self.ctl.cfg.controller.node_timeout_secs)
+        period = max(1.0, timeout / 6)
+        while True:
+            await trio.sleep(period)
+            await self.sweep(timeout)
+
+    async def sweep(self, timeout: float) -> list[str]:
+        ctl = self.ctl
+        now = trio.current_time()
+        lost = [
+            name
+            for name, node in ctl.state.nodes.items()
+            if not node.down and now - ctl.last_seen.setdefault(name, now) > timeout
+        ]
+        if lost:
+            log.warning("nodes not responding, marking DOWN: %s", ",".join(lost))
+            await ctl.raft_propose_quiet(c.NodeLost(lost, "Not responding", ctl.clock.wall()))
+        return lost

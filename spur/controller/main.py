@@ -1,0 +1,85 @@
+"""``spurctld`` entry point: parse flags, load config, run the controller until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import socket
+import sys
+
+import trio
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="spurctld", description="Spur controller daemon")
+    p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (always the case)")
+    p.add_argument("-f", "--conf", help="spur.conf path (default: $SPUR_CONF, else built-in defaults)")
+    p.add_argument("--state-dir", help="directory for the Raft WAL and snapshots (controller.state_dir)")
+    p.add_argument("--listen", help="gRPC listen address HOST:PORT (controller.listen_addr)")
+    p.add_argument("--node-id", type=int, help="Raft node id (controller.node_id)")
+    p.add_argument("-v", "--verbose", action="count", default=0)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose > 1 else logging.INFO,
+        format="%(asctime)s spurctld %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    from spur.config import ConfigError, load_config, parse_addr, resolve_node_id
+    from spur.plugins import PluginNotFound
+
+    overrides = {}
+    if args.state_dir:
+        overrides["controller.state_dir"] = args.state_dir
+    if args.listen:
+        overrides["controller.listen_addr"] = args.listen
+    if args.node_id is not None:
+        overrides["controller.node_id"] = args.node_id
+    try:
+        cfg = load_config(args.conf, overrides=overrides)
+        node_id = resolve_node_id(cfg, socket.gethostname())
+        listen = parse_addr(cfg.controller.listen_addr, 6817)
+    except ConfigError as exc:
+        print(f"spurctld: error: {exc}", file=sys.stderr)
+        return 1
+
+    from spur.controller.app import Controller
+    from spur.plugins import load_plugin_manager
+
+    try:
+        plugin_manager = load_plugin_manager("scheduler", cfg.scheduler.plugin)
+    except PluginNotFound as exc:
+        print(f"spurctld: error: {exc}", file=sys.stderr)
+        return 1
+    controller = Controller(cfg, listen=listen, node_id=node_id)
+    controller.plugin_manager = plugin_manager
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+            await nursery.start(controller.run)
+
+    failed = False
+    try:
+        trio.run(run)
+    except* OSError as group:
+        for exc in group.exceptions:
+            print(f"spurctld: error: cannot serve: {exc}", file=sys.stderr)
+        failed = True
+    return 1 if failed else 0
+
+
+async def _stop_on_signal(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            logging.getLogger("spur.controller").info("shutting down")
+            scope.cancel()
+            return
+
+
+if __name__ == "__main__":
+    sys.exit(main())

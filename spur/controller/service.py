@@ -1,0 +1,262 @@
+"""The Controller gRPC service: client and agent calls, turned into reads and proposals."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import trio
+
+from spur.auth.identity import Identity, IdentityError, identity_from_metadata
+from spur.controller import convert
+from spur.core.job import JobState
+from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.server import CallContext
+from spur.rpc.status import RpcError, StatusCode
+from spur.state import commands as c
+
+if TYPE_CHECKING:
+    from spur.controller.app import Controller
+
+log = logging.getLogger("spur.controller")
+
+# Slurm's MinJobAge: finished jobs stay visible to squeue for this long.
+MIN_JOB_AGE_SECS = 300.0
+
+
+def _caller(context: CallContext) -> Identity:
+    try:
+        return identity_from_metadata(context.metadata)
+    except IdentityError as exc:
+        raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
+
+
+def _require_admin(context: CallContext) -> Identity:
+    ident = _caller(context)
+    if not ident.is_admin:
+        raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied: requires the administrator")
+    return ident
+
+
+class ControllerService:
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+
+    # ------------------------------------------------------------------ jobs
+
+    async def SubmitJob(self, request: pb.SubmitJobRequest, context: CallContext) -> pb.SubmitJobResponse:
+        ident = _caller(context)
+        spec = convert.spec_from_proto(request.spec)
+        job_id = await self.ctl.propose(
+            c.SubmitJob(spec, ident.user, ident.uid, ident.gid, ident.group, self.ctl.clock.wall())
+        )
+        self.ctl.kick_scheduler()
+        return pb.SubmitJobResponse(job_id=job_id)
+
+    def _select_jobs(self, request: pb.GetJobsRequest) -> list:
+        state = self.ctl.state
+        if request.job_ids:
+            jobs = [state.jobs[i] for i in request.job_ids if i in state.jobs]
+        else:
+            cutoff = self.ctl.clock.wall() - MIN_JOB_AGE_SECS
+            jobs = [
+                j
+                for j in state.jobs.values()
+                if request.include_finished or not j.state.is_terminal or j.end_time >= cutoff
+            ]
+        if request.states:
+            wanted = {s.upper() for s in request.states}
+            jobs = [j for j in jobs if j.state.value in wanted or j.state.short in wanted]
+        if request.users:
+            users = set(request.users)
+            jobs = [j for j in jobs if j.user in users or str(j.uid) in users]
+        if request.partitions:
+            parts = set(request.partitions)
+            jobs = [j for j in jobs if j.partition in parts]
+        return jobs
+
+    async def GetJobs(self, request: pb.GetJobsRequest, context: CallContext) -> pb.GetJobsResponse:
+        await self.ctl.raft.read_barrier()
+        jobs = self._select_jobs(request)
+        return pb.GetJobsResponse(jobs=[convert.job_to_proto(j, include_script=False) for j in jobs])
+
+    async def WatchJob(self, request: pb.GetJobsRequest, context: CallContext) -> AsyncIterator[pb.JobInfo]:
+        """Stream the job each time its state or reason changes, ending after a terminal state."""
+        if len(request.job_ids) != 1:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, "WatchJob takes exactly one job id")
+        job_id = request.job_ids[0]
+        last = None
+        while True:
+            job = self.ctl.state.jobs.get(job_id)
+            if job is None:
+                raise RpcError(StatusCode.NOT_FOUND, f"Invalid job id specified: {job_id}")
+            key = (job.state, job.reason, job.launched, len(job.allocation))
+            if key != last:
+                last = key
+                yield convert.job_to_proto(job, include_script=False)
+                if job.state.is_terminal:
+                    return
+            await self.ctl.wait_change()
+
+    async def CancelJob(self, request: pb.CancelJobRequest, context: CallContext) -> pb.CancelJobResponse:
+        ident = _caller(context)
+        job = self.ctl.state.jobs.get(request.job_id)
+        if job is None:
+            raise RpcError(StatusCode.NOT_FOUND, f"Invalid job id specified: {request.job_id}")
+        if request.signal:
+            return await self._signal(job, request.signal, ident)
+        state = await self.ctl.propose(c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall()))
+        self.ctl.kick_scheduler()
+        return pb.CancelJobResponse(state=state)
+
+    async def _signal(self, job, signal: int, ident: Identity) -> pb.CancelJobResponse:
+        from spur.controller.duties import AgentPool
+
+        if ident.uid not in (0, job.uid):
+            raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        if job.state is not JobState.RUNNING or not job.launched:
+            raise RpcError(StatusCode.FAILED_PRECONDITION, "Job is not running: cannot signal it")
+        targets = job.allocation if job.spec.interactive else job.allocation[:1]
+        async with AgentPool() as pool:
+            for a in targets:
+                node = self.ctl.state.nodes[a.node]
+                stub = await pool.stub(node.address, node.port)
+                await stub.SignalJob(pb.SignalJobRequest(job_id=job.job_id, signal=signal), timeout=10)
+        return pb.CancelJobResponse(state=job.state.value)
+
+    # ------------------------------------------------------------------ nodes and partitions
+
+    def _node_info(self, name: str) -> pb.NodeInfo:
+        state = self.ctl.state
+        node = state.nodes[name]
+        used = state.usage(name)
+        return pb.NodeInfo(
+            name=node.name,
+            address=node.address,
+            port=node.port,
+            cpus=node.cpus,
+            memory_mb=node.memory_mb,
+            gpus=[convert.gpu_to_proto(g) for g in node.gpus],
+            state=state.node_state(name),
+            reason=node.reason,
+            alloc_cpus=node.cpus if used.exclusive else used.cpus,
+            alloc_mem_mb=used.mem_mb,
+            alloc_gpus=len(used.gpus),
+            last_heartbeat=0.0,
+            registered_time=node.registered_time,
+            partitions=state.partitions_of(name),
+            version=node.version,
+            boot_time=node.boot_time,
+            features=node.features,
+            sockets=node.sockets,
+            cores_per_socket=node.cores_per_socket,
+            threads_per_core=node.threads_per_core,
+            arch=node.arch,
+            os=node.os,
+        )
+
+    async def GetNodes(self, request: pb.GetNodesRequest, context: CallContext) -> pb.GetNodesResponse:
+        state = self.ctl.state
+        names = sorted(state.nodes)
+        if request.names:
+            wanted = _expand_names(list(request.names))
+            unknown = [n for n in wanted if n not in state.nodes]
+            if unknown:
+                raise RpcError(StatusCode.NOT_FOUND, f"Node {unknown[0]} not found")
+            names = wanted
+        return pb.GetNodesResponse(nodes=[self._node_info(n) for n in names])
+
+    async def GetPartitions(
+        self, request: pb.GetPartitionsRequest, context: CallContext
+    ) -> pb.GetPartitionsResponse:
+        state = self.ctl.state
+        parts = list(state.partitions.values())
+        if request.names:
+            unknown = [n for n in request.names if n not in state.partitions]
+            if unknown:
+                raise RpcError(StatusCode.NOT_FOUND, f"Partition {unknown[0]} not found")
+            parts = [state.partitions[n] for n in request.names]
+        return pb.GetPartitionsResponse(
+            partitions=[convert.partition_to_proto(p, state.partition_nodes(p)) for p in parts]
+        )
+
+    async def UpdateNode(self, request: pb.UpdateNodeRequest, context: CallContext) -> pb.Empty:
+        _require_admin(context)
+        names = _expand_names([request.nodes])
+        await self.ctl.propose(c.UpdateNode(names, request.state, request.reason, self.ctl.clock.wall()))
+        self.ctl.kick_scheduler()
+        return pb.Empty()
+
+    # ------------------------------------------------------------------ agents
+
+    async def RegisterNode(
+        self, request: pb.RegisterNodeRequest, context: CallContext
+    ) -> pb.RegisterNodeResponse:
+        if not request.name:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, "node name is required")
+        address = request.address or context.peer.rsplit(":", 1)[0].strip("[]")
+        node = convert.node_from_register(request, address)
+        await self.ctl.propose(c.RegisterNode(node, self.ctl.clock.wall()))
+        self.ctl.last_seen[request.name] = trio.current_time()
+        log.info("node %s registered from %s:%s (%s cpus, %s MB, %s gpus)",
+                 node.name, address, node.port, node.cpus, node.memory_mb, len(node.gpus))
+        self.ctl.kick_scheduler()
+        return pb.RegisterNodeResponse(
+            heartbeat_interval_secs=int(self.ctl.cfg.controller.heartbeat_interval_secs),
+            cluster_name=self.ctl.cfg.cluster_name,
+        )
+
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
+        node = self.ctl.state.nodes.get(request.name)
+        if node is None:
+            return pb.HeartbeatResponse(known=False)
+        self.ctl.last_seen[request.name] = trio.current_time()
+        if node.down and node.reason == "Not responding":
+            await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
+            self.ctl.kick_scheduler()
+        return pb.HeartbeatResponse(known=True)
+
+    async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
+        await self.ctl.propose(
+            c.JobExited(
+                job_id=request.job_id,
+                node=request.node,
+                exit_code=request.exit_code,
+                signal=request.signal,
+                end_time=request.end_time or self.ctl.clock.wall(),
+                timed_out=request.timed_out,
+                cancelled=request.cancelled,
+                launch_failed=request.launch_failed,
+                message=request.message,
+            )
+        )
+        self.ctl.kick_scheduler()
+        return pb.Empty()
+
+    async def GetControllers(self, request: pb.Empty, context: CallContext) -> pb.GetControllersResponse:
+        st = self.ctl.raft.status()
+        addr = f"{self.ctl.listen[0] if self.ctl.listen else ''}:{self.ctl.bound_port}"
+        info = pb.ControllerInfo(
+            node_id=st["node_id"],
+            address=addr,
+            role=str(st["role"]),
+            term=st["term"],
+            commit_index=st["commit_index"],
+            applied_index=st["applied_index"],
+            healthy=True,
+            leader_address=addr if str(st["role"]) == "leader" else "",
+        )
+        return pb.GetControllersResponse(controllers=[info])
+
+
+def _expand_names(exprs: list[str]) -> list[str]:
+    from spur.core.hostlist import HostlistError, expand
+
+    names: list[str] = []
+    for e in exprs:
+        try:
+            names.extend(expand(e))
+        except HostlistError as exc:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, str(exc)) from None
+    return names

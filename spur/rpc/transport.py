@@ -1,0 +1,237 @@
+"""One HTTP/2 connection (h2 state machine) over a Trio stream, shared by server and client.
+
+Design: every h2 state change is synchronous and followed by :meth:`H2Transport.flush_soon`; a single
+writer task drains ``h2.data_to_send()`` onto the socket. So any task (including a cancelled one in its
+cleanup) can queue frames without awaiting, and frames leave in the order they were produced.
+
+Flow control: outbound DATA waits for window (:meth:`send_data`); inbound DATA is acknowledged at the
+connection level as soon as it is read, and at the stream level when the owner calls
+:meth:`release_stream_window` (so a slow consumer pushes back on its own stream only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+import trio
+
+__all__ = ["H2Transport", "StreamGone", "STREAM_WINDOW", "CONNECTION_WINDOW"]
+
+STREAM_WINDOW = 4 * 1024 * 1024
+CONNECTION_WINDOW = 16 * 1024 * 1024
+_DEFAULT_WINDOW = 65535
+_READ_SIZE = 256 * 1024
+_MAX_HEADER_LIST = 64 * 1024
+
+
+class StreamGone(Exception):
+    """The stream (or the whole connection) closed while we were sending on it."""
+
+
+class H2Transport:
+    """h2 connection + Trio stream plumbing. Subclasses implement :meth:`handle_event`."""
+
+    def __init__(self, stream: trio.abc.Stream, *, client_side: bool, max_concurrent_streams: int) -> None:
+        self.stream = stream
+        config = h2.config.H2Configuration(client_side=client_side, header_encoding=None)
+        self.h2 = h2.connection.H2Connection(config=config)
+        # Replace the defaults before the preface so the values are in force from the first frame.
+        self.h2.local_settings = h2.settings.Settings(
+            client=client_side,
+            initial_values={
+                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_concurrent_streams,
+                h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: _MAX_HEADER_LIST,
+                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+            },
+        )
+        self.closed = False
+        self.close_reason = ""
+        self._wake_writer = trio.Event()
+        self._window_lot = trio.lowlevel.ParkingLot()
+        self._conn_unacked = 0
+        self._cancel_scope: trio.CancelScope | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Queue the connection preface and open the connection-level receive window."""
+        self.h2.initiate_connection()
+        self.h2.increment_flow_control_window(CONNECTION_WINDOW - _DEFAULT_WINDOW)
+        self.flush_soon()
+
+    async def run_io(self) -> None:
+        """Read and write until the connection closes (peer EOF, error, or :meth:`close`)."""
+        with trio.CancelScope() as scope:
+            self._cancel_scope = scope
+            if self.closed:
+                scope.cancel()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer)
+                await self._reader()
+                nursery.cancel_scope.cancel()
+
+    def close(self, reason: str) -> None:
+        """Mark the connection dead (first reason wins) and stop its I/O tasks."""
+        if not self.closed:
+            self.closed = True
+            self.close_reason = reason
+            self.on_closed(reason)
+        self._window_lot.unpark_all()
+        self._wake_writer.set()
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def final_flush(self, goaway: bool, timeout: float = 1.0) -> None:
+        """Best effort, shielded: send what is queued (plus GOAWAY if asked) and close the socket."""
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + timeout
+            try:
+                if goaway:
+                    self.h2.close_connection()
+                data = self.h2.data_to_send()
+                if data:
+                    await self.stream.send_all(data)
+            except (h2.exceptions.ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                pass
+            except trio.BusyResourceError:
+                pass
+            await self.stream.aclose()
+
+    def on_closed(self, reason: str) -> None:
+        """Hook: the connection just died; fail or cancel what depends on it."""
+
+    def handle_event(self, event: h2.events.Event) -> None:
+        """Hook: one h2 event (called synchronously from the reader)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ I/O tasks
+
+    async def _reader(self) -> None:
+        while not self.closed:
+            try:
+                data = await self.stream.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                self.close(f"connection lost: {exc or type(exc).__name__}")
+                return
+            if not data:
+                self.close("connection closed by peer")
+                return
+            try:
+                events = self.h2.receive_data(data)
+            except h2.exceptions.ProtocolError as exc:
+                # h2 has queued a GOAWAY already; let the final flush carry it.
+                self.close(f"HTTP/2 protocol error: {exc}")
+                return
+            for event in events:
+                self._dispatch(event)
+            self.flush_soon()
+
+    def _dispatch(self, event: h2.events.Event) -> None:
+        if isinstance(event, h2.events.DataReceived):
+            self._conn_unacked += event.flow_controlled_length
+            if self._conn_unacked >= CONNECTION_WINDOW // 4:
+                self.h2.increment_flow_control_window(self._conn_unacked)
+                self._conn_unacked = 0
+        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+            self._window_lot.unpark_all()
+        self.handle_event(event)
+        if isinstance(event, h2.events.StreamReset | h2.events.StreamEnded):
+            self._window_lot.unpark_all()
+
+    async def _writer(self) -> None:
+        while True:
+            self._wake_writer = trio.Event()
+            data = self.h2.data_to_send()
+            if data:
+                try:
+                    await self.stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                    self.close(f"connection lost: {exc or type(exc).__name__}")
+                    return
+                continue
+            if self.closed:
+                return
+            await self._wake_writer.wait()
+
+    # ------------------------------------------------------------------ helpers for owners
+
+    def flush_soon(self) -> None:
+        """Ask the writer to send whatever h2 has queued."""
+        self._wake_writer.set()
+
+    async def send_data(self, stream_id: int, payload: bytes, *, end_stream: bool = False) -> None:
+        """Send ``payload`` on a stream, waiting for flow-control window as needed.
+
+        Raises :class:`StreamGone` if the stream or connection closes first.
+        """
+        view = memoryview(payload)
+        offset = 0
+        while True:
+            size = await self._wait_window(stream_id, len(view) - offset)
+            chunk = view[offset : offset + size]
+            offset += size
+            last = offset >= len(view)
+            try:
+                self.h2.send_data(stream_id, bytes(chunk), end_stream=end_stream and last)
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError) as exc:
+                raise StreamGone(str(exc)) from None
+            self.flush_soon()
+            if last:
+                return
+
+    async def _wait_window(self, stream_id: int, wanted: int) -> int:
+        await trio.lowlevel.checkpoint()
+        while True:
+            if self.closed:
+                raise StreamGone(self.close_reason)
+            if wanted == 0:
+                return 0
+            try:
+                window = self.h2.local_flow_control_window(stream_id)
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError) as exc:
+                raise StreamGone(f"stream {stream_id} closed: {exc}") from None
+            if window > 0:
+                return min(window, self.h2.max_outbound_frame_size, wanted)
+            await self._window_lot.park()
+
+    def release_stream_window(self, stream_id: int, nbytes: int) -> None:
+        """Re-open ``nbytes`` of the peer's send window on one stream (data has been consumed)."""
+        if nbytes <= 0:
+            return
+        try:
+            self.h2.increment_flow_control_window(nbytes, stream_id=stream_id)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+            return
+        self.flush_soon()
+
+    def send_headers(self, stream_id: int, headers: Iterable[tuple[str, str]], *, end_stream: bool) -> bool:
+        """Queue a header block; False if the stream is already gone."""
+        try:
+            self.h2.send_headers(stream_id, list(headers), end_stream=end_stream)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+            return False
+        self.flush_soon()
+        return True
+
+    def reset_stream(self, stream_id: int, error_code: int) -> None:
+        """Queue RST_STREAM unless the stream is already closed."""
+        try:
+            self.h2.reset_stream(stream_id, error_code)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+            return
+        self.flush_soon()
+
+    def stream_is_open(self, stream_id: int) -> bool:
+        stream = self.h2.streams.get(stream_id)
+        return stream is not None and not stream.closed
+
+
+def deadline_after(timeout: float | None) -> float:
+    """Absolute trio deadline for a relative timeout (``inf`` for None)."""
+    return math.inf if timeout is None else trio.current_time() + timeout

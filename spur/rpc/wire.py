@@ -1,0 +1,153 @@
+"""Pure gRPC-over-HTTP/2 wire helpers: message framing, grpc-timeout, metadata, header decoding.
+
+No I/O here; the server and channel feed bytes in and take bytes out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+import zlib
+from collections.abc import Iterable
+
+from spur.rpc.status import RpcError, StatusCode
+
+__all__ = [
+    "CONTENT_TYPE",
+    "ACCEPT_ENCODING",
+    "frame_message",
+    "MessageDecoder",
+    "encode_timeout",
+    "parse_timeout",
+    "decode_headers",
+    "user_metadata",
+    "validate_metadata",
+]
+
+CONTENT_TYPE = "application/grpc"
+ACCEPT_ENCODING = "identity,gzip"
+_PREFIX = struct.Struct(">BI")
+
+# Header names that belong to the transport, never handed to applications as metadata.
+_RESERVED = frozenset({"content-type", "te", "connection", "host", "grpc-timeout", "grpc-encoding"})
+_METADATA_KEY = re.compile(r"^[0-9a-z_.\-]+$")
+_TIMEOUT = re.compile(r"^(\d{1,8})([HMSmun])$")
+_UNIT_SECONDS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+
+def frame_message(payload: bytes) -> bytes:
+    """Length-prefix one serialized message (compressed flag 0)."""
+    return _PREFIX.pack(0, len(payload)) + payload
+
+
+class MessageDecoder:
+    """Reassembles length-prefixed gRPC messages from a stream of DATA payloads.
+
+    ``feed`` returns the complete messages it could cut (possibly none). It raises
+    :class:`RpcError` with RESOURCE_EXHAUSTED when a message is larger than ``max_message_bytes``,
+    UNIMPLEMENTED/INTERNAL for compression the peer did not declare or we do not speak.
+    """
+
+    def __init__(self, max_message_bytes: int, encoding: str = "identity") -> None:
+        self.max_message_bytes = max_message_bytes
+        self.encoding = encoding
+        self._buf = bytearray()
+
+    @property
+    def pending(self) -> int:
+        """Bytes of a partially received message held in the buffer."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        out: list[bytes] = []
+        while len(self._buf) >= _PREFIX.size:
+            flag, length = _PREFIX.unpack_from(self._buf)
+            if length > self.max_message_bytes:
+                raise RpcError(
+                    StatusCode.RESOURCE_EXHAUSTED,
+                    f"message of {length} bytes is larger than the limit of {self.max_message_bytes}",
+                )
+            if len(self._buf) < _PREFIX.size + length:
+                break
+            payload = bytes(self._buf[_PREFIX.size : _PREFIX.size + length])
+            del self._buf[: _PREFIX.size + length]
+            out.append(self._decompress(payload) if flag else payload)
+        return out
+
+    def _decompress(self, payload: bytes) -> bytes:
+        if self.encoding in ("", "identity"):
+            raise RpcError(StatusCode.INTERNAL, "compressed message received without grpc-encoding")
+        if self.encoding != "gzip":
+            raise RpcError(StatusCode.UNIMPLEMENTED, f"unsupported grpc-encoding {self.encoding!r}")
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            data = inflater.decompress(payload, self.max_message_bytes + 1)
+        except zlib.error as exc:
+            raise RpcError(StatusCode.INTERNAL, f"corrupt gzip message: {exc}") from None
+        if len(data) > self.max_message_bytes or inflater.unconsumed_tail:
+            raise RpcError(
+                StatusCode.RESOURCE_EXHAUSTED,
+                f"decompressed message is larger than the limit of {self.max_message_bytes}",
+            )
+        return data
+
+
+def encode_timeout(seconds: float) -> str:
+    """Format a remaining time as a ``grpc-timeout`` value (at most 8 digits, finest unit that fits)."""
+    seconds = max(seconds, 0.0)
+    for unit in ("n", "u", "m", "S", "M", "H"):
+        value = math.ceil(seconds / _UNIT_SECONDS[unit])
+        if value < 10**8:
+            return f"{max(value, 1)}{unit}"
+    return "99999999H"
+
+
+def parse_timeout(value: str) -> float:
+    """Parse a ``grpc-timeout`` value into seconds; raises ValueError naming the bad value."""
+    match = _TIMEOUT.match(value.strip())
+    if match is None:
+        raise ValueError(f"malformed grpc-timeout {value!r}")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def decode_headers(headers: Iterable[tuple[bytes | str, bytes | str]]) -> dict[str, str]:
+    """Turn h2's header list into a dict with lower-case names; repeated names are joined with ','."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name = _text(raw_name).lower()
+        value = _text(raw_value)
+        out[name] = f"{out[name]},{value}" if name in out else value
+    return out
+
+
+def user_metadata(headers: dict[str, str]) -> dict[str, str]:
+    """The application-visible part of a header block: no pseudo headers, no gRPC/transport headers."""
+    return {
+        k: v
+        for k, v in headers.items()
+        if not k.startswith(":") and not k.startswith("grpc-") and k not in _RESERVED
+    }
+
+
+def validate_metadata(metadata: dict[str, str]) -> list[tuple[str, str]]:
+    """Check application metadata before it goes on the wire; returns ``(name, value)`` pairs.
+
+    Raises ValueError naming the offending key: names must be ``[0-9a-z_.-]+`` (upper case is folded)
+    and must not be reserved transport headers; values must not contain CR, LF or NUL.
+    """
+    out = []
+    for key, value in metadata.items():
+        name = str(key).lower()
+        if not _METADATA_KEY.match(name) or name.startswith("grpc-") or name in _RESERVED:
+            raise ValueError(f"invalid metadata key {key!r}")
+        text = str(value)
+        if any(c in text for c in "\r\n\0"):
+            raise ValueError(f"invalid value for metadata key {key!r}: contains CR, LF or NUL")
+        out.append((name, text))
+    return out
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value

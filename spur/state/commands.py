@@ -1,0 +1,153 @@
+"""Commands of the replicated state machine: what a Raft log entry carries.
+
+Each command is a small dataclass; ``encode``/``decode`` turn it into the JSON bytes stored in the log.
+Every value the state machine needs (times, terms, identities) is inside the command, stamped by the
+leader when it proposes, so applying a log is deterministic and replayable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from spur.core.job import JobSpec, Node, NodeAllocation, Partition
+from spur.core.serde import from_plain, to_plain
+
+
+@dataclass
+class ConfigurePartitions:
+    """Replace the partition table with the configured one (proposed by a leader on start/reconfigure)."""
+
+    partitions: list[Partition]
+
+
+@dataclass
+class SubmitJob:
+    spec: JobSpec
+    user: str
+    uid: int
+    gid: int
+    group: str
+    submit_time: float
+
+
+@dataclass
+class RegisterNode:
+    node: Node
+    time: float
+
+
+@dataclass
+class UpdateNode:
+    """Admin state change: action is DRAIN, RESUME, UNDRAIN or DOWN."""
+
+    names: list[str]
+    action: str
+    reason: str
+    time: float
+
+
+@dataclass
+class NodeLost:
+    """The leader saw no heartbeat within the timeout: node DOWN, its running jobs NODE_FAIL."""
+
+    names: list[str]
+    reason: str
+    time: float
+
+
+@dataclass
+class NodeReturned:
+    """A node that was DOWN for not responding is talking again: back in service."""
+
+    name: str
+    time: float
+
+
+@dataclass
+class StartJob:
+    job_id: int
+    allocation: list[NodeAllocation]
+    start_time: float
+    term: int
+
+
+@dataclass
+class JobLaunched:
+    job_id: int
+    term: int
+
+
+@dataclass
+class LaunchFailed:
+    """Agents could not be reached for the launch: requeue the job (it never ran)."""
+
+    job_id: int
+    message: str
+    time: float
+
+
+@dataclass
+class CancelJob:
+    job_id: int
+    requester_uid: int
+    time: float
+
+
+@dataclass
+class JobExited:
+    """An agent reports the job's processes on ``node`` are gone."""
+
+    job_id: int
+    node: str
+    exit_code: int
+    signal: int
+    end_time: float
+    timed_out: bool = False
+    cancelled: bool = False
+    launch_failed: bool = False
+    message: str = ""
+
+
+@dataclass
+class SetPendingReasons:
+    """Scheduler's explanation for each pending job that did not start (squeue's REASON)."""
+
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+COMMANDS: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        ConfigurePartitions,
+        SubmitJob,
+        RegisterNode,
+        UpdateNode,
+        NodeLost,
+        NodeReturned,
+        StartJob,
+        JobLaunched,
+        LaunchFailed,
+        CancelJob,
+        JobExited,
+        SetPendingReasons,
+    )
+}
+
+
+def encode(cmd: Any) -> bytes:
+    """Serialize a command for the log."""
+    name = type(cmd).__name__
+    if name not in COMMANDS:
+        raise TypeError(f"not a state command: {name}")
+    return json.dumps({"type": name, "body": to_plain(cmd)}, separators=(",", ":")).encode()
+
+
+def decode(data: bytes) -> Any:
+    """Inverse of ``encode``; raises ValueError on an unknown command type."""
+    obj = json.loads(data)
+    cls = COMMANDS.get(obj.get("type", ""))
+    if cls is None:
+        raise ValueError(f"unknown state command {obj.get('type')!r}")
+    return from_plain(cls, obj["body"])

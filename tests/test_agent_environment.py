@@ -1,0 +1,212 @@
+"""Job environment and launch-spec resolution (pure logic)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spur.agent.environment import (
+    GpuOrdinal,
+    build_job_environment,
+    compress_counts,
+    task_environment,
+    twin_name,
+)
+from spur.agent.launchspec import LaunchError, UserInfo, build_launch_spec, resolve_user
+from spur.rpc.proto import spur_pb2 as pb
+
+
+def _job(**spec_fields: object) -> pb.JobInfo:
+    return pb.JobInfo(
+        job_id=42,
+        user="alice",
+        uid=1000,
+        gid=1000,
+        partition="gpu",
+        time_limit_secs=600,
+        spec=pb.JobSpec(name="train", work_dir="/home/alice/run", **spec_fields),
+        allocation=[
+            pb.NodeAllocation(node="n1", cpus=8, tasks=2, gpus=[1, 3]),
+            pb.NodeAllocation(node="n2", cpus=8, tasks=2),
+            pb.NodeAllocation(node="n3", cpus=4, tasks=1),
+        ],
+    )
+
+
+ORDINALS = {
+    0: GpuOrdinal("nvidia", 0),
+    1: GpuOrdinal("nvidia", 1),
+    2: GpuOrdinal("amd", 0),
+    3: GpuOrdinal("amd", 1),
+}
+
+
+def _env(job: pb.JobInfo | None = None, node: str = "n1") -> dict[str, str]:
+    return build_job_environment(
+        job or _job(), node=node, cluster_name="lab", nodelist="n[1-3]", gpu_ordinals=ORDINALS
+    )
+
+
+def test_compress_counts_matches_slurm_form() -> None:
+    assert compress_counts([2, 2, 2, 1]) == "2(x3),1"
+    assert compress_counts([1]) == "1"
+    assert compress_counts([4, 1, 4]) == "4,1,4"
+    assert compress_counts([]) == ""
+
+
+def test_slurm_variables_and_spur_twins() -> None:
+    env = _env()
+    expected = {
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOBID": "42",
+        "SLURM_JOB_NAME": "train",
+        "SLURM_JOB_NODELIST": "n[1-3]",
+        "SLURM_NODELIST": "n[1-3]",
+        "SLURM_JOB_NUM_NODES": "3",
+        "SLURM_NNODES": "3",
+        "SLURM_NTASKS": "5",
+        "SLURM_NPROCS": "5",
+        "SLURM_TASKS_PER_NODE": "2(x2),1",
+        "SLURM_CPUS_ON_NODE": "8",
+        "SLURM_NODEID": "0",
+        "SLURM_SUBMIT_DIR": "/home/alice/run",
+        "SLURM_JOB_PARTITION": "gpu",
+        "SLURM_JOB_USER": "alice",
+        "SLURM_JOB_UID": "1000",
+        "SLURM_JOB_GID": "1000",
+        "SLURM_CLUSTER_NAME": "lab",
+        "SLURMD_NODENAME": "n1",
+    }
+    for key, value in expected.items():
+        assert env[key] == value, key
+        assert env[twin_name(key)] == value, twin_name(key)
+    assert env["SPUR_NODELIST"] == "n[1-3]"
+    assert env["SPUR_NODENAME"] == "n1"
+    assert "SLURM_CPUS_PER_TASK" not in env
+    assert "SLURM_MEM_PER_NODE" not in env
+
+
+def test_node_index_and_optional_variables() -> None:
+    env = _env(_job(cpus_per_task=4, mem_per_node_mb=2048), node="n3")
+    assert env["SLURM_NODEID"] == "2"
+    assert env["SLURM_CPUS_ON_NODE"] == "4"
+    assert env["SLURM_CPUS_PER_TASK"] == "4"
+    assert env["SPUR_CPUS_PER_TASK"] == "4"
+    assert env["SLURM_MEM_PER_NODE"] == "2048"
+
+
+def test_gpu_variables_use_vendor_ordinals() -> None:
+    env = _env()
+    assert env["SLURM_JOB_GPUS"] == "1,3"
+    assert env["SLURM_GPUS_ON_NODE"] == "2"
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"  # node GPU 1 is NVIDIA ordinal 1
+    assert env["ROCR_VISIBLE_DEVICES"] == "1"  # node GPU 3 is AMD ordinal 1
+    assert env["GPU_DEVICE_ORDINAL"] == "1,1"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+def test_submit_host_gpu_variables_do_not_leak() -> None:
+    job = _job(environment={"CUDA_VISIBLE_DEVICES": "7", "HOME": "/h", "HOSTNAME": "login1", "X": "y"})
+    env = _env(job, node="n2")  # n2 has no GPUs allocated
+    assert "CUDA_VISIBLE_DEVICES" not in env
+    assert "SLURM_JOB_GPUS" not in env
+    assert env["X"] == "y"
+    assert env["HOME"] == "/h"
+    assert env["SLURM_SUBMIT_HOST"] == "login1"
+
+
+def test_submitter_cannot_override_slurm_variables() -> None:
+    env = _env(_job(environment={"SLURM_JOB_ID": "1", "SLURM_NODEID": "9"}))
+    assert env["SLURM_JOB_ID"] == "42"
+    assert env["SLURM_NODEID"] == "0"
+
+
+def test_defaults_for_empty_environment() -> None:
+    env = build_job_environment(
+        _job(), node="n1", cluster_name="c", nodelist="n[1-3]", home="/home/alice", shell="/bin/bash"
+    )
+    assert env["PATH"]
+    assert env["HOME"] == "/home/alice"
+    assert env["USER"] == "alice"
+    assert env["SHELL"] == "/bin/bash"
+
+
+def test_node_outside_allocation_is_an_error() -> None:
+    with pytest.raises(ValueError, match="n9"):
+        _env(node="n9")
+
+
+def test_task_environment_sets_ranks() -> None:
+    env = task_environment({"A": "1"}, procid=5, localid=1)
+    assert env == {"A": "1", "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SPUR_PROCID": "5", "SPUR_LOCALID": "1"}
+
+
+# ---------------------------------------------------------------- launch spec
+
+ALICE = UserInfo("alice", 1000, 1000, "/home/alice", "/bin/bash", (1000, 27))
+
+
+def _request(job: pb.JobInfo, node: str = "n1", first_task: int = 0) -> pb.LaunchJobRequest:
+    return pb.LaunchJobRequest(job=job, node=node, first_task=first_task, batch=True)
+
+
+def _spec(job: pb.JobInfo, node: str = "n1", euid: int = 0, first_task: int = 0):
+    return build_launch_spec(
+        _request(job, node, first_task), node=node, user=ALICE, cluster_name="lab", euid=euid, received_at=123.0
+    )
+
+
+def test_batch_output_paths_default_and_patterns() -> None:
+    spec = _spec(_job(script="#!/bin/sh\n"))
+    assert spec.stdout_path == "/home/alice/run/spur-42.out"
+    assert spec.stderr_path == ""
+    assert spec.stdin_path == "/dev/null"
+    spec = _spec(_job(script="#!/bin/sh\n", stdout_pattern="logs/%x-%j.out", stderr_pattern="/tmp/%u.err"))
+    assert spec.stdout_path == "/home/alice/run/logs/train-42.out"
+    assert spec.stderr_path == "/tmp/alice.err"
+
+
+def test_same_stdout_and_stderr_pattern_share_a_file() -> None:
+    spec = _spec(_job(script="#!/bin/sh\n", stdout_pattern="o-%j", stderr_pattern="o-%j"))
+    assert spec.stderr_path == ""
+
+
+def test_interactive_spec_uses_node_tasks_and_first_rank() -> None:
+    spec = _spec(_job(interactive=True, argv=["hostname"]), node="n2", first_task=2)
+    assert spec.interactive
+    assert spec.ntasks == 2
+    assert list(spec.ranks) == [2, 3]
+    assert spec.stdout_path == ""
+
+
+def test_spec_resolution_fields() -> None:
+    spec = _spec(_job(script="#!/bin/sh\n", environment={"SLURM_UMASK": "0077"}))
+    assert spec.start_time == 123.0  # job.start_time unset -> received time
+    assert spec.time_limit_secs == 600
+    assert spec.umask == 0o077
+    assert spec.drop_privileges
+    assert spec.groups == [1000, 27]
+    assert not _spec(_job(script="#!/bin/sh\n"), euid=1000).drop_privileges
+
+
+@pytest.mark.parametrize(
+    ("job", "node", "message"),
+    [
+        (_job(script="#!/bin/sh\n"), "n9", "not part of the allocation"),
+        (_job(), "n1", "has no script"),
+        (_job(interactive=True), "n1", "no command"),
+        (_job(script="#!/bin/sh\n", environment={"SLURM_UMASK": "rw"}), "n1", "SLURM_UMASK"),
+    ],
+)
+def test_bad_launch_requests(job: pb.JobInfo, node: str, message: str) -> None:
+    with pytest.raises(LaunchError, match=message):
+        _spec(job, node)
+
+
+def test_non_root_agent_refuses_other_users() -> None:
+    with pytest.raises(LaunchError, match="not root, so it can only run that user's jobs"):
+        resolve_user(0, "root", euid=12345, node="n1")
+
+
+def test_unknown_uid_is_refused() -> None:
+    with pytest.raises(LaunchError, match="user id 3999999 .* does not exist on node n1"):
+        resolve_user(3999999, "ghost", euid=0, node="n1")

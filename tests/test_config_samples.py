@@ -1,0 +1,56 @@
+"""The shipped sample configs load, and docs/configuration.md documents every key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spur.config import load_config, resolve_node_id
+from spur.config.dump import reference_markdown
+from spur.config.schema import SECTIONS, TABLE_ARRAYS, SpurConfigSchema
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name", ["spur.conf", "spur-ha.conf", "spur-k8s.conf"])
+def test_sample_loads(name: str) -> None:
+    cfg = load_config(ROOT / "conf" / name)
+    assert sum(p.default for p in cfg.partitions) == 1
+
+
+def test_single_host_sample() -> None:
+    cfg = load_config(ROOT / "conf" / "spur.conf")
+    assert cfg.controller.peers == ()
+    assert resolve_node_id(cfg, "whatever") == 1
+    assert cfg.default_partition.name == "debug"
+
+
+def test_ha_sample_has_three_controllers_found_by_hostname() -> None:
+    cfg = load_config(ROOT / "conf" / "spur-ha.conf")
+    assert len(cfg.controller.peers) == 3
+    assert [resolve_node_id(cfg, h) for h in ("ctl1", "ctl2.hpc.example.com", "ctl3")] == [1, 2, 3]
+    assert len(cfg.agent.controller) == 3
+    assert cfg.nodes[1].gres == ("gpu:a100:4",)
+
+
+def test_k8s_sample_enables_cluster_and_mesh() -> None:
+    cfg = load_config(ROOT / "conf" / "spur-k8s.conf")
+    assert cfg.cluster.enabled and cfg.network.wg_enabled
+    assert cfg.cluster.control_plane_replicas == 3
+
+
+def test_docs_reference_is_current() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    assert reference_markdown() in text, "regenerate the reference: python -m spur.config --markdown"
+
+
+def test_docs_reference_lists_every_key() -> None:
+    ref = reference_markdown()
+    for name, schema in {**SECTIONS, **TABLE_ARRAYS}.items():
+        assert f"### [{name}]" in ref or f"### [[{name}]]" in ref
+        for key in schema._declared_fields:
+            assert f"| `{key}` |" in ref, (name, key)
+    assert '| `cluster_name` | `"spur"` |' in ref
+    assert "| `node_timeout_secs` | `90` |" in ref
+    assert len(SpurConfigSchema._declared_fields) == 1 + len(SECTIONS) + len(TABLE_ARRAYS)
