@@ -27,7 +27,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "") -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = ""
+) -> Any:
     """Poll ``predicate`` until it returns a truthy value; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
@@ -39,7 +41,9 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: floa
         except Exception as exc:  # the condition may not be checkable yet (e.g. file not there)
             last_exc = exc
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: last error {last_exc!r}")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what or predicate}: last error {last_exc!r}"
+    )
 
 
 @dataclass
@@ -52,7 +56,11 @@ class Proc:
     def start(self) -> Proc:
         log = open(self.log_path, "ab")
         self.popen = subprocess.Popen(
-            self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env,
+            self.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=self.env,
             start_new_session=True,
         )
         log.close()
@@ -122,12 +130,30 @@ class Cluster:
         except OSError:
             return False
 
-    def start_agent(self, name: str, cpus: int = 2, memory_mb: int = 4000, extra: list[str] | None = None) -> Proc:
+    def start_agent(
+        self, name: str, cpus: int = 2, memory_mb: int = 4000, extra: list[str] | None = None
+    ) -> Proc:
         port = self.agent_ports.setdefault(name, free_port())
         argv = [
-            str(BIN / "spurd"), "-D", "--controller", self.address, "--listen", f"127.0.0.1:{port}",
-            "--name", name, "--address", "127.0.0.1", "--state-dir", str(self.root / f"agent-{name}"),
-            "--cpus", str(cpus), "--memory-mb", str(memory_mb), "--kill-grace", "2", *(extra or []),
+            str(BIN / "spurd"),
+            "-D",
+            "--controller",
+            self.address,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--name",
+            name,
+            "--address",
+            "127.0.0.1",
+            "--state-dir",
+            str(self.root / f"agent-{name}"),
+            "--cpus",
+            str(cpus),
+            "--memory-mb",
+            str(memory_mb),
+            "--kill-grace",
+            "2",
+            *(extra or []),
         ]
         proc = Proc(argv, self.root / f"spurd-{name}.log", self.env).start()
         self.agents[name] = proc
@@ -140,11 +166,22 @@ class Cluster:
 
         wait_for(ok, timeout=timeout, what=f"nodes {names} to be {state}")
 
-    def cli(self, *args: str, cwd: Path | None = None, input: str | None = None, check: bool = True,
-            timeout: float = 60) -> subprocess.CompletedProcess:
+    def cli(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess:
         proc = subprocess.run(
-            [str(BIN / args[0]), *args[1:]], cwd=cwd or self.root, env=self.env, input=input,
-            capture_output=True, text=True, timeout=timeout,
+            [str(BIN / args[0]), *args[1:]],
+            cwd=cwd or self.root,
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and proc.returncode != 0:
             raise AssertionError(f"{args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -183,7 +220,8 @@ class Cluster:
 
     def wait_job(self, job_id: int, *states: str, timeout: float = 30) -> Any:
         return wait_for(
-            lambda: (j := self.job(job_id)).state in states and j, timeout=timeout,
+            lambda: (j := self.job(job_id)).state in states and j,
+            timeout=timeout,
             what=f"job {job_id} to reach {states}",
         )
 

@@ -47,8 +47,11 @@ def test_squeue_and_sinfo_show_running_job_then_cancel(cluster: Cluster, tmp_pat
     cluster.start_agent("node1", cpus=2)
     cluster.wait_nodes("node1")
     marker = tmp_path / "started"
-    job_id = int(cluster.cli("sbatch", "--parsable", "-J", "sleeper", "--wrap",
-                             f"touch {marker}; exec sleep 300", cwd=tmp_path).stdout)
+    job_id = int(
+        cluster.cli(
+            "sbatch", "--parsable", "-J", "sleeper", "--wrap", f"touch {marker}; exec sleep 300", cwd=tmp_path
+        ).stdout
+    )
     wait_for(marker.exists, what="job to start")
     queue = cluster.cli("squeue").stdout.splitlines()
     assert queue[0] == "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
@@ -78,8 +81,16 @@ def test_two_node_job_gets_both_nodes(cluster: Cluster, tmp_path: Path):
     cluster.start_agent("node1")
     cluster.start_agent("node2")
     cluster.wait_nodes("node1", "node2")
-    job_id = int(cluster.cli("sbatch", "--parsable", "-N2", "--wrap",
-                             "echo $SLURM_JOB_NODELIST $SLURM_NNODES; sleep 1", cwd=tmp_path).stdout)
+    job_id = int(
+        cluster.cli(
+            "sbatch",
+            "--parsable",
+            "-N2",
+            "--wrap",
+            "echo $SLURM_JOB_NODELIST $SLURM_NNODES; sleep 1",
+            cwd=tmp_path,
+        ).stdout
+    )
     running = cluster.wait_job(job_id, "RUNNING", "COMPLETED")
     assert sorted(a.node for a in running.allocation) == ["node1", "node2"]
     cluster.wait_job(job_id, "COMPLETED")
@@ -113,7 +124,9 @@ def test_drain_and_resume_node(cluster: Cluster):
 def test_controller_kill9_restart_loses_no_job(cluster: Cluster, tmp_path: Path):
     cluster.start_agent("node1", cpus=1)
     cluster.wait_nodes("node1")
-    ids = [int(cluster.cli("sbatch", "--parsable", "--wrap", "sleep 0.2", cwd=tmp_path).stdout) for _ in range(8)]
+    ids = [
+        int(cluster.cli("sbatch", "--parsable", "--wrap", "sleep 0.2", cwd=tmp_path).stdout) for _ in range(8)
+    ]
     assert ids == list(range(1, 9))
     cluster.controller.kill(signal.SIGKILL)
     cluster.start_controller()
@@ -170,8 +183,12 @@ def test_bad_batch_script_is_rejected_clearly(cluster: Cluster, tmp_path: Path):
 def test_bad_config_fails_fast_naming_the_key(tmp_path: Path):
     conf = tmp_path / "spur.conf"
     conf.write_text('[scheduler]\ninterval_secs = "soon"\n')
-    out = subprocess.run([str(BIN / "spurctld"), "-D", "-f", str(conf), "--state-dir", str(tmp_path / "s")],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [str(BIN / "spurctld"), "-D", "-f", str(conf), "--state-dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 1
     assert "scheduler.interval_secs" in out.stderr and "soon" in out.stderr and str(conf) in out.stderr
 
@@ -179,8 +196,21 @@ def test_bad_config_fails_fast_naming_the_key(tmp_path: Path):
 def test_missing_scheduler_plugin_names_the_package(tmp_path: Path):
     conf = tmp_path / "spur.conf"
     conf.write_text('[scheduler]\nplugin = "fancy"\n')
-    out = subprocess.run([str(BIN / "spurctld"), "-D", "-f", str(conf), "--state-dir", str(tmp_path / "s"),
-                          "--listen", f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [
+            str(BIN / "spurctld"),
+            "-D",
+            "-f",
+            str(conf),
+            "--state-dir",
+            str(tmp_path / "s"),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 1
     assert "pip install spur-sched-fancy" in out.stderr
 

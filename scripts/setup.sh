@@ -13,10 +13,13 @@ fi
 stamp=.venv/.spur-installed
 want=$(cat pyproject.toml plugins/*/pyproject.toml | sha1sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
-  for plugin in plugins/*/; do
-    .venv/bin/python -m pip install -q --no-deps -e "$plugin"
-  done
+  echo "setup: installing Spur and its dependencies into .venv (log: .venv/install.log)" >&2
+  {
+    .venv/bin/python -m pip install --upgrade pip &&
+    .venv/bin/python -m pip install -e '.[dev]' &&
+    for plugin in plugins/*/; do
+      .venv/bin/python -m pip install --no-deps -e "$plugin" || exit 1
+    done
+  } > .venv/install.log 2>&1 || { tail -n 40 .venv/install.log >&2; echo "setup: install failed" >&2; exit 1; }
   echo "$want" > "$stamp"
 fi

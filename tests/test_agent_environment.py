@@ -137,7 +137,13 @@ def test_node_outside_allocation_is_an_error() -> None:
 
 def test_task_environment_sets_ranks() -> None:
     env = task_environment({"A": "1"}, procid=5, localid=1)
-    assert env == {"A": "1", "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "SPUR_PROCID": "5", "SPUR_LOCALID": "1"}
+    assert env == {
+        "A": "1",
+        "SLURM_PROCID": "5",
+        "SLURM_LOCALID": "1",
+        "SPUR_PROCID": "5",
+        "SPUR_LOCALID": "1",
+    }
 
 
 # ---------------------------------------------------------------- launch spec
@@ -151,7 +157,12 @@ def _request(job: pb.JobInfo, node: str = "n1", first_task: int = 0) -> pb.Launc
 
 def _spec(job: pb.JobInfo, node: str = "n1", euid: int = 0, first_task: int = 0):
     return build_launch_spec(
-        _request(job, node, first_task), node=node, user=ALICE, cluster_name="lab", euid=euid, received_at=123.0
+        _request(job, node, first_task),
+        node=node,
+        user=ALICE,
+        cluster_name="lab",
+        euid=euid,
+        received_at=123.0,
     )
 
 

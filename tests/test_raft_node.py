@@ -138,9 +138,18 @@ async def test_invalid_proposals(tmp_path: Path) -> None:
 
 def test_multi_member_groups_are_refused(tmp_path: Path) -> None:
     storage = RaftStorage(tmp_path)
+    peers = ["ctl1:6821", "ctl2:6821"]
     with pytest.raises(NotImplementedError, match="multi-member"):
-        RaftNode(node_id=1, storage=storage, state_machine=Counter(), peers=["10.0.0.2:6821"])
+        RaftNode(node_id=1, storage=storage, state_machine=Counter(), peers=peers)
+    with pytest.raises(ValueError, match=r"node_id 2 is not a position in peers \['ctl1:6821'\]"):
+        RaftNode(node_id=2, storage=storage, state_machine=Counter(), peers=peers[:1])
     storage.close()
+
+
+async def test_a_single_peer_listing_itself_is_a_one_member_group(tmp_path: Path) -> None:
+    async with running(tmp_path, peers=["ctl1:6821"]) as node:
+        assert node.role is Role.LEADER
+        assert await node.propose(b"+1") == 1
 
 
 async def test_not_leader_before_start_and_after_stop(tmp_path: Path) -> None:

@@ -60,7 +60,9 @@ def test_parse_gres(items: list[str], expected: list[GresRequest]) -> None:
     assert parse_gres(items) == expected
 
 
-@pytest.mark.parametrize("item", ["", "gpu:", ":2", "gpu:a100:x", "gpu:a:b:c", "gpu,,shard", "gpu:-1", "g pu"])
+@pytest.mark.parametrize(
+    "item", ["", "gpu:", ":2", "gpu:a100:x", "gpu:a:b:c", "gpu,,shard", "gpu:-1", "g pu"]
+)
 def test_bad_gres_raises(item: str) -> None:
     with pytest.raises(ResourceError):
         parse_gres([item])
@@ -73,7 +75,11 @@ def test_gres_str_is_canonical_form() -> None:
 
 @pytest.mark.parametrize(
     ("spec", "expected"),
-    [("2", GresRequest("gpu", "", 2)), ("a100:2", GresRequest("gpu", "a100", 2)), (" 8 ", GresRequest("gpu", "", 8))],
+    [
+        ("2", GresRequest("gpu", "", 2)),
+        ("a100:2", GresRequest("gpu", "a100", 2)),
+        (" 8 ", GresRequest("gpu", "", 8)),
+    ],
 )
 def test_parse_gpus(spec: str, expected: GresRequest) -> None:
     assert parse_gpus(spec) == expected

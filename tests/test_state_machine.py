@@ -40,8 +40,13 @@ def submit(log: Log, **kw) -> int:
 
 
 def register(log: Log, name: str, cpus: int = 4, mem: int = 8000, gpus: int = 0) -> None:
-    node = Node(name=name, address="127.0.0.1", cpus=cpus, memory_mb=mem,
-                gpus=[GpuDevice(i, "nvidia", "a100") for i in range(gpus)])
+    node = Node(
+        name=name,
+        address="127.0.0.1",
+        cpus=cpus,
+        memory_mb=mem,
+        gpus=[GpuDevice(i, "nvidia", "a100") for i in range(gpus)],
+    )
     assert log(c.RegisterNode(node, 50.0)) is True
 
 
@@ -220,8 +225,16 @@ def test_interactive_job_finishes_when_every_node_reported():
     log = Log()
     register(log, "n1")
     register(log, "n2")
-    j = log(c.SubmitJob(JobSpec(interactive=True, argv=["hostname"], work_dir="/tmp", num_nodes=2),
-                        "a", 1000, 1000, "a", 1.0))
+    j = log(
+        c.SubmitJob(
+            JobSpec(interactive=True, argv=["hostname"], work_dir="/tmp", num_nodes=2),
+            "a",
+            1000,
+            1000,
+            "a",
+            1.0,
+        )
+    )
     log(c.StartJob(j, [NodeAllocation("n1", 1), NodeAllocation("n2", 1)], 1.0, 1))
     log(c.JobExited(j, "n1", 0, 0, 2.0))
     assert log.state.jobs[j].state is JobState.RUNNING

@@ -188,8 +188,21 @@ def test_parse_begin_time(spec: str, expected: float) -> None:
 
 @pytest.mark.parametrize(
     "spec",
-    ["", "yesterday", "now+", "now+5fortnights", "now*2", "25:00", "12:60", "13/01", "2027-13-01",
-     "2027-02-30", "uts12", "13:00pm", "now+99999999999999999weeks"],
+    [
+        "",
+        "yesterday",
+        "now+",
+        "now+5fortnights",
+        "now*2",
+        "25:00",
+        "12:60",
+        "13/01",
+        "2027-13-01",
+        "2027-02-30",
+        "uts12",
+        "13:00pm",
+        "now+99999999999999999weeks",
+    ],
 )
 def test_bad_begin_times_raise_naming_the_spec(spec: str) -> None:
     with pytest.raises(TimeSpecError) as exc:

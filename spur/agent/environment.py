@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from spur.rpc.proto import spur_pb2
+if TYPE_CHECKING:
+    from spur.rpc.proto import spur_pb2
+
 
 __all__ = [
     "GpuOrdinal",

@@ -171,14 +171,19 @@ class Executor:
             return True
         job = TrackedJob(job_id, jobdir, None)
         self._jobs[job_id] = job  # reserve the id before any await
-        jobdir.create()
         try:
-            spec = self._resolve(request)
-            job.spec = spec
-            jobdir.write("spec.json", spec.to_json())
-            check_paths(spec)
-            if not spec.interactive:
-                self._write_script(jobdir, request.job.spec.script, spec)
+            try:
+                jobdir.create()
+                spec = self._resolve(request)
+                job.spec = spec
+                jobdir.write("spec.json", spec.to_json())
+                check_paths(spec)
+                if not spec.interactive:
+                    self._write_script(jobdir, request.job.spec.script, spec)
+            except OSError as e:
+                raise BackendError(
+                    f"cannot prepare the job directory {jobdir.path}: {e.strerror or e}"
+                ) from e
             job.shim, job.child = await self.backend.start(jobdir, spec)
         except (LaunchError, BackendError) as e:
             log.warning("job %d: launch failed: %s", job_id, e)

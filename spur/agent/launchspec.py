@@ -13,11 +13,13 @@ import pwd
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spur.agent.environment import GpuOrdinal, build_job_environment
 from spur.core.serde import from_plain, to_plain
-from spur.rpc.proto import spur_pb2
+
+if TYPE_CHECKING:
+    from spur.rpc.proto import spur_pb2
 
 __all__ = ["LaunchError", "LaunchSpec", "UserInfo", "build_launch_spec", "check_paths", "resolve_user"]
 

@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="node name (default: short hostname)")
     p.add_argument("--address", help="address the controller uses to reach this agent")
     p.add_argument("--state-dir", type=Path, help=f"agent state (default {DEFAULT_STATE_DIR})")
-    p.add_argument("--conf", type=Path, help="spur.conf")
+    p.add_argument("-f", "--conf", "--config", dest="conf", type=Path, help="spur.conf")
     p.add_argument("--cpus", type=int, help="CPUs to offer (default: discovered)")
     p.add_argument("--memory-mb", type=int, help="memory in MiB to offer (default: discovered)")
     p.add_argument("--sysfs-root", type=Path, help="root of /proc and /sys for discovery (tests)")
@@ -289,6 +289,12 @@ async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> 
                 break
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         stream=sys.stderr,
@@ -315,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     except* KeyboardInterrupt:
         pass
     except* StartupError as group:
-        for exc in group.exceptions:
+        for exc in _leaves(group):
             print(f"spurd: error: {exc}", file=sys.stderr)
         rc = 1
     log.info("spurd stopped")

@@ -26,7 +26,9 @@ def controller_targets() -> list[str]:
     env = os.environ.get("SPUR_CONTROLLER")
     if env:
         return [t.strip() for t in env.split(",") if t.strip()]
-    conf = os.environ.get("SPUR_CONF") or ("/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else "")
+    conf = os.environ.get("SPUR_CONF") or (
+        "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
+    )
     if conf:
         from spur.config import ConfigError, load_config
 

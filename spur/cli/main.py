@@ -18,7 +18,11 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "queue": ("spur.cli.squeue", "squeue", "List pending and running jobs (squeue)."),
     "cancel": ("spur.cli.scancel", "scancel", "Cancel or signal jobs (scancel)."),
     "nodes": ("spur.cli.sinfo", "sinfo", "Show partitions and nodes (sinfo)."),
-    "show": ("spur.cli.scontrol", "scontrol", "Show jobs, nodes, partitions, controllers; update nodes (scontrol)."),
+    "show": (
+        "spur.cli.scontrol",
+        "scontrol",
+        "Show jobs, nodes, partitions, controllers; update nodes (scontrol).",
+    ),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items()}
 # `spur show X` reads like `scontrol show X`.
@@ -40,7 +44,9 @@ def build_app():
 
     from cyclopts import App, Parameter
 
-    app = App(name="spur", help="Spur: a Slurm-compatible scheduler. Slurm names (sbatch, squeue, ...) work too.")
+    app = App(
+        name="spur", help="Spur: a Slurm-compatible scheduler. Slurm names (sbatch, squeue, ...) work too."
+    )
     for verb, (_module, _slurm, helptext) in VERBS.items():
 
         def command(*args: Annotated[str, Parameter(allow_leading_hyphen=True)], _verb: str = verb) -> int:

@@ -54,41 +54,47 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         merge_options,
         options_from_env,
         parse_job_options,
+        parse_script_options,
     )
-    from spur.core.script import ScriptError, parse_sbatch_directives, validate_script
+    from spur.core.script import ScriptError, parse_sbatch_directives, validate_script, wrap_command
 
     try:
         cli_opts, rest = parse_job_options(argv, command=PROG)
     except JobOptionError as exc:
-        raise CliError(f"{exc}\nTry \"sbatch --help\" for more information", exit_code=255) from None
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=255) from None
     if cli_opts.help:
         print(USAGE, end="")
         raise SystemExit(0)
     if cli_opts.wrap is not None:
-        if rest:
-            raise CliError("sbatch: error: script argument not allowed with --wrap", exit_code=1)
-        script, script_path, script_args = f"#!/bin/sh\n# This script was created by sbatch --wrap.\n\n{cli_opts.wrap}\n", "", []
+        script, script_path, script_args = wrap_command(cli_opts.wrap), None, []
     else:
         script_path = rest[0] if rest else None
         script = read_script(script_path)
         script_args = rest[1:]
     try:
         validate_script(script)
-        directive_opts, leftover = parse_job_options(parse_sbatch_directives(script), command=PROG)
+        directive_opts = parse_script_options(parse_sbatch_directives(script), command=PROG)
         env_opts = options_from_env(environ, command=PROG)
     except (ScriptError, JobOptionError) as exc:
         text = str(exc)
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
     opts = merge_options(directive_opts, env_opts, cli_opts)
     try:
-        spec = build_job_spec(opts, script=script, argv=script_args, cwd=cwd, environ=environ)
+        spec = build_job_spec(
+            opts, script=script, argv=script_args, cwd=cwd, environ=environ, script_path=script_path
+        )
     except (JobOptionError, ValueError) as exc:
         text = str(exc)
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
-    if not spec.name:
-        spec.name = os.path.basename(script_path) if script_path else ("wrap" if cli_opts.wrap else "sbatch")
+    spec.environment.setdefault("SLURM_SUBMIT_HOST", _hostname())
     spec.command = os.path.abspath(os.path.join(cwd, script_path)) if script_path else "(null)"
     return spec, opts
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 def main(argv: list[str]) -> int:

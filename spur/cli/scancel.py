@@ -74,8 +74,10 @@ def main(argv: list[str]) -> int:
                 timeout=30,
             )
             targets = [
-                j.job_id for j in resp.jobs
-                if not j.state.endswith("ED") and j.state not in ("TIMEOUT", "NODE_FAIL", "FAILED")
+                j.job_id
+                for j in resp.jobs
+                if not j.state.endswith("ED")
+                and j.state not in ("TIMEOUT", "NODE_FAIL", "FAILED")
                 and (not args.name or j.spec.name == args.name)
             ]
         rc = 0
@@ -86,7 +88,9 @@ def main(argv: list[str]) -> int:
                 if exc.code.name == "NOT_FOUND":
                     continue  # Slurm 22.05: an unknown job id is not an error for scancel
                 if not args.quiet:
-                    print(f"scancel: error: Kill job error on job id {job_id}: {exc.message}", file=sys.stderr)
+                    print(
+                        f"scancel: error: Kill job error on job id {job_id}: {exc.message}", file=sys.stderr
+                    )
                 rc = 1
         return rc
 

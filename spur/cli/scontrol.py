@@ -26,7 +26,11 @@ def show_node_text(n, now: float) -> str:
     gres = ",".join(f"gpu:{g.model}:1" if g.model else "gpu:1" for g in n.gpus[:1])
     if n.gpus:
         models = {g.model for g in n.gpus}
-        gres = f"gpu:{models.pop()}:{len(n.gpus)}" if len(models) == 1 and "" not in models else f"gpu:{len(n.gpus)}"
+        gres = (
+            f"gpu:{models.pop()}:{len(n.gpus)}"
+            if len(models) == 1 and "" not in models
+            else f"gpu:{len(n.gpus)}"
+        )
     state = n.state.upper()
     if n.state == "draining":
         state = "MIXED+DRAIN" if n.alloc_cpus < n.cpus else "ALLOCATED+DRAIN"
@@ -65,21 +69,26 @@ def show_partition_text(p, nodes_by_name) -> str:
     from spur.core.hostlist import compress
 
     default_time = "NONE" if p.default_time_secs < 0 else format_time_limit_long(p.default_time_secs)
-    return "\n".join([
-        f"PartitionName={p.name}",
-        "   AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
-        f"   AllocNodes=ALL Default={'YES' if p.is_default else 'NO'} QoS=N/A",
-        f"   DefaultTime={default_time} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
-        f"   MaxNodes=UNLIMITED MaxTime={format_time_limit_long(p.max_time_secs)} MinNodes=0 LLN=NO "
-        "MaxCPUsPerNode=UNLIMITED",
-        f"   Nodes={compress(p.nodes) if p.nodes else '(null)'}",
-        "   PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO",
-        "   OverTimeLimit=NONE PreemptMode=OFF",
-        f"   State={p.state} TotalCPUs={cpus} TotalNodes={len(members)} SelectTypeParameters=NONE",
-        "   JobDefaults=(null)",
-        "   DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
-        f"   TRES=cpu={cpus},mem={mem}M,node={len(members)},billing={cpus}",
-    ]) + "\n\n"
+    return (
+        "\n".join(
+            [
+                f"PartitionName={p.name}",
+                "   AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
+                f"   AllocNodes=ALL Default={'YES' if p.is_default else 'NO'} QoS=N/A",
+                f"   DefaultTime={default_time} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
+                f"   MaxNodes=UNLIMITED MaxTime={format_time_limit_long(p.max_time_secs)} MinNodes=0 LLN=NO "
+                "MaxCPUsPerNode=UNLIMITED",
+                f"   Nodes={compress(p.nodes) if p.nodes else '(null)'}",
+                "   PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO",
+                "   OverTimeLimit=NONE PreemptMode=OFF",
+                f"   State={p.state} TotalCPUs={cpus} TotalNodes={len(members)} SelectTypeParameters=NONE",
+                "   JobDefaults=(null)",
+                "   DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
+                f"   TRES=cpu={cpus},mem={mem}M,node={len(members)},billing={cpus}",
+            ]
+        )
+        + "\n\n"
+    )
 
 
 def parse_key_values(tokens: list[str]) -> dict[str, str]:
@@ -162,7 +171,9 @@ def show(rest: list[str]) -> int:
         if what in ("partition", "partitions"):
 
             async def body(stub):
-                parts = await stub.GetPartitions(pb.GetPartitionsRequest(names=[arg] if arg else []), timeout=30)
+                parts = await stub.GetPartitions(
+                    pb.GetPartitionsRequest(names=[arg] if arg else []), timeout=30
+                )
                 return parts, await stub.GetNodes(pb.GetNodesRequest(), timeout=30)
 
             try:
@@ -208,6 +219,8 @@ def ping() -> int:
         print(f"Slurmctld(primary) at localhost is DOWN ({exc.message})")
         return 1
     for c in resp.controllers:
-        print(f"Slurmctld({c.role}) at {c.address} is UP  node_id={c.node_id} term={c.term} "
-              f"commit={c.commit_index} applied={c.applied_index}")
+        print(
+            f"Slurmctld({c.role}) at {c.address} is UP  node_id={c.node_id} term={c.term} "
+            f"commit={c.commit_index} applied={c.applied_index}"
+        )
     return 0

@@ -8,11 +8,35 @@ from spur.cli.client import CliError, with_controller
 from spur.cli.formats import parse_format, render, render_header
 from spur.cli.slurmargs import SlurmArgParser, split_list
 
-SHORT = {"idle": "idle", "allocated": "alloc", "mixed": "mix", "down": "down", "drained": "drain",
-         "draining": "drng", "unknown": "unk"}
-HEADERS = {"P": "PARTITION", "a": "AVAIL", "l": "TIMELIMIT", "D": "NODES", "t": "STATE", "T": "STATE",
-           "N": "NODELIST", "c": "CPUS", "m": "MEMORY", "G": "GRES", "E": "REASON", "z": "S:C:T", "f": "AVAIL_FEATURES",
-           "C": "CPUS(A/I/O/T)", "O": "CPU_LOAD", "e": "FREE_MEM", "n": "HOSTNAMES", "R": "PARTITION"}
+SHORT = {
+    "idle": "idle",
+    "allocated": "alloc",
+    "mixed": "mix",
+    "down": "down",
+    "drained": "drain",
+    "draining": "drng",
+    "unknown": "unk",
+}
+HEADERS = {
+    "P": "PARTITION",
+    "a": "AVAIL",
+    "l": "TIMELIMIT",
+    "D": "NODES",
+    "t": "STATE",
+    "T": "STATE",
+    "N": "NODELIST",
+    "c": "CPUS",
+    "m": "MEMORY",
+    "G": "GRES",
+    "E": "REASON",
+    "z": "S:C:T",
+    "f": "AVAIL_FEATURES",
+    "C": "CPUS(A/I/O/T)",
+    "O": "CPU_LOAD",
+    "e": "FREE_MEM",
+    "n": "HOSTNAMES",
+    "R": "PARTITION",
+}
 
 
 def node_state_short(node) -> str:
@@ -77,7 +101,9 @@ class Row:
             case "E":
                 return (first.reason or "none") if first else "none"
             case "z":
-                return f"{first.sockets}:{first.cores_per_socket}:{first.threads_per_core}" if first else "0:0:0"
+                return (
+                    f"{first.sockets}:{first.cores_per_socket}:{first.threads_per_core}" if first else "0:0:0"
+                )
             case "f":
                 return ",".join(first.features) or "(null)" if first else "(null)"
             case "C":
@@ -128,7 +154,9 @@ def main(argv: list[str]) -> int:
     from spur.rpc.proto import spur_pb2 as pb
 
     async def body(stub):
-        parts = await stub.GetPartitions(pb.GetPartitionsRequest(names=split_list(args.partition)), timeout=30)
+        parts = await stub.GetPartitions(
+            pb.GetPartitionsRequest(names=split_list(args.partition)), timeout=30
+        )
         nodes = await stub.GetNodes(pb.GetNodesRequest(), timeout=30)
         return parts, nodes
 
@@ -149,8 +177,11 @@ def main(argv: list[str]) -> int:
         by_name = {k: v for k, v in by_name.items() if k in wanted}
     states = {s.lower() for s in split_list(args.states)}
     if states:
-        by_name = {k: v for k, v in by_name.items()
-                   if v.state in states or SHORT.get(v.state, "") in states or node_state_short(v) in states}
+        by_name = {
+            k: v
+            for k, v in by_name.items()
+            if v.state in states or SHORT.get(v.state, "") in states or node_state_short(v) in states
+        }
     rows = summary_rows(parts.partitions, by_name, args.node_oriented)
     if states or args.nodes:
         rows = [r for r in rows if r.nodes]

@@ -82,6 +82,10 @@ def main(argv: list[str]) -> int:
     if job_ids and not jobs:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return 1
-    fmt = args.format or os.environ.get("SQUEUE_FORMAT") or (LONG_FORMAT if args.long else SQUEUE_DEFAULT_FORMAT)
+    fmt = (
+        args.format
+        or os.environ.get("SQUEUE_FORMAT")
+        or (LONG_FORMAT if args.long else SQUEUE_DEFAULT_FORMAT)
+    )
     sys.stdout.write(format_jobs(jobs, fmt, header=not args.noheader, now=time.time()))
     return 0

@@ -7,6 +7,7 @@ allocated node and streams each task's stdout/stderr. Ctrl-C cancels the job.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 from spur.cli.client import CliError, controller_targets
@@ -27,7 +28,7 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         cli_opts, command = parse_job_options(argv, command=PROG)
         env_opts = options_from_env(environ, command=PROG)
     except JobOptionError as exc:
-        raise CliError(f"{exc}\nTry \"srun --help\" for more information", exit_code=1) from None
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
     if cli_opts.help:
         print("Usage: srun [OPTIONS...] executable [args...]")
         raise SystemExit(0)
@@ -43,6 +44,7 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     spec.script = ""
     spec.name = spec.name or os.path.basename(command[0])
     spec.command = " ".join(command)
+    spec.environment.setdefault("SLURM_SUBMIT_HOST", socket.gethostname())
     return spec, opts
 
 
@@ -70,6 +72,7 @@ async def _run(spec, label: bool) -> int:
 
     from spur.auth.identity import identity_metadata
     from spur.controller.convert import spec_to_proto
+    from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
@@ -86,7 +89,7 @@ async def _run(spec, label: bool) -> int:
                 raise CliError(f"srun: error: Unable to allocate resources: {exc.message}") from None
             job_id = resp.job_id
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async with trio.open_nursery() as nursery:
+                async with helper_nursery() as nursery:
                     nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope)
                     code = await _follow(ctl, ch, job_id, label)
                     nursery.cancel_scope.cancel()
@@ -154,14 +157,18 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
     out, err = sys.stdout.buffer, sys.stderr.buffer
     try:
         async with open_channel(f"{node.address}:{node.port}") as ch:
-            async for chunk in agent_stub(ch).StreamOutput(pb.StreamOutputRequest(job_id=job_id, follow=True)):
+            async for chunk in agent_stub(ch).StreamOutput(
+                pb.StreamOutputRequest(job_id=job_id, follow=True)
+            ):
                 if chunk.stream == "exit":
                     results.append((chunk.exit_code, chunk.signal))
                     continue
                 stream = out if chunk.stream == "stdout" else err
                 data = chunk.data
                 if label:
-                    data = b"".join(f"{chunk.task}: ".encode() + line for line in data.splitlines(keepends=True))
+                    data = b"".join(
+                        f"{chunk.task}: ".encode() + line for line in data.splitlines(keepends=True)
+                    )
                 stream.write(data)
                 stream.flush()
     except RpcError as exc:

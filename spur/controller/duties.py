@@ -7,12 +7,12 @@ propose commands with the outcome of their side effects; they never change state
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from spur.core.job import Job, JobState
+from spur.core.nurseries import helper_nursery
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
@@ -36,14 +36,22 @@ class SchedulerLoop:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         interval = self.ctl.cfg.scheduler.interval_secs
+        seen_index = -1
         while True:
             with trio.move_on_after(interval):
                 await self.ctl.scheduler_kick.wait()
             self.ctl.scheduler_kick = trio.Event()
+            if self.ctl.state.applied_index == seen_index:
+                continue  # nothing changed since the last pass: the plan would be the same
+            seen_index = self.ctl.state.applied_index
+            began = trio.current_time()
             try:
                 await self.cycle()
             except RpcError as exc:
                 log.warning("scheduler cycle could not commit: %s", exc)
+            # Kicks arrive with every submit; spacing passes by twice their cost keeps a burst of
+            # submissions from spending the controller's CPU on re-planning the same queue.
+            await trio.sleep(min(interval, 2 * (trio.current_time() - began)))
 
     async def cycle(self) -> int:
         """One scheduling pass; returns the number of jobs started."""
@@ -69,27 +77,43 @@ class SchedulerLoop:
 
 
 class AgentPool:
-    """One lazily connected channel per agent address, closed with the pool."""
+    """One lazily connected channel per agent address, closed with the pool.
+
+    Each channel lives in a task of the pool's own nursery, so callers in any task may ask for a
+    stub while the channel's nursery stays correctly nested.
+    """
 
     def __init__(self) -> None:
-        self._stack = AsyncExitStack()
-        self._stubs: dict[str, object] = {}
+        self._stubs: dict[str, Any] = {}
+        self._lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self._cm = helper_nursery()
 
     async def __aenter__(self) -> AgentPool:
-        await self._stack.__aenter__()
+        self._nursery = await self._cm.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack.__aexit__(*exc)
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        return await self._cm.__aexit__(*exc)
 
-    async def stub(self, address: str, port: int):  # -> Stub
+    async def _hold(
+        self, target: str, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         from spur.rpc.channel import open_channel
         from spur.rpc.stub import agent_stub
 
+        async with open_channel(target, connect_timeout=3.0) as channel:
+            task_status.started(agent_stub(channel))
+            await trio.sleep_forever()
+
+    async def stub(self, address: str, port: int) -> Any:
         key = f"{address}:{port}"
-        if key not in self._stubs:
-            channel = await self._stack.enter_async_context(open_channel(key, connect_timeout=3.0))
-            self._stubs[key] = agent_stub(channel)
+        async with self._lock:
+            if key not in self._stubs:
+                assert self._nursery is not None
+                self._stubs[key] = await self._nursery.start(self._hold, key)
         return self._stubs[key]
 
 
@@ -149,7 +173,9 @@ class Dispatcher:
             if job is None or not job.state.holds_resources or job.launched:
                 return
             if job.state is JobState.COMPLETING:  # cancelled before it was ever sent
-                await ctl.raft_propose_quiet(c.LaunchFailed(job_id, "cancelled before launch", ctl.clock.wall()))
+                await ctl.raft_propose_quiet(
+                    c.LaunchFailed(job_id, "cancelled before launch", ctl.clock.wall())
+                )
                 return
             info = job_to_proto(job)
             for node_name, first_task, batch in self._launch_targets(job):
@@ -166,8 +192,9 @@ class Dispatcher:
                     else:
                         log.warning("job %s: agent %s refused launch: %s", job_id, node_name, message)
                         await ctl.raft_propose_quiet(
-                            c.JobExited(job_id, node_name, 1, 0, ctl.clock.wall(), launch_failed=True,
-                                        message=message)
+                            c.JobExited(
+                                job_id, node_name, 1, 0, ctl.clock.wall(), launch_failed=True, message=message
+                            )
                         )
                     return
             await ctl.raft_propose_quiet(c.JobLaunched(job_id, job.alloc_term))
@@ -204,7 +231,8 @@ class Dispatcher:
                 try:
                     stub = await pool.stub(node.address, node.port)
                     await stub.SignalJob(
-                        pb.SignalJobRequest(job_id=job_id, signal=0, grace_secs=grace), timeout=AGENT_CALL_TIMEOUT
+                        pb.SignalJobRequest(job_id=job_id, signal=0, grace_secs=grace),
+                        timeout=AGENT_CALL_TIMEOUT,
                     )
                 except RpcError as exc:
                     if exc.code is StatusCode.NOT_FOUND:
@@ -212,8 +240,12 @@ class Dispatcher:
                             c.JobExited(job_id, node_name, 0, 0, ctl.clock.wall(), cancelled=True)
                         )
                     else:
-                        log.warning("job %s: cancel on %s failed: %s (node sweep will settle it)",
-                                    job_id, node_name, exc)
+                        log.warning(
+                            "job %s: cancel on %s failed: %s (node sweep will settle it)",
+                            job_id,
+                            node_name,
+                            exc,
+                        )
                         return
             self._cancel_sent.add(job_id)
         finally:

@@ -14,7 +14,13 @@ import trio
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="spurctld", description="Spur controller daemon")
     p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (always the case)")
-    p.add_argument("-f", "--conf", help="spur.conf path (default: $SPUR_CONF, else built-in defaults)")
+    p.add_argument(
+        "-f",
+        "--conf",
+        "--config",
+        dest="conf",
+        help="spur.conf path (default: $SPUR_CONF, else built-in defaults)",
+    )
     p.add_argument("--state-dir", help="directory for the Raft WAL and snapshots (controller.state_dir)")
     p.add_argument("--listen", help="gRPC listen address HOST:PORT (controller.listen_addr)")
     p.add_argument("--node-id", type=int, help="Raft node id (controller.node_id)")

@@ -199,8 +199,15 @@ class ControllerService:
         node = convert.node_from_register(request, address)
         await self.ctl.propose(c.RegisterNode(node, self.ctl.clock.wall()))
         self.ctl.last_seen[request.name] = trio.current_time()
-        log.info("node %s registered from %s:%s (%s cpus, %s MB, %s gpus)",
-                 node.name, address, node.port, node.cpus, node.memory_mb, len(node.gpus))
+        log.info(
+            "node %s registered from %s:%s (%s cpus, %s MB, %s gpus)",
+            node.name,
+            address,
+            node.port,
+            node.cpus,
+            node.memory_mb,
+            len(node.gpus),
+        )
         self.ctl.kick_scheduler()
         return pb.RegisterNodeResponse(
             heartbeat_interval_secs=int(self.ctl.cfg.controller.heartbeat_interval_secs),

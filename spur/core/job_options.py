@@ -398,8 +398,6 @@ _OPTIONS: tuple[_Opt, ...] = (
 
 
 def _table(command: str) -> tuple[dict[str, _Opt], dict[str, _Opt]]:
-    if command not in COMMANDS:
-        raise ValueError(f"unknown command {command!r}; expected one of {COMMANDS}")
     longs: dict[str, _Opt] = {}
     shorts: dict[str, _Opt] = {}
     for opt in _OPTIONS:
@@ -451,8 +449,15 @@ def _lookup_long(name: str, longs: Mapping[str, _Opt], command: str) -> _Opt:
     return matches[0]
 
 
+def _tables(command: str) -> tuple[dict[str, _Opt], dict[str, _Opt]]:
+    try:
+        return _TABLES[command]
+    except KeyError:
+        raise ValueError(f"unknown command {command!r}; expected one of {COMMANDS}") from None
+
+
 def _parse_argv(args: Sequence[str], command: str) -> tuple[JobOptions, list[str]]:
-    longs, shorts = _TABLES[command]
+    longs, shorts = _tables(command)
     opts = JobOptions()
     i = 0
     n = len(args)
@@ -652,7 +657,7 @@ def options_from_env(env: Mapping[str, str], command: str = "sbatch") -> JobOpti
     allocation it runs in (SLURM_NTASKS, SLURM_JOB_NUM_NODES, ...); SLURM_NNODES is output only.
     Raises :class:`JobOptionError` naming the variable for an invalid value.
     """
-    longs, _ = _TABLES[command]
+    longs, _ = _tables(command)
     opts = JobOptions()
     for var, long in ENV_OPTIONS[command]:
         value = env.get(var)
@@ -938,13 +943,21 @@ def _split_constraint(expr: str) -> list[str]:
     return [p for p in re.split(r"[&,]", expr) if p]
 
 
-def default_job_name(opts: JobOptions, argv: Sequence[str], command: str = "sbatch") -> str:
-    """Slurm's default job name: ``wrap`` for --wrap, else the script/command basename, else the
-    command name (sbatch reading the script from stdin)."""
+def default_job_name(
+    opts: JobOptions, argv: Sequence[str], command: str = "sbatch", script_path: str | None = None
+) -> str:
+    """Slurm's default job name.
+
+    sbatch: ``--job-name``, else ``wrap`` for --wrap, else the script's basename, else ``""`` when
+    ``script_path`` is unknown (``None``; the caller decides, Slurm uses ``sbatch`` for a script read
+    from stdin). srun/salloc: ``--job-name``, else the command's basename, else the command name.
+    """
     if opts.job_name:
         return opts.job_name
-    if opts.wrap is not None:
-        return "wrap"
+    if command == "sbatch":
+        if opts.wrap is not None:
+            return "wrap"
+        return os.path.basename(script_path) if script_path else ""
     if argv:
         return os.path.basename(argv[0]) or command
     return command
@@ -958,9 +971,12 @@ def build_job_spec(
     cwd: str,
     environ: Mapping[str, str],
     command: str = "sbatch",
+    script_path: str | None = None,
 ) -> JobSpec:
     """Fill a :class:`JobSpec` from merged options.
 
+    ``argv`` is stored as given (sbatch: the script's arguments; srun: the command and its
+    arguments); the name defaults as :func:`default_job_name` says (pass ``script_path`` for sbatch).
     ``work_dir`` is ``--chdir`` resolved against ``cwd``; the environment follows ``--export``;
     ``gres`` holds canonical ``name[:type]:count`` items from ``--gres`` with ``--gpus-per-node``
     replacing any ``gpu`` items; ``gpus_total`` comes from ``--gpus``; ``time_limit_secs`` is 0 when
@@ -984,7 +1000,7 @@ def build_job_spec(
         num_nodes = 1
     time_limit = 0 if opts.time_limit is None else opts.time_limit
     return JobSpec(
-        name=default_job_name(opts, argv, command),
+        name=default_job_name(opts, argv, command, script_path),
         script=script,
         argv=list(argv),
         work_dir=work_dir,

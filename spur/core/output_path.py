@@ -57,7 +57,8 @@ def expand_output_pattern(
         j = i
         while j < n and pattern[j].isdigit():
             j += 1
-        width = min(int(pattern[i:j]), _MAX_WIDTH) if j > i else 0
+        digits = pattern[i:j]
+        width = 0 if not digits else _MAX_WIDTH if len(digits) > 2 else min(int(digits), _MAX_WIDTH)
         if j >= n:
             out.append(pattern[start:])
             break

@@ -21,19 +21,19 @@ class NodeView:
     cpus_free: int
     mem_total_mb: int
     mem_free_mb: int
-    gpus_free: tuple[int, ...] = ()           # free GPU indices
+    gpus_free: tuple[int, ...] = ()  # free GPU indices
     gpus_total: int = 0
-    gpu_models: tuple[str, ...] = ()          # model of GPU i at position i (lower case; "" unknown)
+    gpu_models: tuple[str, ...] = ()  # model of GPU i at position i (lower case; "" unknown)
     partitions: tuple[str, ...] = ()
     features: tuple[str, ...] = ()
-    available: bool = True                    # False when down or drained: never plan onto it
-    running_jobs: int = 0                     # jobs holding resources here (exclusive jobs need 0)
+    available: bool = True  # False when down or drained: never plan onto it
+    running_jobs: int = 0  # jobs holding resources here (exclusive jobs need 0)
 
 
 @dataclass(frozen=True)
 class RunningView:
     job_id: int
-    end_time: float                           # start + time limit; math.inf when unlimited
+    end_time: float  # start + time limit; math.inf when unlimited
     allocation: tuple[NodeAllocation, ...]
     exclusive: bool = False
 
@@ -49,17 +49,17 @@ class PendingView:
     num_nodes: int = 1
     num_tasks: int = 1
     cpus_per_task: int = 1
-    ntasks_per_node: int = 0                  # 0: spread tasks as they fit
+    ntasks_per_node: int = 0  # 0: spread tasks as they fit
     mem_per_node_mb: int = 0
     mem_per_cpu_mb: int = 0
     gpus_per_node: int = 0
-    gpus_total: int = 0                       # --gpus N over the whole allocation
-    gpu_type: str = ""                        # "" any model
-    time_limit_secs: int = -1                 # -1 unlimited
-    nodelist: tuple[str, ...] = ()            # all of these nodes are required
+    gpus_total: int = 0  # --gpus N over the whole allocation
+    gpu_type: str = ""  # "" any model
+    time_limit_secs: int = -1  # -1 unlimited
+    nodelist: tuple[str, ...] = ()  # all of these nodes are required
     exclude: tuple[str, ...] = ()
     exclusive: bool = False
-    features: tuple[str, ...] = ()            # required node features (all of them)
+    features: tuple[str, ...] = ()  # required node features (all of them)
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class SchedSnapshot:
     running: tuple[RunningView, ...] = ()
     partitions: tuple[PartitionView, ...] = ()
     reservations: tuple = ()
-    max_job_test: int = 0                     # plugin may stop after this many pending jobs; 0 = no cap
+    max_job_test: int = 0  # plugin may stop after this many pending jobs; 0 = no cap
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,10 @@ class _Proposal:
 class RaftNode:
     """One Raft member. Construct, then run `run` in a nursery (``await nursery.start(node.run)``).
 
-    `peers` are the Raft addresses of the *other* members; only ``()`` (a one-member group) is supported so
-    far. A snapshot is taken every `snapshot_every` applied entries and the log compacted up to it.
+    `peers` are the Raft addresses of all members, this one included, and `node_id` is this member's
+    1-based position in it (the ``controller.peers`` convention); ``()`` also means a one-member group.
+    Only one-member groups are implemented so far: more than one peer raises NotImplementedError.
+    A snapshot is taken every `snapshot_every` applied entries and the log compacted up to it.
     """
 
     def __init__(
@@ -94,11 +96,13 @@ class RaftNode:
         peers: Sequence[str] = (),
         snapshot_every: int = 10000,
     ) -> None:
-        if peers:
+        if len(peers) > 1:
             raise NotImplementedError(
                 f"multi-member Raft groups are not implemented yet (got peers {list(peers)}); "
-                "run a single controller with no peers"
+                "run a single controller with at most one peer (itself)"
             )
+        if peers and node_id != 1:
+            raise ValueError(f"node_id {node_id} is not a position in peers {list(peers)} (1..{len(peers)})")
         if node_id < 0:
             raise ValueError(f"node_id must be >= 0, got {node_id}")
         if snapshot_every < 1:

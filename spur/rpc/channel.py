@@ -33,6 +33,7 @@ import h2.exceptions
 import trio
 from google.protobuf.message import DecodeError, Message
 
+from spur.core.nurseries import helper_nursery
 from spur.rpc.status import RpcError, StatusCode, decode_grpc_message, status_from_http
 from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone, deadline_after
 from spur.rpc.wire import (
@@ -105,7 +106,7 @@ async def open_channel(
 ) -> AsyncIterator[Channel]:
     """A channel to ``target`` for the duration of the block (see the module docstring)."""
     host, port = parse_target(target)
-    async with trio.open_nursery() as nursery:
+    async with helper_nursery() as nursery:
         channel = Channel(
             host,
             port,

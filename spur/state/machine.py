@@ -99,7 +99,9 @@ class ClusterState:
         for job in self.jobs.values():
             if job.state.holds_resources:
                 self._hold(job)
-        done = sorted((j for j in self.jobs.values() if j.state.is_terminal), key=lambda j: (j.end_time, j.job_id))
+        done = sorted(
+            (j for j in self.jobs.values() if j.state.is_terminal), key=lambda j: (j.end_time, j.job_id)
+        )
         self._finished = deque(j.job_id for j in done)
 
     # ------------------------------------------------------------------ queries
@@ -272,7 +274,8 @@ class ClusterState:
         action = cmd.action.upper()
         if action in ("DRAIN", "DOWN") and not cmd.reason:
             return Rejected(
-                "INVALID_ARGUMENT", "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+                "INVALID_ARGUMENT",
+                "You must specify a reason when DOWNING or DRAINING a node. Request denied",
             )
         if action not in ("DRAIN", "DOWN", "RESUME", "UNDRAIN", "IDLE"):
             return Rejected("INVALID_ARGUMENT", f"Invalid node state specified: {cmd.action}")

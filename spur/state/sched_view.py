@@ -90,6 +90,10 @@ def build_snapshot(state: ClusterState, now: float, *, max_job_test: int = 0) ->
         for p in state.partitions.values()
     )
     return SchedSnapshot(
-        now=now, pending=pending, nodes=tuple(nodes), running=running, partitions=partitions,
+        now=now,
+        pending=pending,
+        nodes=tuple(nodes),
+        running=running,
+        partitions=partitions,
         max_job_test=max_job_test,
     )

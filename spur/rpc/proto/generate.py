@@ -19,7 +19,13 @@ def generate(out_dir: Path = PROTO_DIR) -> None:
 
     for name in PROTOS:
         rc = protoc.main(
-            ["protoc", f"-I{PROTO_DIR}", f"--python_out={out_dir}", f"--pyi_out={out_dir}", str(PROTO_DIR / name)]
+            [
+                "protoc",
+                f"-I{PROTO_DIR}",
+                f"--python_out={out_dir}",
+                f"--pyi_out={out_dir}",
+                str(PROTO_DIR / name),
+            ]
         )
         if rc != 0:
             raise SystemExit(f"protoc failed on {name} (exit {rc})")

@@ -1,0 +1,334 @@
+"""spurd as a real process, talking gRPC on loopback to a fake controller run by the test."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import trio
+
+from spur.agent.jobdir import JobDir
+from spur.rpc.channel import open_channel
+from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.server import CallContext, Server
+from spur.rpc.status import RpcError, StatusCode
+from spur.rpc.stub import agent_stub
+
+TIMEOUT = 20
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class FakeController:
+    """Controller side of the agent protocol: records what the agent says, acknowledges everything."""
+
+    registrations: list[pb.RegisterNodeRequest] = field(default_factory=list)
+    heartbeats: list[pb.HeartbeatRequest] = field(default_factory=list)
+    reports: list[pb.JobStatusReport] = field(default_factory=list)
+    changed: trio.Event = field(default_factory=trio.Event)
+
+    def _notify(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def RegisterNode(
+        self, request: pb.RegisterNodeRequest, context: CallContext
+    ) -> pb.RegisterNodeResponse:
+        self.registrations.append(request)
+        self._notify()
+        return pb.RegisterNodeResponse(heartbeat_interval_secs=1, cluster_name="fakecluster")
+
+    async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
+        self.heartbeats.append(request)
+        self._notify()
+        return pb.HeartbeatResponse(known=True)
+
+    async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
+        self.reports.append(request)
+        self._notify()
+        return pb.Empty()
+
+    async def wait_until(self, predicate) -> None:  # type: ignore[no-untyped-def]
+        while not predicate():
+            await self.changed.wait()
+
+
+@dataclass
+class Cluster:
+    controller: FakeController
+    controller_port: int
+    state_dir: Path
+    work: Path
+    log: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start_agent(self, *extra: str) -> subprocess.Popen[bytes]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "spur.agent.main",
+            "-D",
+            "--controller",
+            f"http://127.0.0.1:{self.controller_port}",
+            "--listen",
+            "127.0.0.1:0",
+            "--name",
+            "node1",
+            "--state-dir",
+            str(self.state_dir),
+            "--backend",
+            "process",
+            "--cpus",
+            "4",
+            "--memory-mb",
+            "2048",
+            "--kill-grace",
+            "1",
+            *extra,
+        ]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        with open(self.log, "ab") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, cwd=REPO)
+        self.procs.append(proc)
+        return proc
+
+    async def registered(self, count: int) -> pb.RegisterNodeRequest:
+        await self.controller.wait_until(lambda: len(self.controller.registrations) >= count)
+        return self.controller.registrations[count - 1]
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        jobs = self.state_dir / "jobs"
+        for path in jobs.iterdir() if jobs.is_dir() else ():
+            for name, key in (("tasks.json", "pgid"), ("shim.json", "pid")):
+                value = (JobDir(path).read(name) or {}).get(key)
+                if isinstance(value, int) and value > 1:
+                    with contextlib.suppress(OSError):
+                        (os.killpg if key == "pgid" else os.kill)(value, signal.SIGKILL)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Cluster]:
+    controller = FakeController()
+    server = Server()
+    server.add_service(pb.DESCRIPTOR.services_by_name["Controller"], controller)
+    port = await nursery.start(server.serve, "127.0.0.1", 0)
+    work = tmp_path / "work"
+    work.mkdir()
+    c = Cluster(controller, port, tmp_path / "state", work, tmp_path / "spurd.log")
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+@contextlib.asynccontextmanager
+async def agent(port: int) -> AsyncIterator[object]:
+    async with open_channel(f"127.0.0.1:{port}", connect_timeout=5) as ch:
+        yield agent_stub(ch)
+
+
+def job_request(job_id: int, work: Path, *, script: str = "", argv: list[str] | None = None, tasks: int = 1):
+    me = pwd.getpwuid(os.getuid())
+    return pb.LaunchJobRequest(
+        job=pb.JobInfo(
+            job_id=job_id,
+            user=me.pw_name,
+            uid=me.pw_uid,
+            gid=os.getgid(),
+            time_limit_secs=-1,
+            spec=pb.JobSpec(
+                name=f"j{job_id}",
+                script=script,
+                argv=argv or [],
+                interactive=argv is not None,
+                work_dir=str(work),
+            ),
+            allocation=[pb.NodeAllocation(node="node1", cpus=2, tasks=tasks)],
+        ),
+        node="node1",
+        batch=argv is None,
+    )
+
+
+async def wait_for_text(path: Path, text: str) -> None:
+    while True:
+        with contextlib.suppress(OSError):
+            if text in path.read_text():
+                return
+        await trio.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def log_on_failure(cluster: Cluster) -> Iterator[None]:
+    yield
+    if cluster.log.exists():
+        print(cluster.log.read_text())
+
+
+WAIT_RELEASE = "#!/bin/sh\necho started\nwhile [ ! -e release ]; do sleep 0.05; done\necho done\nexit 3\n"
+
+
+async def test_registration_launch_and_report(cluster: Cluster, log_on_failure: None) -> None:
+    with trio.fail_after(TIMEOUT):
+        cluster.start_agent()
+        reg = await cluster.registered(1)
+        assert (reg.name, reg.cpus, reg.memory_mb, reg.address) == ("node1", 4, 2048, "127.0.0.1")
+        assert reg.port > 0 and list(reg.running_job_ids) == []
+        async with agent(reg.port) as stub:
+            request = job_request(
+                7, cluster.work, script="#!/bin/sh\necho cluster=$SLURM_CLUSTER_NAME\nexit 2\n"
+            )
+            response = await stub.LaunchJob(request, timeout=10)
+            assert not response.already_running
+            await cluster.controller.wait_until(
+                lambda: any(r.job_id == 7 for r in cluster.controller.reports)
+            )
+            report = next(r for r in cluster.controller.reports if r.job_id == 7)
+            assert (report.exit_code, report.node) == (2, "node1")
+            assert (cluster.work / "spur-7.out").read_text() == "cluster=fakecluster\n"
+            again = await stub.LaunchJob(request, timeout=10)
+            assert again.already_running
+            # The acknowledged job's directory is cleaned up.
+            while (cluster.state_dir / "jobs" / "7").exists():
+                await trio.sleep(0.02)
+            await cluster.controller.wait_until(lambda: len(cluster.controller.heartbeats) >= 1)
+            assert cluster.controller.heartbeats[0].name == "node1"
+
+
+async def test_rpc_errors(cluster: Cluster, log_on_failure: None) -> None:
+    with trio.fail_after(TIMEOUT):
+        cluster.start_agent()
+        reg = await cluster.registered(1)
+        async with agent(reg.port) as stub:
+            for call in (
+                stub.SignalJob(pb.SignalJobRequest(job_id=404), timeout=5),
+                _drain(stub.StreamOutput(pb.StreamOutputRequest(job_id=404), timeout=5)),
+            ):
+                with pytest.raises(RpcError) as exc:
+                    await call
+                assert exc.value.code == StatusCode.NOT_FOUND
+            bad = job_request(8, cluster.work / "missing", script="#!/bin/sh\n")
+            with pytest.raises(RpcError) as exc:
+                await stub.LaunchJob(bad, timeout=5)
+            assert exc.value.code == StatusCode.FAILED_PRECONDITION
+            assert "working directory" in exc.value.message and "does not exist" in exc.value.message
+            await cluster.controller.wait_until(
+                lambda: any(r.job_id == 8 for r in cluster.controller.reports)
+            )
+            report = next(r for r in cluster.controller.reports if r.job_id == 8)
+            assert report.launch_failed and report.exit_code == 1 and "does not exist" in report.message
+
+
+async def _drain(stream) -> list[pb.OutputChunk]:  # type: ignore[no-untyped-def]
+    return [chunk async for chunk in stream]
+
+
+async def test_interactive_stream_output(cluster: Cluster, log_on_failure: None) -> None:
+    argv = ["sh", "-c", "echo hello-$SLURM_PROCID; echo warn-$SLURM_PROCID >&2"]
+    with trio.fail_after(TIMEOUT):
+        cluster.start_agent()
+        reg = await cluster.registered(1)
+        async with agent(reg.port) as stub:
+            await stub.LaunchJob(job_request(9, cluster.work, argv=argv, tasks=2), timeout=10)
+            chunks = await _drain(
+                stub.StreamOutput(pb.StreamOutputRequest(job_id=9, follow=True), timeout=10)
+            )
+    got: dict[tuple[int, str], bytes] = {}
+    for c in chunks[:-1]:
+        got[(c.task, c.stream)] = got.get((c.task, c.stream), b"") + c.data
+    assert got == {
+        (0, "stdout"): b"hello-0\n",
+        (0, "stderr"): b"warn-0\n",
+        (1, "stdout"): b"hello-1\n",
+        (1, "stderr"): b"warn-1\n",
+    }
+    assert chunks[-1].stream == "exit" and chunks[-1].exit_code == 0
+
+
+async def test_job_survives_agent_kill_and_is_readopted(cluster: Cluster, log_on_failure: None) -> None:
+    with trio.fail_after(TIMEOUT):
+        first = cluster.start_agent()
+        reg = await cluster.registered(1)
+        async with agent(reg.port) as stub:
+            await stub.LaunchJob(job_request(11, cluster.work, script=WAIT_RELEASE), timeout=10)
+        await wait_for_text(cluster.work / "spur-11.out", "started")
+        first.kill()  # SIGKILL: no chance to clean up
+        first.wait()
+        pgid = JobDir(cluster.state_dir / "jobs" / "11").read("tasks.json")["pgid"]  # type: ignore[index]
+        assert _alive(pgid)
+
+        cluster.start_agent()
+        reg2 = await cluster.registered(2)
+        assert list(reg2.running_job_ids) == [11]
+        async with agent(reg2.port) as stub:
+            status = await stub.Status(pb.Empty(), timeout=5)
+            assert [(j.job_id, j.finished) for j in status.jobs] == [(11, False)]
+            assert status.name == "node1"
+            assert not cluster.controller.reports
+            (cluster.work / "release").touch()
+            await cluster.controller.wait_until(lambda: bool(cluster.controller.reports))
+        report = cluster.controller.reports[0]
+        assert (report.job_id, report.exit_code, report.signal) == (11, 3, 0)
+        assert (cluster.work / "spur-11.out").read_text() == "started\ndone\n"
+
+
+async def test_sigterm_stops_agent_but_not_jobs(cluster: Cluster, log_on_failure: None) -> None:
+    with trio.fail_after(TIMEOUT):
+        proc = cluster.start_agent()
+        reg = await cluster.registered(1)
+        async with agent(reg.port) as stub:
+            await stub.LaunchJob(job_request(12, cluster.work, script=WAIT_RELEASE), timeout=10)
+        await wait_for_text(cluster.work / "spur-12.out", "started")
+        proc.send_signal(signal.SIGTERM)
+        rc = await trio.to_thread.run_sync(proc.wait)
+        assert rc == 0
+        pgid = JobDir(cluster.state_dir / "jobs" / "12").read("tasks.json")["pgid"]  # type: ignore[index]
+        assert _alive(pgid)
+        assert "shutting down (running jobs keep running)" in cluster.log.read_text()
+
+
+async def test_cancel_over_rpc(cluster: Cluster, log_on_failure: None) -> None:
+    script = "#!/bin/bash\ntrap 'echo got TERM' TERM\necho ready\nwhile true; do sleep 0.1; done\n"
+    with trio.fail_after(TIMEOUT):
+        cluster.start_agent()
+        reg = await cluster.registered(1)
+        async with agent(reg.port) as stub:
+            await stub.LaunchJob(job_request(13, cluster.work, script=script), timeout=10)
+            await wait_for_text(cluster.work / "spur-13.out", "ready")
+            await stub.SignalJob(pb.SignalJobRequest(job_id=13, signal=0, grace_secs=0.3), timeout=5)
+            await cluster.controller.wait_until(lambda: bool(cluster.controller.reports))
+    report = cluster.controller.reports[0]
+    assert report.cancelled and report.signal == signal.SIGKILL
+    assert "got TERM" in (cluster.work / "spur-13.out").read_text()
+
+
+def test_bad_flag_exits_2(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "spur.agent.main", "--memory-mb", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "spurd: error: invalid --memory-mb 0: must be at least 1"
