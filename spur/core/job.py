@@ -21,6 +21,7 @@ class JobState(enum.StrEnum):
     CANCELLED = "CANCELLED"
     TIMEOUT = "TIMEOUT"
     NODE_FAIL = "NODE_FAIL"
+    SUSPENDED = "SUSPENDED"
 
     @property
     def short(self) -> str:
@@ -33,7 +34,7 @@ class JobState(enum.StrEnum):
 
     @property
     def holds_resources(self) -> bool:
-        return self in (JobState.RUNNING, JobState.COMPLETING)
+        return self in (JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED)
 
 
 _SHORT = {
@@ -45,6 +46,7 @@ _SHORT = {
     JobState.CANCELLED: "CA",
     JobState.TIMEOUT: "TO",
     JobState.NODE_FAIL: "NF",
+    JobState.SUSPENDED: "S",
 }
 
 TERMINAL_STATES = frozenset(
@@ -84,6 +86,18 @@ class JobSpec:
     comment: str = ""
     constraint: list[str] = field(default_factory=list)
     command: str = ""
+    array: str = ""
+    dependency: str = ""
+    begin_time: float = 0.0
+    no_requeue: bool = False
+    signal: str = ""
+    open_mode: str = ""
+    qos: str = ""
+    wckey: str = ""
+    gpus_per_task: int = 0
+    kill_on_invalid_dep: bool = False
+    ntasks_per_gpu: int = 0
+    allocation_only: bool = False
 
     @property
     def tasks(self) -> int:
@@ -102,6 +116,38 @@ class NodeAllocation:
     mem_mb: int = 0
     gpus: list[int] = field(default_factory=list)
     tasks: int = 1
+
+
+@dataclass
+class StepSpec:
+    """A job step request (srun inside an allocation); mirrors the ``StepSpec`` protobuf message."""
+
+    argv: list[str] = field(default_factory=list)
+    name: str = ""
+    num_tasks: int = 0
+    num_nodes: int = 0
+    cpus_per_task: int = 0
+    stdout_pattern: str = ""
+    stderr_pattern: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    unbuffered: bool = False
+    label: bool = False
+    overlap: bool = False
+    work_dir: str = ""
+    nodelist: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Step:
+    step_id: int
+    spec: StepSpec
+    state: JobState = JobState.RUNNING
+    start_time: float = 0.0
+    end_time: float = 0.0
+    exit_code: int = 0
+    signal: int = 0
+    allocation: list[NodeAllocation] = field(default_factory=list)
+    exited_nodes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -132,6 +178,19 @@ class Job:
     restarts: int = 0
     # Nodes whose agents reported the job's processes gone (interactive jobs finish when all have).
     exited_nodes: list[str] = field(default_factory=list)
+    array_job_id: int = 0
+    array_task_id: int | None = None
+    array_max_running: int = 0
+    array_task_count: int = 0
+    array_task_min: int = 0
+    array_task_max: int = 0
+    eligible_time: float = 0.0
+    # Held by an administrator (scontrol hold as root) rather than by the user.
+    held_by_admin: bool = False
+    steps: list[Step] = field(default_factory=list)
+    next_step_id: int = 0
+    suspend_time: float = 0.0
+    suspended_secs: float = 0.0
 
     @property
     def nodes(self) -> list[str]:

@@ -23,7 +23,7 @@ class GpuDevice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., vendor: _Optional[str] = ..., model: _Optional[str] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "environment", "partition", "num_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "gres", "time_limit_secs", "interactive", "account", "gpus_total", "nice", "nodelist", "exclude", "exclusive", "mem_per_cpu_mb", "ntasks_per_node", "hold", "comment", "constraint", "command")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "environment", "partition", "num_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "gres", "time_limit_secs", "interactive", "account", "gpus_total", "nice", "nodelist", "exclude", "exclusive", "mem_per_cpu_mb", "ntasks_per_node", "hold", "comment", "constraint", "command", "array", "dependency", "begin_time", "no_requeue", "signal", "open_mode", "qos", "wckey", "gpus_per_task", "kill_on_invalid_dep", "ntasks_per_gpu", "allocation_only")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,18 @@ class JobSpec(_message.Message):
     COMMENT_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_TIME_FIELD_NUMBER: _ClassVar[int]
+    NO_REQUEUE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    OPEN_MODE_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
+    WCKEY_FIELD_NUMBER: _ClassVar[int]
+    GPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    KILL_ON_INVALID_DEP_FIELD_NUMBER: _ClassVar[int]
+    NTASKS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_ONLY_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -87,7 +99,78 @@ class JobSpec(_message.Message):
     comment: str
     constraint: _containers.RepeatedScalarFieldContainer[str]
     command: str
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gres: _Optional[_Iterable[str]] = ..., time_limit_secs: _Optional[int] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., gpus_total: _Optional[int] = ..., nice: _Optional[int] = ..., nodelist: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., mem_per_cpu_mb: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., hold: _Optional[bool] = ..., comment: _Optional[str] = ..., constraint: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ...) -> None: ...
+    array: str
+    dependency: str
+    begin_time: float
+    no_requeue: bool
+    signal: str
+    open_mode: str
+    qos: str
+    wckey: str
+    gpus_per_task: int
+    kill_on_invalid_dep: bool
+    ntasks_per_gpu: int
+    allocation_only: bool
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gres: _Optional[_Iterable[str]] = ..., time_limit_secs: _Optional[int] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., gpus_total: _Optional[int] = ..., nice: _Optional[int] = ..., nodelist: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., mem_per_cpu_mb: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., hold: _Optional[bool] = ..., comment: _Optional[str] = ..., constraint: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., begin_time: _Optional[float] = ..., no_requeue: _Optional[bool] = ..., signal: _Optional[str] = ..., open_mode: _Optional[str] = ..., qos: _Optional[str] = ..., wckey: _Optional[str] = ..., gpus_per_task: _Optional[int] = ..., kill_on_invalid_dep: _Optional[bool] = ..., ntasks_per_gpu: _Optional[int] = ..., allocation_only: _Optional[bool] = ...) -> None: ...
+
+class StepSpec(_message.Message):
+    __slots__ = ("argv", "name", "num_tasks", "num_nodes", "cpus_per_task", "stdout_pattern", "stderr_pattern", "environment", "unbuffered", "label", "overlap", "work_dir", "nodelist")
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NUM_TASKS_FIELD_NUMBER: _ClassVar[int]
+    NUM_NODES_FIELD_NUMBER: _ClassVar[int]
+    CPUS_PER_TASK_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    STDERR_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    UNBUFFERED_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    WORK_DIR_FIELD_NUMBER: _ClassVar[int]
+    NODELIST_FIELD_NUMBER: _ClassVar[int]
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    name: str
+    num_tasks: int
+    num_nodes: int
+    cpus_per_task: int
+    stdout_pattern: str
+    stderr_pattern: str
+    environment: _containers.ScalarMap[str, str]
+    unbuffered: bool
+    label: bool
+    overlap: bool
+    work_dir: str
+    nodelist: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_nodes: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., unbuffered: _Optional[bool] = ..., label: _Optional[bool] = ..., overlap: _Optional[bool] = ..., work_dir: _Optional[str] = ..., nodelist: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StepInfo(_message.Message):
+    __slots__ = ("step_id", "spec", "state", "start_time", "end_time", "exit_code", "signal", "allocation", "exited_nodes")
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    EXITED_NODES_FIELD_NUMBER: _ClassVar[int]
+    step_id: int
+    spec: StepSpec
+    state: str
+    start_time: float
+    end_time: float
+    exit_code: int
+    signal: int
+    allocation: _containers.RepeatedCompositeFieldContainer[NodeAllocation]
+    exited_nodes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, step_id: _Optional[int] = ..., spec: _Optional[_Union[StepSpec, _Mapping]] = ..., state: _Optional[str] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., allocation: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., exited_nodes: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NodeAllocation(_message.Message):
     __slots__ = ("node", "cpus", "mem_mb", "gpus", "tasks")
@@ -104,7 +187,7 @@ class NodeAllocation(_message.Message):
     def __init__(self, node: _Optional[str] = ..., cpus: _Optional[int] = ..., mem_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ..., tasks: _Optional[int] = ...) -> None: ...
 
 class JobInfo(_message.Message):
-    __slots__ = ("job_id", "spec", "user", "uid", "gid", "state", "reason", "submit_time", "start_time", "end_time", "allocation", "exit_code", "signal", "partition", "time_limit_secs", "priority", "nodelist", "group")
+    __slots__ = ("job_id", "spec", "user", "uid", "gid", "state", "reason", "submit_time", "start_time", "end_time", "allocation", "exit_code", "signal", "partition", "time_limit_secs", "priority", "nodelist", "group", "array_job_id", "array_task_id", "array_max_running", "array_task_count", "array_task_min", "array_task_max", "dependency", "eligible_time", "steps", "restarts", "suspend_time", "suspended_secs", "submit_host")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +206,19 @@ class JobInfo(_message.Message):
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     NODELIST_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASK_MIN_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASK_MAX_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_TIME_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    SUSPEND_TIME_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_SECS_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_HOST_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     spec: JobSpec
     user: str
@@ -141,7 +237,20 @@ class JobInfo(_message.Message):
     priority: int
     nodelist: str
     group: str
-    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., allocation: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., partition: _Optional[str] = ..., time_limit_secs: _Optional[int] = ..., priority: _Optional[int] = ..., nodelist: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
+    array_job_id: int
+    array_task_id: int
+    array_max_running: int
+    array_task_count: int
+    array_task_min: int
+    array_task_max: int
+    dependency: str
+    eligible_time: float
+    steps: _containers.RepeatedCompositeFieldContainer[StepInfo]
+    restarts: int
+    suspend_time: float
+    suspended_secs: float
+    submit_host: str
+    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., allocation: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., partition: _Optional[str] = ..., time_limit_secs: _Optional[int] = ..., priority: _Optional[int] = ..., nodelist: _Optional[str] = ..., group: _Optional[str] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_max_running: _Optional[int] = ..., array_task_count: _Optional[int] = ..., array_task_min: _Optional[int] = ..., array_task_max: _Optional[int] = ..., dependency: _Optional[str] = ..., eligible_time: _Optional[float] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., restarts: _Optional[int] = ..., suspend_time: _Optional[float] = ..., suspended_secs: _Optional[float] = ..., submit_host: _Optional[str] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
     __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "state", "reason", "alloc_cpus", "alloc_mem_mb", "alloc_gpus", "last_heartbeat", "registered_time", "partitions", "version", "boot_time", "features", "sockets", "cores_per_socket", "threads_per_core", "arch", "os")
@@ -242,12 +351,60 @@ class GetJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
-    __slots__ = ("job_id", "signal")
+    __slots__ = ("job_id", "signal", "array_task_id", "batch_only")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ...) -> None: ...
+    array_task_id: int
+    batch_only: bool
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., array_task_id: _Optional[int] = ..., batch_only: _Optional[bool] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("job_id", "array_task_id", "time_limit_secs", "partition", "priority", "nice", "name", "comment", "action")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    NICE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    array_task_id: int
+    time_limit_secs: int
+    partition: str
+    priority: int
+    nice: int
+    name: str
+    comment: str
+    action: str
+    def __init__(self, job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., time_limit_secs: _Optional[int] = ..., partition: _Optional[str] = ..., priority: _Optional[int] = ..., nice: _Optional[int] = ..., name: _Optional[str] = ..., comment: _Optional[str] = ..., action: _Optional[str] = ...) -> None: ...
+
+class UpdateJobResponse(_message.Message):
+    __slots__ = ("job_ids",)
+    JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreateStepRequest(_message.Message):
+    __slots__ = ("job_id", "spec")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    job_id: int
+    spec: StepSpec
+    def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[StepSpec, _Mapping]] = ...) -> None: ...
+
+class CreateStepResponse(_message.Message):
+    __slots__ = ("step", "job")
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    step: StepInfo
+    job: JobInfo
+    def __init__(self, step: _Optional[_Union[StepInfo, _Mapping]] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ...) -> None: ...
 
 class CancelJobResponse(_message.Message):
     __slots__ = ("state",)
@@ -346,7 +503,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed")
+    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -356,6 +513,7 @@ class JobStatusReport(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FAILED_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     node: str
     exit_code: int
@@ -365,7 +523,8 @@ class JobStatusReport(_message.Message):
     end_time: float
     message: str
     launch_failed: bool
-    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ...) -> None: ...
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class ControllerInfo(_message.Message):
     __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address")
@@ -413,23 +572,43 @@ class LaunchJobResponse(_message.Message):
     already_running: bool
     def __init__(self, already_running: _Optional[bool] = ...) -> None: ...
 
+class LaunchStepRequest(_message.Message):
+    __slots__ = ("job", "step", "node", "first_task")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TASK_FIELD_NUMBER: _ClassVar[int]
+    job: JobInfo
+    step: StepInfo
+    node: str
+    first_task: int
+    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., step: _Optional[_Union[StepInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ...) -> None: ...
+
 class SignalJobRequest(_message.Message):
-    __slots__ = ("job_id", "signal", "grace_secs")
+    __slots__ = ("job_id", "signal", "grace_secs", "step_id", "batch_only", "action")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     GRACE_SECS_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
     grace_secs: float
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ...) -> None: ...
+    step_id: int
+    batch_only: bool
+    action: str
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ..., step_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., action: _Optional[str] = ...) -> None: ...
 
 class StreamOutputRequest(_message.Message):
-    __slots__ = ("job_id", "follow")
+    __slots__ = ("job_id", "follow", "step_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     follow: bool
-    def __init__(self, job_id: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., follow: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
     __slots__ = ("stream", "data", "task", "exit_code", "signal")
