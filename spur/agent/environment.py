@@ -1,7 +1,10 @@
 """The environment a job's processes run with (pure: no I/O).
 
-``build_job_environment`` computes the job-level variables for one node of an allocation;
-``task_environment`` adds the per-task ones (``SLURM_PROCID``/``SLURM_LOCALID``). The submitter's
+``build_job_environment`` computes the job-level variables for one node of an allocation (with the
+``SLURM_ARRAY_*`` variables of an array task); ``build_step_environment`` those of one node of a job
+step (srun inside an allocation: the job's variables, with the node list, task counts and node index of
+the step, plus ``SLURM_STEP_*``); ``task_environment`` adds the per-task ones
+(``SLURM_PROCID``/``SLURM_LOCALID``). The submitter's
 environment (``JobSpec.environment``) is the base; Slurm's variables are laid over it, and every
 ``SLURM_*`` variable gets a ``SPUR_*`` twin with the same value (``SLURMD_NODENAME`` -> ``SPUR_NODENAME``).
 
@@ -23,7 +26,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GpuOrdinal",
+    "array_environment",
+    "array_task_step",
     "build_job_environment",
+    "build_step_environment",
     "compress_counts",
     "task_environment",
     "twin_name",
@@ -141,11 +147,114 @@ def build_job_environment(
         slurm["SLURM_JOB_ACCOUNT"] = spec.account
     if job.time_limit_secs > 0:
         slurm["SLURM_JOB_TIME_LIMIT"] = str(job.time_limit_secs)
+    slurm.update(array_environment(job))
     if mine.gpus:
         slurm["SLURM_JOB_GPUS"] = _join(mine.gpus)
         slurm["SLURM_GPUS_ON_NODE"] = str(len(mine.gpus))
         env.update(_gpu_visibility(mine.gpus, gpu_ordinals or {}))
 
+    env.update(slurm)
+    env.update({twin_name(k): v for k, v in slurm.items()})
+    return env
+
+
+def array_task_step(spec: str) -> int:
+    """Slurm's ``SLURM_ARRAY_TASK_STEP`` for an ``--array`` spec: the common gap between the sorted task
+    ids when they are evenly spaced, else 1 (also 1 for a single task or an unparsable spec)."""
+    from spur.core.job_options import parse_array_spec
+
+    try:
+        ids, _limit = parse_array_spec(spec)
+    except ValueError:
+        return 1
+    gaps = {b - a for a, b in zip(ids, ids[1:], strict=False)}
+    return gaps.pop() if len(gaps) == 1 else 1
+
+
+def array_environment(job: spur_pb2.JobInfo) -> dict[str, str]:
+    """The ``SLURM_ARRAY_*`` variables of an array task (empty for a job that is not one)."""
+    if not job.HasField("array_task_id"):
+        return {}
+    count = job.array_task_count or 1
+    return {
+        "SLURM_ARRAY_JOB_ID": str(job.array_job_id or job.job_id),
+        "SLURM_ARRAY_TASK_ID": str(job.array_task_id),
+        "SLURM_ARRAY_TASK_COUNT": str(count),
+        "SLURM_ARRAY_TASK_MIN": str(job.array_task_min if count > 1 else job.array_task_id),
+        "SLURM_ARRAY_TASK_MAX": str(job.array_task_max if count > 1 else job.array_task_id),
+        "SLURM_ARRAY_TASK_STEP": str(array_task_step(job.spec.array) if job.spec.array else 1),
+    }
+
+
+def build_step_environment(
+    job: spur_pb2.JobInfo,
+    step: spur_pb2.StepInfo,
+    *,
+    node: str,
+    cluster_name: str,
+    nodelist: str,
+    step_nodelist: str,
+    gpu_ordinals: Mapping[int, GpuOrdinal] | None = None,
+    home: str = "",
+    shell: str = "",
+) -> dict[str, str]:
+    """Node-level environment of ``step`` on ``node``.
+
+    The base is the environment srun sent with the step (``StepSpec.environment``; the job's when that
+    is empty); the job's Slurm variables are laid over it, then the step's: ``SLURM_NODELIST``,
+    ``SLURM_NNODES``, ``SLURM_NTASKS``, ``SLURM_TASKS_PER_NODE`` and ``SLURM_NODEID`` describe the
+    step (``SLURM_JOB_*`` keep describing the job), plus ``SLURM_STEP_ID``/``SLURM_STEPID``,
+    ``SLURM_STEP_NODELIST``, ``SLURM_STEP_NUM_NODES``, ``SLURM_STEP_NUM_TASKS`` and
+    ``SLURM_STEP_TASKS_PER_NODE``. GPUs: the step's GPUs on this node when the step names any, else
+    the job's. Raises ``ValueError`` when ``node`` is in neither the job's nor the step's allocation.
+    """
+    from spur.rpc.proto import spur_pb2 as pb
+
+    salloc = list(step.allocation)
+    index = next((i for i, a in enumerate(salloc) if a.node == node), None)
+    if index is None:
+        raise ValueError(f"node {node!r} is not in the allocation of step {job.job_id}.{step.step_id}")
+    view = pb.JobInfo()
+    view.CopyFrom(job)
+    if step.spec.environment:
+        view.spec.environment.clear()
+        view.spec.environment.update(step.spec.environment)
+    if salloc[index].gpus:
+        for a in view.allocation:
+            if a.node == node:
+                del a.gpus[:]
+                a.gpus.extend(salloc[index].gpus)
+    env = build_job_environment(
+        view,
+        node=node,
+        cluster_name=cluster_name,
+        nodelist=nodelist,
+        gpu_ordinals=gpu_ordinals,
+        home=home,
+        shell=shell,
+    )
+    ntasks = sum(a.tasks for a in salloc)
+    per_node = compress_counts(a.tasks for a in salloc)
+    slurm = {
+        "SLURM_STEP_ID": str(step.step_id),
+        "SLURM_STEPID": str(step.step_id),
+        "SLURM_STEP_NODELIST": step_nodelist,
+        "SLURM_STEP_NUM_NODES": str(len(salloc)),
+        "SLURM_STEP_NUM_TASKS": str(ntasks),
+        "SLURM_STEP_TASKS_PER_NODE": per_node,
+        "SLURM_NODELIST": step_nodelist,
+        "SLURM_NNODES": str(len(salloc)),
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_NPROCS": str(ntasks),
+        "SLURM_TASKS_PER_NODE": per_node,
+        "SLURM_NODEID": str(index),
+    }
+    if step.spec.cpus_per_task > 0:
+        slurm["SLURM_CPUS_PER_TASK"] = str(step.spec.cpus_per_task)
+    if step.spec.unbuffered:
+        slurm["SLURM_UNBUFFEREDIO"] = "1"
+    if step.spec.label:
+        slurm["SLURM_LABELIO"] = "1"
     env.update(slurm)
     env.update({twin_name(k): v for k, v in slurm.items()})
     return env

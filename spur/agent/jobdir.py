@@ -1,18 +1,22 @@
 """The on-disk protocol between spurd and a job's shim: one directory per job.
 
-``<state_dir>/jobs/<job_id>/`` holds::
+``<state_dir>/jobs/<job_id>/`` (a batch or interactive job) and ``<state_dir>/jobs/<job_id>.<step_id>/``
+(a job step started by srun inside an allocation) hold::
 
     spec.json      LaunchSpec (spurd writes it before starting the shim)
     script         batch script, owned by the job's user, mode 0700
     launch.json    {pid, starttime, boot_id} of the shim as spurd started it (process backend)
     shim.json      {pid, starttime, boot_id} written by the shim itself on start (all backends)
     tasks.json     {pgid, pids} written by the shim once the task processes exist
-    kill.json      {reason: "cancel"|"timeout", sent, grace} written by spurd before it terminates the job
+    kill.json      {reason: "cancel"|"timeout"|"requeue", sent, grace} written by spurd before it
+                   terminates the job
     exit.json      {exit_code, signal, end_time, tasks, message, launch_failed} written by the shim last
     report.json    the JobStatusReport spurd derived (pending delivery to the controller)
     reported       marker: the controller acknowledged report.json
     shim.log       the shim's own stderr
-    task-<rank>.out / .err   interactive task output
+    task-<rank>.out / .err   captured task output (interactive jobs, steps without --output)
+
+``<state_dir>/suspend/<job_id>.json`` ({since, total}) records a job's suspensions (spurd's only).
 
 Every JSON file is written atomically (temp file, fsync, rename), so a reader sees either nothing or the
 whole document. ``starttime`` (field 22 of /proc/<pid>/stat) plus the boot id tell a live shim from an
@@ -27,7 +31,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JobDir", "atomic_write_json", "boot_id", "proc_starttime", "process_identity", "process_matches"]
+__all__ = ["JobDir", "atomic_write_json", "dir_name", "parse_dir_name", "boot_id", "proc_starttime", "process_identity", "process_matches"]
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -87,6 +91,19 @@ def process_matches(ident: dict[str, Any]) -> bool:
     return current is not None and current == ident.get("starttime")
 
 
+def dir_name(job_id: int, step_id: int | None = None) -> str:
+    """``"<job_id>"`` or ``"<job_id>.<step_id>"``."""
+    return str(job_id) if step_id is None else f"{job_id}.{step_id}"
+
+
+def parse_dir_name(name: str) -> tuple[int, int | None] | None:
+    """(job_id, step_id or None) of a job dir name, or None when ``name`` is not one."""
+    job, dot, step = name.partition(".")
+    if not job.isdigit() or (dot and not step.isdigit()):
+        return None
+    return int(job), int(step) if dot else None
+
+
 class JobDir:
     """Paths and typed accessors for one job directory (see the module docstring for the layout)."""
 
@@ -95,7 +112,12 @@ class JobDir:
 
     @property
     def job_id(self) -> int:
-        return int(self.path.name)
+        return int(self.path.name.partition(".")[0])
+
+    @property
+    def step_id(self) -> int | None:
+        step = self.path.name.partition(".")[2]
+        return int(step) if step else None
 
     def file(self, name: str) -> Path:
         return self.path / name

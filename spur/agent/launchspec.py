@@ -1,8 +1,9 @@
-"""What the shim needs to run one job on this node, resolved from a LaunchJobRequest.
+"""What the shim needs to run one job (or one job step) on this node, resolved from a launch request.
 
 spurd resolves everything (environment, output paths, user and groups) up front and writes the result
 as ``spec.json``, so the shim is a dumb executor and a launch failure the user caused is found before
-any process starts. :func:`build_launch_spec` is pure; :func:`resolve_user` and :func:`check_paths` do
+any process starts. :func:`build_launch_spec` (LaunchJobRequest) and :func:`build_step_launch_spec`
+(LaunchStepRequest) are pure; :func:`resolve_user` and :func:`check_paths` do
 the (read-only) system lookups.
 """
 
@@ -15,13 +16,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spur.agent.environment import GpuOrdinal, build_job_environment
+from spur.agent.environment import GpuOrdinal, build_job_environment, build_step_environment
 from spur.core.serde import from_plain, to_plain
 
 if TYPE_CHECKING:
     from spur.rpc.proto import spur_pb2
 
-__all__ = ["LaunchError", "LaunchSpec", "UserInfo", "build_launch_spec", "check_paths", "resolve_user"]
+__all__ = [
+    "LaunchError",
+    "LaunchSpec",
+    "UserInfo",
+    "WarningSignal",
+    "build_launch_spec",
+    "build_step_launch_spec",
+    "check_paths",
+    "resolve_user",
+    "warning_signal",
+]
 
 
 class LaunchError(Exception):
@@ -40,7 +51,14 @@ class UserInfo:
 
 @dataclass
 class LaunchSpec:
-    """One job on one node. Paths are absolute; ``stderr_path == ""`` means stderr joins stdout."""
+    """One job (or job step) on one node. Paths are absolute; ``stderr_path == ""`` means stderr joins
+    stdout.
+
+    A step (``step_id >= 0``) runs ``argv`` as ``ntasks`` tasks like an interactive job; task ``i`` of
+    this node writes stdout to ``task_stdout[i]`` and stderr to ``task_stderr[i]`` when those are set
+    (``""``: captured in the job dir for StreamOutput; stderr ``""`` with stdout set joins stdout).
+    ``warn_signal`` is sent ``warn_secs`` before the time limit (``--signal``); 0 = none.
+    """
 
     job_id: int
     job_name: str
@@ -64,6 +82,22 @@ class LaunchSpec:
     umask: int = 0o022
     # Drop privileges to uid/gid before running tasks (spurd is root and the job is another user's).
     drop_privileges: bool = False
+    open_append: bool = False  # --open-mode=append: output files are appended to, not truncated
+    step_id: int = -1  # >= 0: a job step
+    task_stdout: list[str] = field(default_factory=list)
+    task_stderr: list[str] = field(default_factory=list)
+    warn_signal: int = 0
+    warn_secs: int = 0
+    suspended_secs: float = 0.0  # time the job had spent suspended when this was resolved
+
+    @property
+    def is_step(self) -> bool:
+        return self.step_id >= 0
+
+    @property
+    def captures_output(self) -> bool:
+        """Some task output is kept in the job dir for StreamOutput (interactive jobs, streamed steps)."""
+        return self.interactive or (self.is_step and not all(self.task_stdout))
 
     @property
     def ranks(self) -> range:
@@ -111,6 +145,53 @@ def _resolve(path: str, work_dir: str) -> str:
     return os.path.normpath(os.path.join(work_dir, path))
 
 
+@dataclass(frozen=True)
+class WarningSignal:
+    signum: int
+    secs: int
+    batch_only: bool
+
+
+def warning_signal(text: str) -> WarningSignal | None:
+    """``JobSpec.signal`` (``[B:]SIG[@secs]``) parsed, or None when empty. Raises LaunchError."""
+    if not text:
+        return None
+    from spur.core.job_options import parse_signal_spec
+
+    try:
+        parsed = parse_signal_spec(text)
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
+    return WarningSignal(parsed.signal, parsed.time, parsed.batch_only)
+
+
+def _array_ids(job: spur_pb2.JobInfo) -> tuple[int | None, int | None]:
+    if not job.HasField("array_task_id"):
+        return None, None
+    return job.array_job_id or job.job_id, job.array_task_id
+
+
+def _work_dir(path: str, user: UserInfo) -> str:
+    work_dir = path or user.home or "/"
+    if not os.path.isabs(work_dir):
+        raise LaunchError(f"working directory {work_dir!r} is not an absolute path")
+    return work_dir
+
+
+def _umask(environment: Mapping[str, str]) -> int:
+    raw_umask = environment.get("SLURM_UMASK", "")
+    if not raw_umask:
+        return 0o022
+    try:
+        return int(raw_umask, 8) & 0o777
+    except ValueError:
+        raise LaunchError(f"SLURM_UMASK={raw_umask!r} is not an octal umask") from None
+
+
+def _time_limit(job: spur_pb2.JobInfo) -> int:
+    return job.time_limit_secs if job.time_limit_secs > 0 else -1
+
+
 def build_launch_spec(
     request: spur_pb2.LaunchJobRequest,
     *,
@@ -135,9 +216,7 @@ def build_launch_spec(
             raise LaunchError(f"job {job.job_id} is interactive but has no command to run")
     elif not spec.script:
         raise LaunchError(f"batch job {job.job_id} has no script")
-    work_dir = spec.work_dir or user.home or "/"
-    if not os.path.isabs(work_dir):
-        raise LaunchError(f"working directory {work_dir!r} is not an absolute path")
+    work_dir = _work_dir(spec.work_dir, user)
 
     nodelist = job.nodelist or compress([a.node for a in job.allocation])
     environment = build_job_environment(
@@ -149,6 +228,7 @@ def build_launch_spec(
         home=user.home,
         shell=user.shell,
     )
+    array_job_id, array_task_id = _array_ids(job)
     stdout_path = stderr_path = ""
     stdin_path = "/dev/null"
     if not spec.interactive:
@@ -156,25 +236,29 @@ def build_launch_spec(
         def expand(pattern: str) -> str:
             return _resolve(
                 expand_output_pattern(
-                    pattern, job_id=job.job_id, job_name=spec.name or "", user=user.name, node=node
+                    pattern,
+                    job_id=job.job_id,
+                    job_name=spec.name or "",
+                    user=user.name,
+                    node=node,
+                    array_job_id=array_job_id,
+                    array_task_id=array_task_id,
                 ),
                 work_dir,
             )
 
-        stdout_path = expand(spec.stdout_pattern or default_output_name(job.job_id))
+        stdout_path = expand(
+            spec.stdout_pattern or default_output_name(job.job_id, array_job_id, array_task_id)
+        )
         stderr_path = expand(spec.stderr_pattern) if spec.stderr_pattern else ""
         if stderr_path == stdout_path:
             stderr_path = ""
         stdin_path = _resolve(spec.stdin_path, work_dir) if spec.stdin_path else "/dev/null"
 
-    umask = 0o022
-    raw_umask = spec.environment.get("SLURM_UMASK", "")
-    if raw_umask:
-        try:
-            umask = int(raw_umask, 8) & 0o777
-        except ValueError:
-            raise LaunchError(f"SLURM_UMASK={raw_umask!r} is not an octal umask") from None
-
+    # --signal: the batch shell gets it only with B:; an interactive job's tasks are its "step".
+    warn = warning_signal(spec.signal) if _time_limit(job) > 0 else None
+    if warn is not None and not (warn.batch_only or spec.interactive):
+        warn = None
     return LaunchSpec(
         job_id=job.job_id,
         job_name=spec.name,
@@ -193,10 +277,115 @@ def build_launch_spec(
         first_task=request.first_task,
         ntasks=max(1, alloc.tasks) if spec.interactive else 1,
         start_time=job.start_time or received_at,
-        time_limit_secs=job.time_limit_secs if job.time_limit_secs > 0 else -1,
+        time_limit_secs=_time_limit(job),
         mem_mb=alloc.mem_mb,
-        umask=umask,
+        umask=_umask(spec.environment),
         drop_privileges=euid == 0 and user.uid != 0,
+        open_append=spec.open_mode == "append",
+        warn_signal=warn.signum if warn else 0,
+        warn_secs=warn.secs if warn else 0,
+        suspended_secs=job.suspended_secs,
+    )
+
+
+def build_step_launch_spec(
+    request: spur_pb2.LaunchStepRequest,
+    *,
+    node: str,
+    user: UserInfo,
+    cluster_name: str,
+    euid: int,
+    gpu_ordinals: Mapping[int, GpuOrdinal] | None = None,
+    received_at: float,
+) -> LaunchSpec:
+    """Resolve the step of ``request`` for this node. Raises :class:`LaunchError`.
+
+    Output patterns are expanded per task (``%t`` global rank, ``%n`` node index in the step, ``%s``
+    step id, ``%J`` ``jobid.stepid``) relative to the step's working directory (the job's when the
+    step names none).
+    """
+    from spur.core.hostlist import compress
+    from spur.core.output_path import expand_output_pattern
+
+    job = request.job
+    step = request.step
+    sspec = step.spec
+    salloc = list(step.allocation)
+    node_index = next((i for i, a in enumerate(salloc) if a.node == node), None)
+    if node_index is None:
+        raise LaunchError(f"node {node} is not part of the allocation of step {job.job_id}.{step.step_id}")
+    if not any(a.node == node for a in job.allocation):
+        raise LaunchError(f"node {node} is not part of the allocation of job {job.job_id}")
+    if not sspec.argv:
+        raise LaunchError(f"step {job.job_id}.{step.step_id} has no command to run")
+    mine = salloc[node_index]
+    ntasks = max(1, mine.tasks)
+    work_dir = _work_dir(sspec.work_dir or job.spec.work_dir, user)
+    environment = build_step_environment(
+        job,
+        step,
+        node=node,
+        cluster_name=cluster_name,
+        nodelist=job.nodelist or compress([a.node for a in job.allocation]),
+        step_nodelist=compress([a.node for a in salloc]),
+        gpu_ordinals=gpu_ordinals,
+        home=user.home,
+        shell=user.shell,
+    )
+    array_job_id, array_task_id = _array_ids(job)
+
+    def expand(pattern: str, rank: int) -> str:
+        if not pattern:
+            return ""
+        return _resolve(
+            expand_output_pattern(
+                pattern,
+                job_id=job.job_id,
+                job_name=job.spec.name or sspec.name or "",
+                user=user.name,
+                node=node,
+                array_job_id=array_job_id,
+                array_task_id=array_task_id,
+                step_id=str(step.step_id),
+                task_id=rank,
+                node_id=node_index,
+            ),
+            work_dir,
+        )
+
+    ranks = range(request.first_task, request.first_task + ntasks)
+    task_stdout = [expand(sspec.stdout_pattern, r) for r in ranks]
+    task_stderr = [expand(sspec.stderr_pattern, r) for r in ranks]
+    task_stderr = ["" if e == o else e for o, e in zip(task_stdout, task_stderr, strict=True)]
+    warn = warning_signal(job.spec.signal) if _time_limit(job) > 0 else None
+    if warn is not None and warn.batch_only:
+        warn = None
+    return LaunchSpec(
+        job_id=job.job_id,
+        job_name=sspec.name or job.spec.name,
+        node=node,
+        user=user.name,
+        uid=user.uid,
+        gid=job.gid,
+        groups=list(user.groups),
+        work_dir=work_dir,
+        interactive=False,
+        argv=list(sspec.argv),
+        environment=environment,
+        first_task=request.first_task,
+        ntasks=ntasks,
+        start_time=job.start_time or received_at,
+        time_limit_secs=_time_limit(job),
+        mem_mb=mine.mem_mb,
+        umask=_umask(environment),
+        drop_privileges=euid == 0 and user.uid != 0,
+        open_append=job.spec.open_mode == "append",
+        step_id=step.step_id,
+        task_stdout=task_stdout,
+        task_stderr=task_stderr,
+        warn_signal=warn.signum if warn else 0,
+        warn_secs=warn.secs if warn else 0,
+        suspended_secs=job.suspended_secs,
     )
 
 
@@ -204,7 +393,9 @@ def check_paths(spec: LaunchSpec) -> None:
     """Raise :class:`LaunchError` when a path the job needs is missing (checked as spurd sees it)."""
     if not os.path.isdir(spec.work_dir):
         raise LaunchError(f"working directory {spec.work_dir} does not exist on node {spec.node}")
-    for what, path in (("output", spec.stdout_path), ("error", spec.stderr_path)):
+    paths = [("output", spec.stdout_path), ("error", spec.stderr_path)]
+    paths += [("output", p) for p in spec.task_stdout] + [("error", p) for p in spec.task_stderr]
+    for what, path in paths:
         if path:
             parent = str(Path(path).parent)
             if not os.path.isdir(parent):

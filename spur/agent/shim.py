@@ -5,7 +5,9 @@ It runs detached from spurd (own session, no inherited pipes), so jobs outlive a
 1. records its identity in ``shim.json``;
 2. reads ``spec.json`` and opens the job's files (as the job's user when running as root, so
    permission checks and ownership are the user's);
-3. starts the task process(es) in one new process group, dropping to the job's uid/gid and groups;
+3. starts the task process(es) in one new process group, dropping to the job's uid/gid and groups
+   (a batch script, or the tasks of an interactive job or job step; each task learns its own pid as
+   ``SLURM_TASK_PID`` through a ``sh -c 'exec "$@"'`` trampoline);
 4. forwards SIGTERM/SIGINT/SIGHUP it receives to that group and waits for every task;
 5. kills what is left in the group (Slurm ends a job's stray processes with the job) and writes
    ``exit.json`` atomically, then exits 0.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -37,6 +40,9 @@ from spur.agent.launchspec import LaunchSpec
 __all__ = ["main"]
 
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+# Exports the task's own pid, then becomes the task (same pid).
+_TRAMPOLINE = 'SLURM_TASK_PID=$$ SPUR_TASK_PID=$$; export SLURM_TASK_PID SPUR_TASK_PID; exec "$@"'
 
 
 class _LaunchFailure(Exception):
@@ -103,8 +109,9 @@ class _Tasks:
         spec = self.spec
         with _as_user(spec):
             stdin = _open(spec.stdin_path, "rb", "input")
-            stdout = _open(spec.stdout_path, "wb", "output")
-            stderr = _open(spec.stderr_path, "wb", "error") if spec.stderr_path else stdout
+            mode = "ab" if spec.open_append else "wb"
+            stdout = _open(spec.stdout_path, mode, "output")
+            stderr = _open(spec.stderr_path, mode, "error") if spec.stderr_path else stdout
         script = str(self.jobdir.script)
         with open(script, "rb") as f:
             argv = [script] if f.read(2) == b"#!" else ["/bin/sh", script]
@@ -121,26 +128,68 @@ class _Tasks:
         self.pgid = proc.pid
         self.procs.append((0, proc, None, ""))
 
-    def start_interactive(self) -> None:
+    def _task_files(self) -> list[tuple[IO[bytes], IO[bytes]]]:
+        """(stdout, stderr) per local task: the step's output files, else capture files in the job dir.
+
+        Each distinct path is opened once, so tasks sharing a file share one open file description
+        and never overwrite each other's output.
+        """
         spec = self.spec
-        for localid, rank in enumerate(spec.ranks):
-            out = open(self.jobdir.task_output(rank, "stdout"), "wb")  # noqa: SIM115
-            err = open(self.jobdir.task_output(rank, "stderr"), "wb")  # noqa: SIM115
-            env = task_environment(spec.environment, procid=rank, localid=localid)
-            try:
-                proc = self._popen(spec.argv, env, subprocess.DEVNULL, out, err)
-            except (OSError, subprocess.SubprocessError) as e:
-                code = 127 if isinstance(e, FileNotFoundError | PermissionError) else 1
-                msg = f"task {rank}: cannot run {spec.argv[0]}: {_describe(e, spec)}"
-                err.write(f"spur: error: {msg}\n".encode())
-                self.procs.append((rank, None, code, msg))
-            else:
-                if not self.pgid:
-                    self.pgid = proc.pid
-                self.procs.append((rank, proc, None, ""))
-            finally:
-                out.close()
-                err.close()
+        mode = "ab" if spec.open_append else "wb"
+        opened: dict[str, IO[bytes]] = {}
+
+        def get(path: str, what: str) -> IO[bytes]:
+            if path not in opened:
+                opened[path] = _open(path, mode, what)
+            return opened[path]
+
+        chosen: list[tuple[IO[bytes] | None, IO[bytes] | None]] = []
+        with _as_user(spec):  # the user's files are opened as the user
+            for localid in range(len(spec.ranks)):
+                want_out = spec.task_stdout[localid] if localid < len(spec.task_stdout) else ""
+                want_err = spec.task_stderr[localid] if localid < len(spec.task_stderr) else ""
+                out = get(want_out, "output") if want_out else None
+                chosen.append((out, get(want_err, "error") if want_err else out))
+        files = []
+        for rank, (out, err) in zip(spec.ranks, chosen, strict=True):  # capture files are spurd's
+            if out is None:
+                out = open(self.jobdir.task_output(rank, "stdout"), "wb")  # noqa: SIM115
+            if err is None:
+                err = open(self.jobdir.task_output(rank, "stderr"), "wb")  # noqa: SIM115
+            files.append((out, err))
+        return files
+
+    def start_tasks(self) -> None:
+        """Start the tasks of an interactive job or a job step (ranks ``spec.ranks``)."""
+        spec = self.spec
+        files = self._task_files()
+        try:
+            for localid, rank in enumerate(spec.ranks):
+                out, err = files[localid]
+                env = task_environment(spec.environment, procid=rank, localid=localid)
+                problem = _unrunnable(spec.argv[0], env, spec.work_dir)
+                if problem:
+                    msg = f"task {rank}: cannot run {spec.argv[0]}: {problem}"
+                    err.write(f"spur: error: {msg}\n".encode())
+                    err.flush()
+                    self.procs.append((rank, None, 127, msg))
+                    continue
+                argv = ["/bin/sh", "-c", _TRAMPOLINE, spec.argv[0], *spec.argv]
+                try:
+                    proc = self._popen(argv, env, subprocess.DEVNULL, out, err)
+                except (OSError, subprocess.SubprocessError) as e:
+                    code = 127 if isinstance(e, FileNotFoundError | PermissionError) else 1
+                    msg = f"task {rank}: cannot run {spec.argv[0]}: {_describe(e, spec)}"
+                    err.write(f"spur: error: {msg}\n".encode())
+                    err.flush()
+                    self.procs.append((rank, None, code, msg))
+                else:
+                    if not self.pgid:
+                        self.pgid = proc.pid
+                    self.procs.append((rank, proc, None, ""))
+        finally:
+            for f in {id(x): x for pair in files for x in pair}.values():
+                f.close()
 
     def forward(self, signum: int, _frame: object = None) -> None:
         if self.pgid:
@@ -173,6 +222,22 @@ class _Tasks:
         }
 
 
+def _unrunnable(program: str, env: dict[str, str], work_dir: str) -> str:
+    """Why ``program`` cannot be executed ("" when it can), resolved as execvp would."""
+    if "/" in program:
+        path = os.path.join(work_dir, program)
+        if not os.path.exists(path):
+            return "No such file or directory"
+        if os.path.isdir(path) or not os.access(
+            path, os.X_OK, effective_ids=os.access in os.supports_effective_ids
+        ):
+            return "Permission denied"
+        return ""
+    if shutil.which(program, path=env.get("PATH", "")) is None:
+        return "command not found (No such file or directory)"
+    return ""
+
+
 def _describe(e: BaseException, spec: LaunchSpec) -> str:
     if isinstance(e, subprocess.SubprocessError) and "preexec_fn" in str(e):
         return f"cannot change to working directory {spec.work_dir} as {spec.user}"
@@ -193,8 +258,8 @@ def run(jobdir: JobDir) -> None:
     for signum in _FORWARDED:
         signal.signal(signum, tasks.forward)
     try:
-        if spec.interactive:
-            tasks.start_interactive()
+        if spec.interactive or spec.step_id >= 0:
+            tasks.start_tasks()
         else:
             tasks.start_batch()
     except _LaunchFailure as e:

@@ -1,74 +1,226 @@
-"""Values of a job as Slurm's tools print them (squeue letters, scontrol keys). Pure."""
+"""Values of a job as Slurm's tools print them (squeue letters and long names, scontrol keys). Pure.
+
+Every function takes a ``spur_pb2.JobInfo`` (or anything with the same attributes) and the current
+time, and returns text exactly as Slurm 22.05 prints it. Array tasks show as ``<array_job_id>_<task>``;
+a pending array group (see :class:`ArrayGroup`) shows as ``<array_job_id>_[<ranges>[%<limit>]]``.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from spur.core.timespec import format_elapsed, format_hms, format_time_limit, format_timestamp
 
 SHORT_STATE = {
     "PENDING": "PD",
     "RUNNING": "R",
+    "SUSPENDED": "S",
     "COMPLETING": "CG",
     "COMPLETED": "CD",
     "FAILED": "F",
     "CANCELLED": "CA",
     "TIMEOUT": "TO",
     "NODE_FAIL": "NF",
+    "REQUEUED": "RQ",
+    "PREEMPTED": "PR",
+    "BOOT_FAIL": "BF",
+    "DEADLINE": "DL",
+    "OUT_OF_MEMORY": "OOM",
 }
+LONG_STATE = {short: long for long, short in SHORT_STATE.items()}
+
+# Slurm's enum job_states order (squeue sorts "t" by it); COMPLETING is a flag there, shown after RUNNING.
+STATE_ORDER = {
+    "PENDING": 0,
+    "RUNNING": 1,
+    "SUSPENDED": 2,
+    "COMPLETING": 3,
+    "COMPLETED": 4,
+    "CANCELLED": 5,
+    "FAILED": 6,
+    "TIMEOUT": 7,
+    "NODE_FAIL": 8,
+}
+
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"})
 
 SQUEUE_DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+SQUEUE_LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 
 SQUEUE_HEADERS = {
-    "i": "JOBID",
-    "A": "JOBID",
-    "j": "NAME",
-    "u": "USER",
-    "t": "ST",
-    "T": "STATE",
-    "M": "TIME",
-    "l": "TIME_LIMIT",
-    "D": "NODES",
-    "R": "NODELIST(REASON)",
-    "P": "PARTITION",
-    "N": "NODELIST",
-    "C": "CPUS",
-    "b": "TRES_PER_NODE",
     "a": "ACCOUNT",
-    "r": "REASON",
-    "S": "START_TIME",
-    "V": "SUBMIT_TIME",
+    "A": "JOBID",
+    "b": "TRES_PER_NODE",
+    "B": "EXEC_HOST",
+    "c": "MIN_CPUS",
+    "C": "CPUS",
+    "D": "NODES",
     "e": "END_TIME",
-    "Q": "PRIORITY",
+    "E": "DEPENDENCY",
+    "f": "FEATURES",
     "F": "ARRAY_JOB_ID",
-    "K": "ARRAY_TASK_ID",
-    "o": "COMMAND",
-    "Z": "WORK_DIR",
-    "U": "UID",
-    "G": "GID",
     "g": "GROUP",
+    "G": "GID",
+    "i": "JOBID",
+    "j": "NAME",
+    "k": "COMMENT",
+    "K": "ARRAY_TASK_ID",
+    "l": "TIME_LIMIT",
     "L": "TIME_LEFT",
     "m": "MIN_MEMORY",
-    "c": "MIN_CPUS",
+    "M": "TIME",
+    "n": "REQ_NODES",
+    "N": "NODELIST",
+    "o": "COMMAND",
+    "p": "PRIORITY",
+    "P": "PARTITION",
     "q": "QOS",
+    "Q": "PRIORITY",
+    "r": "REASON",
+    "R": "NODELIST(REASON)",
+    "S": "START_TIME",
+    "t": "ST",
+    "T": "STATE",
+    "u": "USER",
+    "U": "UID",
+    "V": "SUBMIT_TIME",
+    "w": "WCKEY",
+    "x": "EXC_NODES",
     "y": "NICE",
-    "k": "COMMENT",
+    "Z": "WORK_DIR",
 }
+
+# squeue -O names (case-insensitive) -> (letter, header). Names without a letter get a pseudo-letter
+# handled in squeue_value.
+SQUEUE_LONG_FIELDS: dict[str, tuple[str, str]] = {
+    "account": ("a", "ACCOUNT"),
+    "arrayjobid": ("F", "ARRAY_JOB_ID"),
+    "arraytaskid": ("K", "ARRAY_TASK_ID"),
+    "batchhost": ("B", "EXEC_HOST"),
+    "command": ("o", "COMMAND"),
+    "comment": ("k", "COMMENT"),
+    "dependency": ("E", "DEPENDENCY"),
+    "endtime": ("e", "END_TIME"),
+    "eligibletime": ("@eligible", "ELIGIBLE_TIME"),
+    "exit_code": ("@exit_code", "EXIT_CODE"),
+    "feature": ("f", "FEATURES"),
+    "gres": ("b", "TRES_PER_NODE"),
+    "groupid": ("G", "GID"),
+    "groupname": ("g", "GROUP"),
+    "jobarrayid": ("i", "JOBID"),
+    "jobid": ("A", "JOBID"),
+    "mincpus": ("c", "MIN_CPUS"),
+    "minmemory": ("m", "MIN_MEMORY"),
+    "name": ("j", "NAME"),
+    "nice": ("y", "NICE"),
+    "nodelist": ("N", "NODELIST"),
+    "numcpus": ("C", "CPUS"),
+    "numnodes": ("D", "NODES"),
+    "numtasks": ("@numtasks", "TASKS"),
+    "partition": ("P", "PARTITION"),
+    "priority": ("p", "PRIORITY"),
+    "prioritylong": ("Q", "PRIORITY"),
+    "qos": ("q", "QOS"),
+    "reason": ("r", "REASON"),
+    "reasonlist": ("R", "NODELIST(REASON)"),
+    "reqnodes": ("n", "REQ_NODES"),
+    "exc_nodes": ("x", "EXC_NODES"),
+    "restartcnt": ("@restarts", "RESTARTCNT"),
+    "starttime": ("S", "START_TIME"),
+    "state": ("T", "STATE"),
+    "statecompact": ("t", "ST"),
+    "stderr": ("@stderr", "STDERR"),
+    "stdin": ("@stdin", "STDIN"),
+    "stdout": ("@stdout", "STDOUT"),
+    "submittime": ("V", "SUBMIT_TIME"),
+    "timeleft": ("L", "TIME_LEFT"),
+    "timelimit": ("l", "TIME_LIMIT"),
+    "timeused": ("M", "TIME"),
+    "tres-per-node": ("b", "TRES_PER_NODE"),
+    "tres-per-job": ("@tres_per_job", "TRES_PER_JOB"),
+    "tres-per-task": ("@tres_per_task", "TRES_PER_TASK"),
+    "userid": ("U", "UID"),
+    "username": ("u", "USER"),
+    "wckey": ("w", "WCKEY"),
+    "workdir": ("Z", "WORK_DIR"),
+}
+
+
+@dataclass(frozen=True)
+class ArrayGroup:
+    """Pending tasks of one array shown as a single squeue line: ``job`` is the lowest task."""
+
+    job: object
+    task_ids: tuple[int, ...]
+
+
+def has_task(job) -> bool:
+    """True for an array task (JobInfo.array_task_id is an optional field)."""
+    try:
+        return job.HasField("array_task_id")
+    except (AttributeError, ValueError):
+        return getattr(job, "array_task_id", None) is not None
+
+
+def format_ranges(ids: Iterable[int]) -> str:
+    """``[1,2,3,5]`` -> ``1-3,5`` (Slurm's bitmap range form)."""
+    nums = sorted(set(ids))
+    out: list[str] = []
+    i = 0
+    while i < len(nums):
+        j = i
+        while j + 1 < len(nums) and nums[j + 1] == nums[j] + 1:
+            j += 1
+        out.append(str(nums[i]) if i == j else f"{nums[i]}-{nums[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def array_task_text(group: ArrayGroup) -> str:
+    """``3-5%2``: the group's task ranges with the array's %limit when set."""
+    text = format_ranges(group.task_ids)
+    limit = group.job.array_max_running
+    return f"{text}%{limit}" if limit else text
+
+
+def job_id_text(job, group: ArrayGroup | None = None) -> str:
+    """``%i``: ``218_[3-5%2]`` for a group, ``218_1`` for an array task, else the job id."""
+    if group is not None:
+        return f"{job.array_job_id}_[{array_task_text(group)}]"
+    if has_task(job):
+        return f"{job.array_job_id}_{job.array_task_id}"
+    return str(job.job_id)
 
 
 def run_seconds(job, now: float | None = None) -> int:
-    """Elapsed run time: 0 while pending, up to end_time once finished."""
-    if not job.start_time:
+    """Elapsed run time as Slurm counts it: 0 while pending, suspended time excluded."""
+    if not job.start_time or job.state == "PENDING":
         return 0
-    end = job.end_time if job.end_time else (now if now is not None else time.time())
-    return max(0, int(end - job.start_time))
+    suspended = getattr(job, "suspended_secs", 0.0) or 0.0
+    if job.state == "SUSPENDED" and getattr(job, "suspend_time", 0.0):
+        end = job.suspend_time
+    elif job.end_time:
+        end = job.end_time
+    else:
+        end = now if now is not None else time.time()
+    return max(0, int(end - job.start_time - suspended))
+
+
+def num_tasks(job) -> int:
+    spec = job.spec
+    if spec.num_tasks:
+        return spec.num_tasks
+    if spec.ntasks_per_node:
+        return spec.ntasks_per_node * max(1, spec.num_nodes)
+    return max(1, spec.num_nodes)
 
 
 def num_cpus(job) -> int:
     if job.allocation:
         return sum(a.cpus for a in job.allocation)
-    spec = job.spec
-    return max(1, spec.num_tasks or spec.num_nodes) * max(1, spec.cpus_per_task)
+    return num_tasks(job) * max(1, job.spec.cpus_per_task)
 
 
 def num_nodes(job) -> int:
@@ -77,17 +229,71 @@ def num_nodes(job) -> int:
 
 def command_of(job) -> str:
     if job.spec.interactive:
-        return " ".join(job.spec.argv)
+        return " ".join(job.spec.argv) or "(null)"
     return job.spec.command or "(null)"
 
 
-def squeue_value(job, letter: str, now: float) -> str:
-    """The text squeue prints for %<letter> of ``job``."""
-    pending = job.state == "PENDING"
+def tres_per_node(job) -> str:
+    return ",".join(f"gres:{g}" for g in job.spec.gres) or "N/A"
+
+
+def expand_io_pattern(pattern: str, job) -> str:
+    """An output path as scontrol shows it: %j %x %u %A %a %% expanded, relative paths under WorkDir."""
+    spec = job.spec
+    array_job = job.array_job_id if job.array_job_id else job.job_id
+    task = str(job.array_task_id) if has_task(job) else "4294967294"
+    repl = {"j": str(job.job_id), "J": str(job.job_id), "x": spec.name, "u": job.user}
+    repl.update({"A": str(array_job), "a": task, "%": "%"})
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "%" and i + 1 < len(pattern) and pattern[i + 1] in repl:
+            out.append(repl[pattern[i + 1]])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    path = "".join(out)
+    if not path.startswith("/") and spec.work_dir:
+        path = f"{spec.work_dir.rstrip('/')}/{path}"
+    return path
+
+
+def stdout_path(job) -> str:
+    spec = job.spec
+    if spec.stdout_pattern:
+        return expand_io_pattern(spec.stdout_pattern, job)
+    if has_task(job):
+        return expand_io_pattern("slurm-%A_%a.out", job)
+    return expand_io_pattern("slurm-%j.out", job)
+
+
+def stderr_path(job) -> str:
+    return expand_io_pattern(job.spec.stderr_pattern, job) if job.spec.stderr_pattern else stdout_path(job)
+
+
+def reason_list(job) -> str:
+    """``%R``: ``(Reason)`` for pending and failed-without-nodes jobs, else the node list."""
+    if job.state == "PENDING" or not job.nodelist:
+        return f"({job.reason or 'None'})"
+    return job.nodelist
+
+
+def squeue_value(job, letter: str, now: float, group: ArrayGroup | None = None) -> str:
+    """The text squeue prints for ``%<letter>`` (or an ``@name`` pseudo-letter of -O) of ``job``."""
     spec = job.spec
     match letter:
-        case "i" | "A":
-            return str(job.job_id)
+        case "i":
+            return job_id_text(job, group)
+        case "A":
+            return str(job.array_job_id if group is not None else job.job_id)
+        case "F":
+            return str(job.array_job_id or job.job_id)
+        case "K":
+            if group is not None:
+                return array_task_text(group)
+            return str(job.array_task_id) if has_task(job) else "N/A"
         case "j":
             return spec.name
         case "u":
@@ -97,7 +303,7 @@ def squeue_value(job, letter: str, now: float) -> str:
         case "G":
             return str(job.gid)
         case "g":
-            return job.group
+            return job.group or str(job.gid)
         case "t":
             return SHORT_STATE.get(job.state, job.state)
         case "T":
@@ -113,43 +319,79 @@ def squeue_value(job, letter: str, now: float) -> str:
         case "D":
             return str(num_nodes(job))
         case "R":
-            return f"({job.reason})" if pending or not job.nodelist else job.nodelist
+            return reason_list(job)
         case "r":
-            return job.reason
+            return job.reason or "None"
         case "P":
             return job.partition
         case "N":
             return job.nodelist
-        case "C" | "c":
-            return str(num_cpus(job) if letter == "C" else max(1, spec.cpus_per_task))
+        case "B":
+            return job.allocation[0].node if job.allocation else "n/a"
+        case "C":
+            return str(num_cpus(job))
+        case "c":
+            return str(max(1, spec.cpus_per_task))
         case "b":
-            return ",".join(f"gres:{g}" for g in spec.gres) or "N/A"
+            return tres_per_node(job)
         case "a":
             return spec.account or "(null)"
         case "q":
-            return "normal"
+            return spec.qos or "normal"
+        case "w":
+            return spec.wckey or "(null)"
         case "S":
             return format_timestamp(job.start_time) if job.start_time else "N/A"
         case "V":
             return format_timestamp(job.submit_time)
         case "e":
-            return format_timestamp(job.end_time) if job.end_time else "N/A"
+            if job.end_time:
+                return format_timestamp(job.end_time)
+            if job.start_time and job.time_limit_secs >= 0:
+                return format_timestamp(job.start_time + job.time_limit_secs)
+            return "N/A"
+        case "E":
+            return job.dependency if job.dependency and job.dependency != "(null)" else "(null)"
+        case "p":
+            return f"{job.priority / 4294967295:.8f}" if job.priority else "0.00000000"
         case "Q":
             return str(job.priority)
-        case "F":
-            return str(job.job_id)
-        case "K":
-            return "N/A"
         case "o":
             return command_of(job)
         case "Z":
             return spec.work_dir
         case "m":
+            if spec.mem_per_cpu_mb:
+                return f"{spec.mem_per_cpu_mb}M"
             return f"{spec.mem_per_node_mb}M" if spec.mem_per_node_mb else "0"
         case "y":
             return str(spec.nice)
         case "k":
             return spec.comment or "(null)"
+        case "f":
+            return ",".join(spec.constraint) or "(null)"
+        case "n":
+            return ",".join(spec.nodelist)
+        case "x":
+            return ",".join(spec.exclude)
+        case "@eligible":
+            return format_timestamp(job.eligible_time) if job.eligible_time else "N/A"
+        case "@exit_code":
+            return str(job.exit_code)
+        case "@numtasks":
+            return str(num_tasks(job))
+        case "@restarts":
+            return str(job.restarts)
+        case "@stdout":
+            return stdout_path(job) if not spec.interactive else ""
+        case "@stderr":
+            return stderr_path(job) if not spec.interactive else ""
+        case "@stdin":
+            return spec.stdin_path or "/dev/null"
+        case "@tres_per_job":
+            return f"gres:gpu:{spec.gpus_total}" if spec.gpus_total else "N/A"
+        case "@tres_per_task":
+            return f"gres:gpu:{spec.gpus_per_task}" if spec.gpus_per_task else "N/A"
     return ""
 
 
@@ -157,10 +399,37 @@ def exit_code_text(job) -> str:
     return f"{job.exit_code}:{job.signal}"
 
 
+def format_time_limit_long(secs: int) -> str:
+    """scontrol's TimeLimit: D-HH:MM:SS (or HH:MM:SS), UNLIMITED."""
+    return "UNLIMITED" if secs < 0 else format_hms(secs)
+
+
+def _tres(job) -> str:
+    parts = [f"cpu={num_cpus(job)}"]
+    mem = job.spec.mem_per_node_mb or job.spec.mem_per_cpu_mb * num_cpus(job)
+    if job.allocation and any(a.mem_mb for a in job.allocation):
+        mem = sum(a.mem_mb for a in job.allocation)
+    if mem:
+        parts.append(f"mem={mem}M")
+    parts.append(f"node={num_nodes(job)}")
+    parts.append(f"billing={num_cpus(job)}")
+    gpus = sum(len(a.gpus) for a in job.allocation)
+    if gpus:
+        parts.append(f"gres/gpu={gpus}")
+    return ",".join(parts)
+
+
 def scontrol_job(job, now: float) -> str:
-    """``scontrol show job`` layout (Slurm's key=value lines, three-space indent)."""
+    """``scontrol show job`` layout (Slurm 22.05's slurm_sprint_job_info, multi-line form)."""
     spec = job.spec
     ts = format_timestamp
+    first = f"JobId={job.job_id} "
+    if job.array_job_id:
+        task = str(job.array_task_id) if has_task(job) else ""
+        first += f"ArrayJobId={job.array_job_id} ArrayTaskId={task} "
+        if job.array_max_running:
+            first += f"ArrayTaskThrottle={job.array_max_running} "
+    first += f"JobName={spec.name}"
     start = ts(job.start_time) if job.start_time else "Unknown"
     if job.end_time:
         end = ts(job.end_time)
@@ -168,45 +437,86 @@ def scontrol_job(job, now: float) -> str:
         end = ts(job.start_time + job.time_limit_secs)
     else:
         end = "Unknown"
-    tres = f"cpu={num_cpus(job)},node={num_nodes(job)}"
-    if spec.mem_per_node_mb:
-        tres = f"cpu={num_cpus(job)},mem={spec.mem_per_node_mb}M,node={num_nodes(job)}"
-    stdout = spec.stdout_pattern or ("" if spec.interactive else f"{spec.work_dir}/spur-{job.job_id}.out")
+    eligible = ts(job.eligible_time) if job.eligible_time else "Unknown"
+    suspend = ts(job.suspend_time) if job.suspend_time else "None"
+    pre_sus = int(job.suspend_time - job.start_time - job.suspended_secs) if job.suspend_time else 0
+    dependency = job.dependency or "(null)"
+    mem_line = (
+        f"MinCPUsNode={max(1, spec.cpus_per_task)} MinMemoryCPU={spec.mem_per_cpu_mb}M MinTmpDiskNode=0"
+        if spec.mem_per_cpu_mb
+        else f"MinCPUsNode={max(1, spec.cpus_per_task)} MinMemoryNode="
+        f"{str(spec.mem_per_node_mb) + 'M' if spec.mem_per_node_mb else '0'} MinTmpDiskNode=0"
+    )
+    batch = not spec.interactive
     lines = [
-        f"JobId={job.job_id} JobName={spec.name}",
-        f"   UserId={job.user}({job.uid}) GroupId={job.group}({job.gid}) MCS_label=N/A",
-        f"   Priority={job.priority} Nice={spec.nice} Account={spec.account or '(null)'} QOS=(null)",
-        f"   JobState={job.state} Reason={job.reason} Dependency=(null)",
-        f"   Requeue=1 Restarts={0} BatchFlag={0 if spec.interactive else 1} Reboot=0 ExitCode={exit_code_text(job)}",
-        f"   RunTime={format_hms(run_seconds(job, now))} TimeLimit={format_time_limit_long(job.time_limit_secs)} TimeMin=N/A",
-        f"   SubmitTime={ts(job.submit_time)} EligibleTime={ts(job.submit_time)}",
-        f"   AccrueTime={ts(job.submit_time)}",
-        f"   StartTime={start} EndTime={end} Deadline=N/A",
-        f"   Partition={job.partition} AllocNode:Sid=localhost:0",
-        f"   ReqNodeList={','.join(spec.nodelist) or '(null)'} ExcNodeList={','.join(spec.exclude) or '(null)'}",
-        f"   NodeList={job.nodelist}",
-        f"   NumNodes={num_nodes(job)} NumCPUs={num_cpus(job)} NumTasks={spec.num_tasks or spec.num_nodes} "
-        f"CPUs/Task={spec.cpus_per_task} ReqB:S:C:T=0:0:*:*",
-        f"   TRES={tres}",
-        f"   MinCPUsNode={spec.cpus_per_task} MinMemoryNode={spec.mem_per_node_mb}M MinTmpDiskNode=0"
-        if spec.mem_per_node_mb
-        else f"   MinCPUsNode={spec.cpus_per_task} MinMemoryNode=0 MinTmpDiskNode=0",
-        f"   Features={','.join(spec.constraint) or '(null)'} DelayBoot=00:00:00",
-        f"   OverSubscribe={'NO' if spec.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
-        f"   Command={command_of(job)}",
-        f"   WorkDir={spec.work_dir}",
+        first,
+        f"UserId={job.user}({job.uid}) GroupId={job.group or job.gid}({job.gid}) MCS_label=N/A",
+        f"Priority={job.priority} Nice={spec.nice} Account={spec.account or '(null)'} "
+        f"QOS={spec.qos or '(null)'}" + (f" WCKey={spec.wckey}" if spec.wckey else ""),
+        f"JobState={job.state} Reason={(job.reason or 'None').replace(' ', '_')} Dependency={dependency}",
+        f"Requeue={0 if spec.no_requeue else 1} Restarts={job.restarts} BatchFlag={1 if batch else 0} "
+        f"Reboot=0 ExitCode={exit_code_text(job)}",
+        f"RunTime={format_hms(run_seconds(job, now))} "
+        f"TimeLimit={format_time_limit_long(job.time_limit_secs)} TimeMin=N/A",
+        f"SubmitTime={ts(job.submit_time)} EligibleTime={eligible}",
+        f"AccrueTime={eligible}",
+        f"StartTime={start} EndTime={end} Deadline=N/A",
+        f"SuspendTime={suspend} SecsPreSuspend={max(0, pre_sus)} LastSchedEval={ts(job.submit_time)} "
+        "Scheduler=Main",
+        f"Partition={job.partition} AllocNode:Sid={job.submit_host or 'localhost'}:0",
+        f"ReqNodeList={','.join(spec.nodelist) or '(null)'} ExcNodeList={','.join(spec.exclude) or '(null)'}",
+        f"NodeList={job.nodelist}",
     ]
-    if not spec.interactive:
+    if job.allocation:
+        lines.append(f"BatchHost={job.allocation[0].node}")
+    lines += [
+        f"NumNodes={num_nodes(job)} NumCPUs={num_cpus(job)} NumTasks={num_tasks(job)} "
+        f"CPUs/Task={max(1, spec.cpus_per_task)} ReqB:S:C:T=0:0:*:*",
+        f"TRES={_tres(job)}",
+        f"Socks/Node=* NtasksPerN:B:S:C={spec.ntasks_per_node}:0:*:* CoreSpec=*",
+        mem_line,
+        f"Features={'&'.join(spec.constraint) or '(null)'} DelayBoot=00:00:00",
+        f"OverSubscribe={'NO' if spec.exclusive else 'OK'} Contiguous=0 Licenses=(null) Network=(null)",
+        f"Command={command_of(job)}",
+        f"WorkDir={spec.work_dir}",
+    ]
+    if spec.comment:
+        lines.append(f"Comment={spec.comment} ")
+    if batch:
         lines += [
-            f"   StdErr={spec.stderr_pattern or stdout}",
-            f"   StdIn={spec.stdin_path or '/dev/null'}",
-            f"   StdOut={stdout}",
+            f"StdErr={stderr_path(job)}",
+            f"StdIn={spec.stdin_path or '/dev/null'}",
+            f"StdOut={stdout_path(job)}",
         ]
+    lines.append("Power=")
+    if spec.kill_on_invalid_dep:
+        lines.append("KillOInInvalidDependent=Yes")
+    if spec.gpus_total:
+        lines.append(f"TresPerJob=gres:gpu:{spec.gpus_total}")
     if spec.gres:
-        lines.append(f"   TresPerNode={','.join('gres:' + g for g in spec.gres)}")
-    return "\n".join(lines) + "\n   \n"
+        lines.append(f"TresPerNode={','.join('gres:' + g for g in spec.gres)}")
+    if spec.gpus_per_task:
+        lines.append(f"TresPerTask=gres:gpu:{spec.gpus_per_task}")
+    return "\n   ".join(lines) + "\n   \n\n"
 
 
-def format_time_limit_long(secs: int) -> str:
-    """scontrol's TimeLimit: D-HH:MM:SS (or HH:MM:SS), UNLIMITED."""
-    return "UNLIMITED" if secs < 0 else format_hms(secs)
+def group_array_tasks(jobs, *, expand: bool) -> list[tuple[object, ArrayGroup | None]]:
+    """squeue's rows: pending tasks of one array with the same reason fold into one row unless ``expand``.
+
+    Returns ``(job, group)`` pairs; ``group`` is ``None`` for a row showing one job or task.
+    """
+    rows: list[tuple[object, ArrayGroup | None]] = []
+    groups: dict[tuple[int, str, str], list] = {}
+    for job in jobs:
+        if not expand and job.state == "PENDING" and has_task(job) and job.array_job_id:
+            groups.setdefault((job.array_job_id, job.state, job.reason), []).append(job)
+        else:
+            rows.append((job, None))
+    for members in groups.values():
+        members.sort(key=lambda j: j.array_task_id)
+        if len(members) == 1:
+            rows.append((members[0], None))
+            continue
+        head = members[0]
+        rows.append((head, ArrayGroup(head, tuple(m.array_task_id for m in members))))
+    return rows

@@ -4,38 +4,67 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from spur.core.job import GpuDevice, Job, JobSpec, Node, NodeAllocation, Partition
+from spur.core.job import GpuDevice, Job, JobSpec, Node, NodeAllocation, Partition, Step, StepSpec
 from spur.rpc.proto import spur_pb2 as pb
 
-_SPEC_FIELDS = [f.name for f in fields(JobSpec)]
+
+def _copy_to_proto(obj, msg):
+    """Copy a dataclass whose fields mirror the message's (scalars, lists, str->str maps)."""
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, list):
+            getattr(msg, f.name).extend(value)
+        elif isinstance(value, dict):
+            getattr(msg, f.name).update(value)
+        else:
+            setattr(msg, f.name, value)
+    return msg
+
+
+def _values_from_proto(cls, msg) -> dict:
+    values = {}
+    for f in fields(cls):
+        value = getattr(msg, f.name)
+        if f.name == "environment":
+            value = dict(value)
+        elif not isinstance(value, str | int | bool | float):
+            value = list(value)
+        values[f.name] = value
+    return values
 
 
 def spec_to_proto(spec: JobSpec) -> pb.JobSpec:
-    msg = pb.JobSpec()
-    for name in _SPEC_FIELDS:
-        value = getattr(spec, name)
-        if isinstance(value, list):
-            getattr(msg, name).extend(value)
-        elif isinstance(value, dict):
-            getattr(msg, name).update(value)
-        else:
-            setattr(msg, name, value)
-    return msg
+    return _copy_to_proto(spec, pb.JobSpec())
 
 
 def spec_from_proto(msg: pb.JobSpec) -> JobSpec:
     """Build a JobSpec, applying the wire defaults (0 nodes/cpus-per-task mean 1)."""
-    values = {}
-    for name in _SPEC_FIELDS:
-        value = getattr(msg, name)
-        if name == "environment":
-            value = dict(value)
-        elif not isinstance(value, str | int | bool | float):
-            value = list(value)
-        values[name] = value
+    values = _values_from_proto(JobSpec, msg)
     values["num_nodes"] = values["num_nodes"] or 1
     values["cpus_per_task"] = values["cpus_per_task"] or 1
     return JobSpec(**values)
+
+
+def step_spec_to_proto(spec: StepSpec) -> pb.StepSpec:
+    return _copy_to_proto(spec, pb.StepSpec())
+
+
+def step_spec_from_proto(msg: pb.StepSpec) -> StepSpec:
+    return StepSpec(**_values_from_proto(StepSpec, msg))
+
+
+def step_to_proto(step: Step) -> pb.StepInfo:
+    return pb.StepInfo(
+        step_id=step.step_id,
+        spec=step_spec_to_proto(step.spec),
+        state=step.state.value,
+        start_time=step.start_time,
+        end_time=step.end_time,
+        exit_code=step.exit_code,
+        signal=step.signal,
+        allocation=[allocation_to_proto(a) for a in step.allocation],
+        exited_nodes=step.exited_nodes,
+    )
 
 
 def allocation_to_proto(a: NodeAllocation) -> pb.NodeAllocation:
@@ -48,6 +77,7 @@ def allocation_from_proto(m: pb.NodeAllocation) -> NodeAllocation:
 
 def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
     from spur.core.hostlist import compress
+    from spur.state.eligibility import dependency_display
 
     spec = spec_to_proto(job.spec)
     if not include_script:
@@ -72,6 +102,19 @@ def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
         time_limit_secs=job.time_limit_secs,
         priority=job.priority,
         nodelist=compress(job.nodes) if job.allocation else "",
+        array_job_id=job.array_job_id,
+        array_task_id=job.array_task_id,
+        array_max_running=job.array_max_running,
+        array_task_count=job.array_task_count,
+        array_task_min=job.array_task_min,
+        array_task_max=job.array_task_max,
+        dependency=dependency_display(job),
+        eligible_time=job.eligible_time,
+        steps=[step_to_proto(st) for st in job.steps],
+        restarts=job.restarts,
+        suspend_time=job.suspend_time,
+        suspended_secs=job.suspended_secs,
+        submit_host=job.spec.environment.get("SLURM_SUBMIT_HOST", ""),
     )
 
 

@@ -16,7 +16,7 @@ from spur.core.nurseries import helper_nursery
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
-from spur.state.sched_view import build_snapshot
+from spur.state.sched_view import build_snapshot, eligible_jobs
 
 if TYPE_CHECKING:
     from spur.controller.app import Controller
@@ -56,24 +56,40 @@ class SchedulerLoop:
     async def cycle(self) -> int:
         """One scheduling pass; returns the number of jobs started."""
         ctl = self.ctl
-        snapshot = build_snapshot(ctl.state, ctl.clock.wall(), max_job_test=ctl.cfg.scheduler.max_job_test)
-        if not snapshot.pending:
-            return 0
-        plan = ctl.plugin_manager.hook.spur_schedule(snapshot=snapshot, options={})
+        now = ctl.clock.wall()
+        eligible, reasons = eligible_jobs(ctl.state, now)
+        await self._cancel_never_satisfiable(reasons)
         started = 0
-        for assignment in plan.assignments:
-            result = await ctl.raft_propose_quiet(
-                c.StartJob(assignment.job_id, list(assignment.allocation), ctl.clock.wall(), ctl.raft.term)
+        if eligible:
+            snapshot = build_snapshot(
+                ctl.state, now, max_job_test=ctl.cfg.scheduler.max_job_test, eligible=eligible
             )
-            started += result is True
+            plan = ctl.plugin_manager.hook.spur_schedule(snapshot=snapshot, options={})
+            for assignment in plan.assignments:
+                result = await ctl.raft_propose_quiet(
+                    c.StartJob(assignment.job_id, list(assignment.allocation), ctl.clock.wall(), ctl.raft.term)
+                )
+                started += result is True
+            reasons.update(plan.reasons)
         changed = {
             str(job_id): reason
-            for job_id, reason in plan.reasons.items()
-            if job_id in ctl.state.jobs and ctl.state.jobs[job_id].reason != reason
+            for job_id, reason in reasons.items()
+            if job_id in ctl.state.jobs
+            and ctl.state.jobs[job_id].state is JobState.PENDING
+            and ctl.state.jobs[job_id].reason != reason
         }
         if changed:
             await ctl.propose(c.SetPendingReasons(changed))
         return started
+
+    async def _cancel_never_satisfiable(self, reasons: dict[int, str]) -> None:
+        from spur.state.eligibility import NEVER
+
+        for job_id, reason in list(reasons.items()):
+            job = self.ctl.state.jobs.get(job_id)
+            if reason == NEVER and job is not None and job.spec.kill_on_invalid_dep:
+                await self.ctl.raft_propose_quiet(c.CancelJob(job_id, 0, self.ctl.clock.wall()))
+                reasons.pop(job_id)
 
 
 class AgentPool:
@@ -128,7 +144,7 @@ class Dispatcher:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
         self._busy: set[tuple[int, str]] = set()
-        self._cancel_sent: set[int] = set()
+        self._cancel_sent: set[tuple[int, int]] = set()  # (job id, restarts): one cancel per run
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with AgentPool() as pool, trio.open_nursery() as nursery:
@@ -148,7 +164,7 @@ class Dispatcher:
             elif (
                 job.launched
                 and job.state is JobState.COMPLETING
-                and job.job_id not in self._cancel_sent
+                and (job.job_id, job.restarts) not in self._cancel_sent
                 and (job.job_id, "cancel") not in self._busy
             ):
                 self._busy.add((job.job_id, "cancel"))
@@ -219,35 +235,42 @@ class Dispatcher:
         return StatusCode.UNAVAILABLE, "unreachable"
 
     async def _cancel(self, pool: AgentPool, job_id: int) -> None:
+        """Signal every node of the allocation (batch script and steps alike) to end the job.
+
+        Which agents' reports finish the job: the batch node for a batch job, every node for an
+        interactive job; an allocation-only (salloc) job has no agent-side job, so once its steps
+        are signalled the controller records its end itself.
+        """
         ctl = self.ctl
         try:
             job = ctl.state.jobs.get(job_id)
             if job is None or job.state is not JobState.COMPLETING:
                 return
             grace = float(ctl.cfg.controller.kill_grace_secs)
-            targets = [t[0] for t in self._launch_targets(job)]
-            for node_name in targets:
-                node = ctl.state.nodes[node_name]
+            reporters = set() if job.spec.allocation_only else {t[0] for t in self._launch_targets(job)}
+            for alloc in job.allocation:
+                node = ctl.state.nodes[alloc.node]
                 try:
                     stub = await pool.stub(node.address, node.port)
                     await stub.SignalJob(
-                        pb.SignalJobRequest(job_id=job_id, signal=0, grace_secs=grace),
-                        timeout=AGENT_CALL_TIMEOUT,
+                        pb.SignalJobRequest(job_id=job_id, signal=0, grace_secs=grace), timeout=AGENT_CALL_TIMEOUT
                     )
                 except RpcError as exc:
                     if exc.code is StatusCode.NOT_FOUND:
-                        await ctl.raft_propose_quiet(
-                            c.JobExited(job_id, node_name, 0, 0, ctl.clock.wall(), cancelled=True)
-                        )
+                        if alloc.node in reporters:
+                            await ctl.raft_propose_quiet(
+                                c.JobExited(job_id, alloc.node, 0, 0, ctl.clock.wall(), cancelled=True)
+                            )
                     else:
                         log.warning(
-                            "job %s: cancel on %s failed: %s (node sweep will settle it)",
-                            job_id,
-                            node_name,
-                            exc,
+                            "job %s: cancel on %s failed: %s (node sweep will settle it)", job_id, alloc.node, exc
                         )
                         return
-            self._cancel_sent.add(job_id)
+            if job.spec.allocation_only:
+                await ctl.raft_propose_quiet(
+                    c.JobExited(job_id, job.allocation[0].node, 0, 0, ctl.clock.wall(), cancelled=True)
+                )
+            self._cancel_sent.add((job_id, job.restarts))
         finally:
             self._busy.discard((job_id, "cancel"))
 

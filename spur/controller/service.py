@@ -57,7 +57,11 @@ class ControllerService:
     def _select_jobs(self, request: pb.GetJobsRequest) -> list:
         state = self.ctl.state
         if request.job_ids:
-            jobs = [state.jobs[i] for i in request.job_ids if i in state.jobs]
+            seen: dict[int, object] = {}
+            for i in request.job_ids:
+                for job in state.resolve_targets(i):
+                    seen[job.job_id] = job
+            jobs = list(seen.values())
         else:
             cutoff = self.ctl.clock.wall() - MIN_JOB_AGE_SECS
             jobs = [
@@ -101,29 +105,75 @@ class ControllerService:
 
     async def CancelJob(self, request: pb.CancelJobRequest, context: CallContext) -> pb.CancelJobResponse:
         ident = _caller(context)
-        job = self.ctl.state.jobs.get(request.job_id)
-        if job is None:
+        task = request.array_task_id if request.HasField("array_task_id") else None
+        targets = self.ctl.state.resolve_targets(request.job_id, task)
+        if not targets:
             raise RpcError(StatusCode.NOT_FOUND, f"Invalid job id specified: {request.job_id}")
         if request.signal:
-            return await self._signal(job, request.signal, ident)
-        state = await self.ctl.propose(c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall()))
+            for job in targets:
+                await self._signal(job, request.signal, ident, batch_only=request.batch_only)
+            return pb.CancelJobResponse(state=targets[0].state.value)
+        state = await self.ctl.propose(c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task))
         self.ctl.kick_scheduler()
         return pb.CancelJobResponse(state=state)
 
-    async def _signal(self, job, signal: int, ident: Identity) -> pb.CancelJobResponse:
-        from spur.controller.duties import AgentPool
-
+    async def _signal(self, job, signal: int, ident: Identity, *, batch_only: bool = False) -> None:
         if ident.uid not in (0, job.uid):
             raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied")
         if job.state is not JobState.RUNNING or not job.launched:
             raise RpcError(StatusCode.FAILED_PRECONDITION, "Job is not running: cannot signal it")
-        targets = job.allocation if job.spec.interactive else job.allocation[:1]
+        await self._tell_agents(job, pb.SignalJobRequest(job_id=job.job_id, signal=signal, batch_only=batch_only))
+
+    async def _tell_agents(self, job, request: pb.SignalJobRequest) -> None:
+        """Send ``request`` to every agent of the job's allocation; unknown-job answers are fine."""
+        from spur.controller.duties import AgentPool
+
         async with AgentPool() as pool:
-            for a in targets:
+            for a in job.allocation:
                 node = self.ctl.state.nodes[a.node]
                 stub = await pool.stub(node.address, node.port)
-                await stub.SignalJob(pb.SignalJobRequest(job_id=job.job_id, signal=signal), timeout=10)
-        return pb.CancelJobResponse(state=job.state.value)
+                try:
+                    await stub.SignalJob(request, timeout=10)
+                except RpcError as exc:
+                    if exc.code is not StatusCode.NOT_FOUND:
+                        raise
+
+    async def UpdateJob(self, request: pb.UpdateJobRequest, context: CallContext) -> pb.UpdateJobResponse:
+        ident = _caller(context)
+
+        def opt(name: str):
+            return getattr(request, name) if request.HasField(name) else None
+
+        action = request.action.lower()
+        cmd = c.UpdateJob(
+            job_id=request.job_id,
+            requester_uid=ident.uid,
+            time=self.ctl.clock.wall(),
+            array_task_id=opt("array_task_id"),
+            time_limit_secs=opt("time_limit_secs"),
+            partition=opt("partition"),
+            priority=opt("priority"),
+            nice=opt("nice"),
+            name=opt("name"),
+            comment=opt("comment"),
+            action=action,
+        )
+        ids = await self.ctl.propose(cmd)
+        if action in ("suspend", "resume"):
+            for job_id in ids:
+                job = self.ctl.state.jobs[job_id]
+                await self._tell_agents(job, pb.SignalJobRequest(job_id=job_id, action=action))
+        self.ctl.kick_scheduler()
+        return pb.UpdateJobResponse(job_ids=ids)
+
+    async def CreateStep(self, request: pb.CreateStepRequest, context: CallContext) -> pb.CreateStepResponse:
+        ident = _caller(context)
+        spec = convert.step_spec_from_proto(request.spec)
+        if not spec.argv:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, "a step needs a command to run")
+        step = await self.ctl.propose(c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall()))
+        job = self.ctl.state.jobs[request.job_id]
+        return pb.CreateStepResponse(step=convert.step_to_proto(step), job=convert.job_to_proto(job))
 
     # ------------------------------------------------------------------ nodes and partitions
 
@@ -225,6 +275,20 @@ class ControllerService:
         return pb.HeartbeatResponse(known=True)
 
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
+        if request.HasField("step_id"):
+            await self.ctl.propose(
+                c.StepExited(
+                    job_id=request.job_id,
+                    step_id=request.step_id,
+                    node=request.node,
+                    exit_code=request.exit_code,
+                    signal=request.signal,
+                    end_time=request.end_time or self.ctl.clock.wall(),
+                    cancelled=request.cancelled,
+                    launch_failed=request.launch_failed,
+                )
+            )
+            return pb.Empty()
         await self.ctl.propose(
             c.JobExited(
                 job_id=request.job_id,

@@ -187,6 +187,8 @@ class Job:
     eligible_time: float = 0.0
     # Held by an administrator (scontrol hold as root) rather than by the user.
     held_by_admin: bool = False
+    # scontrol requeuehold on a running job: hold it once it is back in the queue.
+    requeue_hold: bool = False
     steps: list[Step] = field(default_factory=list)
     next_step_id: int = 0
     suspend_time: float = 0.0

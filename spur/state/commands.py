@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from spur.core.job import JobSpec, Node, NodeAllocation, Partition
+from spur.core.job import JobSpec, Node, NodeAllocation, Partition, StepSpec
 from spur.core.serde import from_plain, to_plain
 
 
@@ -90,9 +90,49 @@ class LaunchFailed:
 
 @dataclass
 class CancelJob:
+    """Cancel a job; an array job id cancels every task unless ``array_task_id`` picks one."""
+
     job_id: int
     requester_uid: int
     time: float
+    array_task_id: int | None = None
+
+
+@dataclass
+class UpdateJob:
+    """scontrol update job / hold / release / requeue / suspend / resume (None = leave as is)."""
+
+    job_id: int
+    requester_uid: int
+    time: float
+    array_task_id: int | None = None
+    time_limit_secs: int | None = None
+    partition: str | None = None
+    priority: int | None = None
+    nice: int | None = None
+    name: str | None = None
+    comment: str | None = None
+    action: str = ""
+
+
+@dataclass
+class CreateStep:
+    job_id: int
+    spec: StepSpec
+    requester_uid: int
+    time: float
+
+
+@dataclass
+class StepExited:
+    job_id: int
+    step_id: int
+    node: str
+    exit_code: int
+    signal: int
+    end_time: float
+    cancelled: bool = False
+    launch_failed: bool = False
 
 
 @dataclass
@@ -130,6 +170,9 @@ COMMANDS: dict[str, type] = {
         JobLaunched,
         LaunchFailed,
         CancelJob,
+        UpdateJob,
+        CreateStep,
+        StepExited,
         JobExited,
         SetPendingReasons,
     )

@@ -8,6 +8,7 @@ applies the same log holds the same state, and a restart replays to the same pla
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import deque
 from dataclasses import dataclass, field
@@ -18,8 +19,10 @@ from spur.core.job import (
     Job,
     JobState,
     Node,
+    NodeAllocation,
     Partition,
     PartitionState,
+    Step,
 )
 from spur.core.serde import from_plain, to_plain
 from spur.state import commands as c
@@ -27,6 +30,8 @@ from spur.state.validation import validate_spec
 
 # Slurm's priority/basic plugin gives the first job a high priority and each later one one less.
 PRIORITY_BASE = 4294901760
+# Slurm's MaxArraySize default is 1001 (task ids 0..1000); we allow more but keep a bound.
+MAX_ARRAY_TASKS = 100_000
 
 
 @dataclass
@@ -60,6 +65,7 @@ class ClusterState:
         self.applied_index = 0
         self._usage: dict[str, Usage] = {}
         self._finished: deque[int] = deque()
+        self.array_tasks: dict[int, list[Job]] = {}
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -103,6 +109,10 @@ class ClusterState:
             (j for j in self.jobs.values() if j.state.is_terminal), key=lambda j: (j.end_time, j.job_id)
         )
         self._finished = deque(j.job_id for j in done)
+        self.array_tasks = {}
+        for job in sorted(self.jobs.values(), key=lambda j: j.job_id):
+            if job.array_job_id:
+                self.array_tasks.setdefault(job.array_job_id, []).append(job)
 
     # ------------------------------------------------------------------ queries
 
@@ -179,9 +189,18 @@ class ClusterState:
             job.reason = reason
         elif state is not JobState.PENDING:
             job.reason = "None"
+        for step in job.steps:
+            if not step.state.is_terminal:
+                step.state = JobState.CANCELLED if state is JobState.CANCELLED else state
+                step.end_time = end_time
         self._finished.append(job.job_id)
         while len(self._finished) > self.history_max_jobs:
-            self.jobs.pop(self._finished.popleft(), None)
+            gone = self.jobs.pop(self._finished.popleft(), None)
+            if gone is not None and gone.array_job_id:
+                tasks = self.array_tasks.get(gone.array_job_id, [])
+                tasks[:] = [t for t in tasks if t.job_id != gone.job_id]
+                if not tasks:
+                    self.array_tasks.pop(gone.array_job_id, None)
 
     def _fits(self, job: Job, alloc: list) -> str | None:
         """Why ``alloc`` cannot be granted to ``job`` now, or None when it can."""
@@ -235,23 +254,68 @@ class ClusterState:
             return Rejected(
                 "INVALID_ARGUMENT", "requested time limit is invalid (missing or exceeds some limit)"
             )
-        job_id = self.next_job_id
-        self.next_job_id += 1
-        job = Job(
-            job_id=job_id,
-            spec=spec,
-            user=cmd.user,
-            uid=cmd.uid,
-            gid=cmd.gid,
-            group=cmd.group,
-            partition=part.name,
-            time_limit_secs=limit,
-            submit_time=cmd.submit_time,
-            priority=0 if spec.hold else max(1, PRIORITY_BASE - job_id - spec.nice),
-            reason="JobHeldUser" if spec.hold else "None",
-        )
-        self.jobs[job_id] = job
-        return job_id
+        if spec.dependency:
+            from spur.state.eligibility import dependency_error
+
+            error = dependency_error(spec.dependency, self._known_ids())
+            if error:
+                return Rejected("INVALID_ARGUMENT", error)
+        task_ids: list[int | None] = [None]
+        max_running = 0
+        if spec.array:
+            from spur.core.job_options import parse_array_spec
+
+            try:
+                ids, limit_running = parse_array_spec(spec.array)
+            except ValueError as exc:
+                return Rejected("INVALID_ARGUMENT", str(exc))
+            if len(ids) > MAX_ARRAY_TASKS:
+                return Rejected("INVALID_ARGUMENT", f"job array of {len(ids)} tasks exceeds {MAX_ARRAY_TASKS}")
+            task_ids, max_running = list(ids), limit_running or 0
+        first = self.next_job_id
+        self.next_job_id += len(task_ids)
+        for offset, task_id in enumerate(task_ids):
+            job_id = first + offset
+            job = Job(
+                job_id=job_id,
+                spec=spec if offset == 0 else copy.deepcopy(spec),
+                user=cmd.user,
+                uid=cmd.uid,
+                gid=cmd.gid,
+                group=cmd.group,
+                partition=part.name,
+                time_limit_secs=limit,
+                submit_time=cmd.submit_time,
+                priority=0 if spec.hold else self._base_priority(job_id, spec.nice),
+                reason="JobHeldUser" if spec.hold else "None",
+                eligible_time=max(cmd.submit_time, spec.begin_time),
+            )
+            if task_id is not None:
+                job.array_job_id = first
+                job.array_task_id = task_id
+                job.array_max_running = max_running
+                job.array_task_count = len(task_ids)
+                job.array_task_min = task_ids[0]
+                job.array_task_max = task_ids[-1]
+                self.array_tasks.setdefault(first, []).append(job)
+            self.jobs[job_id] = job
+        return first
+
+    @staticmethod
+    def _base_priority(job_id: int, nice: int) -> int:
+        return max(1, PRIORITY_BASE - job_id - nice)
+
+    def _known_ids(self) -> set[int]:
+        return set(self.jobs) | set(self.array_tasks)
+
+    def resolve_targets(self, job_id: int, array_task_id: int | None = None) -> list[Job]:
+        """Jobs named by an id as Slurm reads it: a job, a whole array, or one task (A_T)."""
+        if array_task_id is not None:
+            return [j for j in self.array_tasks.get(job_id, []) if j.array_task_id == array_task_id]
+        if job_id in self.array_tasks:
+            return list(self.array_tasks[job_id])
+        job = self.jobs.get(job_id)
+        return [job] if job is not None else []
 
     def _apply_RegisterNode(self, cmd: c.RegisterNode) -> Any:
         new = cmd.node
@@ -362,20 +426,208 @@ class ClusterState:
         return True
 
     def _apply_CancelJob(self, cmd: c.CancelJob) -> Any:
+        targets = self.resolve_targets(cmd.job_id, cmd.array_task_id)
+        if not targets:
+            return Rejected("NOT_FOUND", "Invalid job id specified")
+        if any(cmd.requester_uid not in (0, j.uid) for j in targets):
+            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+        live = [j for j in targets if not j.state.is_terminal]
+        if not live:
+            return Rejected("FAILED_PRECONDITION", "Job/step already completing or completed")
+        for job in live:
+            if job.state is JobState.PENDING:
+                self._finish(job, JobState.CANCELLED, cmd.time)
+            elif job.state in (JobState.RUNNING, JobState.SUSPENDED):
+                self._stop(job, JobState.CANCELLED, cmd.time)
+        return live[0].state.value
+
+    def _stop(self, job: Job, final: JobState, when: float) -> None:
+        """Ask the agents to end a running job; it becomes ``final`` once they report it gone."""
+        if job.state is JobState.SUSPENDED:
+            job.suspended_secs += max(0.0, when - job.suspend_time)
+            job.suspend_time = 0.0
+        job.state = JobState.COMPLETING
+        job.pending_final_state = final
+        job.end_time = when
+
+    def _requeue(self, job: Job, hold: bool) -> None:
+        """Back to PENDING for a fresh allocation (resources already released)."""
+        job.state = JobState.PENDING
+        job.pending_final_state = None
+        job.allocation = []
+        job.launched = False
+        job.exited_nodes = []
+        job.start_time = job.end_time = 0.0
+        job.exit_code = job.signal = 0
+        job.restarts += 1
+        job.steps = []
+        job.next_step_id = 0
+        job.requeue_hold = False
+        if hold:
+            job.priority = 0
+            job.reason = "JobHeldUser"
+        else:
+            job.reason = "None"
+
+    def _apply_UpdateJob(self, cmd: c.UpdateJob) -> Any:
+        targets = self.resolve_targets(cmd.job_id, cmd.array_task_id)
+        if not targets:
+            return Rejected("NOT_FOUND", "Invalid job id specified")
+        admin = cmd.requester_uid == 0
+        if any(not admin and cmd.requester_uid != j.uid for j in targets):
+            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+        if cmd.priority is not None and not admin:
+            return Rejected("PERMISSION_DENIED", "Access/permission denied: only an administrator may set Priority")
+        for job in targets:
+            error = self._check_update(job, cmd, admin)
+            if error:
+                return error
+        for job in targets:
+            self._update_one(job, cmd, admin)
+        return [j.job_id for j in targets]
+
+    def _check_update(self, job: Job, cmd: c.UpdateJob, admin: bool) -> Rejected | None:
+        pending = job.state is JobState.PENDING
+        if cmd.partition is not None:
+            if not pending:
+                return Rejected("FAILED_PRECONDITION", "Job is no longer pending execution")
+            if cmd.partition not in self.partitions:
+                return Rejected("INVALID_ARGUMENT", "Invalid partition name specified")
+        if cmd.time_limit_secs is not None:
+            if not pending:
+                return Rejected(
+                    "FAILED_PRECONDITION", "Job is no longer pending execution: its time limit is fixed at launch"
+                )
+            part = self.partitions.get(cmd.partition or job.partition)
+            if part is None or (not admin and _resolve_time_limit(cmd.time_limit_secs or UNLIMITED, part) is None):
+                return Rejected("INVALID_ARGUMENT", "Requested time limit is invalid (missing or exceeds some limit)")
+        if cmd.nice is not None and cmd.nice < 0 and not admin:
+            return Rejected("PERMISSION_DENIED", "Access/permission denied: only an administrator may set a negative nice")
+        action = cmd.action
+        if action in ("hold", "uhold", "release") and not pending:
+            return Rejected("FAILED_PRECONDITION", "Job is no longer pending execution")
+        if action == "release" and job.held_by_admin and not admin:
+            return Rejected("PERMISSION_DENIED", "Access/permission denied: job held by an administrator")
+        if action in ("requeue", "requeuehold"):
+            if job.spec.interactive:
+                return Rejected("FAILED_PRECONDITION", "Only batch jobs are accepted or processed")
+            if job.state in (JobState.PENDING, JobState.COMPLETING):
+                return Rejected("FAILED_PRECONDITION", "Job is pending execution" if pending else "Job is completing")
+        if action == "suspend":
+            if not admin:
+                return Rejected("PERMISSION_DENIED", "Access/permission denied: suspend requires an administrator")
+            if job.state is not JobState.RUNNING or not job.launched:
+                return Rejected("FAILED_PRECONDITION", "Job is not running")
+        if action == "resume":
+            if not admin:
+                return Rejected("PERMISSION_DENIED", "Access/permission denied: resume requires an administrator")
+            if job.state is not JobState.SUSPENDED:
+                return Rejected("FAILED_PRECONDITION", "Job is not suspended")
+        if action not in ("", "hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume"):
+            return Rejected("INVALID_ARGUMENT", f"unknown job action {action!r}")
+        return None
+
+    def _update_one(self, job: Job, cmd: c.UpdateJob, admin: bool) -> None:
+        if cmd.partition is not None:
+            job.partition = cmd.partition
+        if cmd.time_limit_secs is not None:
+            part = self.partitions[job.partition]
+            job.time_limit_secs = _resolve_time_limit(cmd.time_limit_secs, part) or cmd.time_limit_secs
+        if cmd.name is not None:
+            job.spec.name = cmd.name
+        if cmd.comment is not None:
+            job.spec.comment = cmd.comment
+        if cmd.nice is not None:
+            job.spec.nice = cmd.nice
+            if job.priority:
+                job.priority = self._base_priority(job.job_id, cmd.nice)
+        if cmd.priority is not None:
+            job.priority = max(0, cmd.priority)
+            job.reason = "JobHeldAdmin" if job.priority == 0 else job.reason
+        action = cmd.action
+        if action in ("hold", "uhold"):
+            job.priority = 0
+            job.held_by_admin = admin and action == "hold"
+            job.reason = "JobHeldAdmin" if job.held_by_admin else "JobHeldUser"
+        elif action == "release":
+            if job.priority == 0:
+                job.priority = self._base_priority(job.job_id, job.spec.nice)
+            job.held_by_admin = False
+            job.reason = "None"
+        elif action in ("requeue", "requeuehold"):
+            hold = action == "requeuehold"
+            if job.state.is_terminal:
+                self._finished = deque(i for i in self._finished if i != job.job_id)
+                self._requeue(job, hold)
+            else:
+                self._stop(job, JobState.PENDING, cmd.time)
+                job.requeue_hold = hold
+        elif action == "suspend":
+            job.state = JobState.SUSPENDED
+            job.suspend_time = cmd.time
+        elif action == "resume":
+            job.suspended_secs += max(0.0, cmd.time - job.suspend_time)
+            job.suspend_time = 0.0
+            job.state = JobState.RUNNING
+
+    def _apply_CreateStep(self, cmd: c.CreateStep) -> Any:
         job = self.jobs.get(cmd.job_id)
         if job is None:
             return Rejected("NOT_FOUND", "Invalid job id specified")
         if cmd.requester_uid not in (0, job.uid):
             return Rejected("PERMISSION_DENIED", "Access/permission denied")
-        if job.state.is_terminal:
-            return Rejected("FAILED_PRECONDITION", "Job/step already completing or completed")
-        if job.state is JobState.PENDING:
-            self._finish(job, JobState.CANCELLED, cmd.time)
-        elif job.state is JobState.RUNNING:
-            job.state = JobState.COMPLETING
-            job.pending_final_state = JobState.CANCELLED
-            job.end_time = cmd.time
-        return job.state.value
+        if job.state is not JobState.RUNNING or not job.launched:
+            return Rejected("FAILED_PRECONDITION", "Job is not running: cannot create a step")
+        spec = cmd.spec
+        nodes = list(job.allocation)
+        if spec.nodelist:
+            wanted = set(spec.nodelist)
+            nodes = [a for a in nodes if a.node in wanted]
+            if len(nodes) != len(wanted):
+                return Rejected("INVALID_ARGUMENT", "Requested nodes are not part of the job's allocation")
+        if spec.num_nodes > len(nodes):
+            return Rejected(
+                "INVALID_ARGUMENT",
+                f"Requested node configuration is not available: {spec.num_nodes} nodes asked, "
+                f"{len(nodes)} in the allocation",
+            )
+        tasks = spec.num_tasks or (spec.num_nodes or len(nodes))
+        count = spec.num_nodes or min(len(nodes), tasks)
+        if tasks < count:
+            return Rejected("INVALID_ARGUMENT", f"fewer tasks ({tasks}) than nodes ({count})")
+        chosen = nodes[:count]
+        per_node = [tasks // count + (1 if i < tasks % count else 0) for i in range(count)]
+        cpt = spec.cpus_per_task or job.spec.cpus_per_task
+        allocation = [
+            NodeAllocation(node=a.node, cpus=min(a.cpus, n * cpt), mem_mb=a.mem_mb, gpus=list(a.gpus), tasks=n)
+            for a, n in zip(chosen, per_node, strict=True)
+        ]
+        step = Step(step_id=job.next_step_id, spec=spec, start_time=cmd.time, allocation=allocation)
+        job.next_step_id += 1
+        job.steps.append(step)
+        return step
+
+    def _apply_StepExited(self, cmd: c.StepExited) -> Any:
+        job = self.jobs.get(cmd.job_id)
+        if job is None:
+            return False
+        step = next((st for st in job.steps if st.step_id == cmd.step_id), None)
+        if step is None or step.state.is_terminal or cmd.node not in {a.node for a in step.allocation}:
+            return False
+        if cmd.node not in step.exited_nodes:
+            step.exited_nodes.append(cmd.node)
+        step.exit_code = max(step.exit_code, cmd.exit_code)
+        step.signal = step.signal or cmd.signal
+        if len(step.exited_nodes) < len(step.allocation) and not cmd.launch_failed:
+            return True
+        if cmd.cancelled:
+            step.state = JobState.CANCELLED
+        elif step.exit_code or step.signal or cmd.launch_failed:
+            step.state = JobState.FAILED
+        else:
+            step.state = JobState.COMPLETED
+        step.end_time = cmd.end_time
+        return True
 
     def _apply_JobExited(self, cmd: c.JobExited) -> Any:
         job = self.jobs.get(cmd.job_id)
@@ -385,7 +637,12 @@ class ClusterState:
             job.exited_nodes.append(cmd.node)
         job.exit_code = max(job.exit_code, cmd.exit_code)
         job.signal = job.signal or cmd.signal
-        if job.spec.interactive and len(job.exited_nodes) < len(job.allocation) and not cmd.launch_failed:
+        waits_for_all = job.spec.interactive and not job.spec.allocation_only
+        if waits_for_all and len(job.exited_nodes) < len(job.allocation) and not cmd.launch_failed:
+            return True
+        if job.pending_final_state is JobState.PENDING:  # requeue: the processes are gone, start over
+            self._release(job)
+            self._requeue(job, job.requeue_hold)
             return True
         if job.pending_final_state is not None:
             final, reason = job.pending_final_state, None

@@ -41,12 +41,40 @@ def pending_view(job: Job) -> PendingView:
     )
 
 
-def is_eligible(job: Job) -> bool:
-    """Pending, not held. (Dependencies and begin times join here when they exist.)"""
-    return job.state is JobState.PENDING and job.priority > 0
+def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int, str]]:
+    """Pending jobs the scheduler may start now, and Slurm's reason for every other pending job.
+
+    An array with a ``%N`` limit offers at most N minus its running tasks, lowest task ids first.
+    """
+    from spur.state.eligibility import ARRAY_LIMIT, ineligible_reason
+
+    running_per_array: dict[int, int] = {}
+    for job in state.jobs.values():
+        if job.array_job_id and job.state.holds_resources:
+            running_per_array[job.array_job_id] = running_per_array.get(job.array_job_id, 0) + 1
+    offered = dict(running_per_array)
+    eligible: list[Job] = []
+    blocked: dict[int, str] = {}
+    for job in sorted((j for j in state.jobs.values() if j.state is JobState.PENDING), key=lambda j: j.job_id):
+        reason = ineligible_reason(job, state.jobs, state.array_tasks, running_per_array, now)
+        if reason is None and job.array_max_running:
+            if offered.get(job.array_job_id, 0) >= job.array_max_running:
+                reason = ARRAY_LIMIT
+            else:
+                offered[job.array_job_id] = offered.get(job.array_job_id, 0) + 1
+        if reason is None:
+            eligible.append(job)
+        else:
+            blocked[job.job_id] = reason
+    return eligible, blocked
 
 
-def build_snapshot(state: ClusterState, now: float, *, max_job_test: int = 0) -> SchedSnapshot:
+def build_snapshot(
+    state: ClusterState, now: float, *, max_job_test: int = 0, eligible: list[Job] | None = None
+) -> SchedSnapshot:
+    """The plugin's view; ``eligible`` defaults to ``eligible_jobs(state, now)[0]``."""
+    if eligible is None:
+        eligible = eligible_jobs(state, now)[0]
     part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
     node_parts: dict[str, list[str]] = {}
     for pname, names in part_nodes.items():
@@ -84,7 +112,7 @@ def build_snapshot(state: ClusterState, now: float, *, max_job_test: int = 0) ->
         for j in state.jobs.values()
         if j.state.holds_resources
     )
-    pending = tuple(pending_view(j) for j in state.jobs.values() if is_eligible(j))
+    pending = tuple(pending_view(j) for j in eligible)
     partitions = tuple(
         PartitionView(name=p.name, nodes=tuple(part_nodes[p.name]), up=p.state is PartitionState.UP)
         for p in state.partitions.values()

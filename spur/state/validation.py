@@ -16,7 +16,7 @@ def validate_spec(spec: JobSpec) -> str | None:
     if spec.time_limit_secs < 0 and spec.time_limit_secs != UNLIMITED:
         return f"invalid time limit {spec.time_limit_secs}"
     if spec.interactive:
-        if not spec.argv:
+        if not spec.argv and not spec.allocation_only:
             return "no command given to run"
     elif not spec.script:
         return "batch job has no script"
