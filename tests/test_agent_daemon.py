@@ -33,6 +33,7 @@ class FakeController:
     registrations: list[pb.RegisterNodeRequest] = field(default_factory=list)
     heartbeats: list[pb.HeartbeatRequest] = field(default_factory=list)
     reports: list[pb.JobStatusReport] = field(default_factory=list)
+    jobs: dict[int, pb.JobInfo] = field(default_factory=dict)  # what GetJobs answers
     changed: trio.Event = field(default_factory=trio.Event)
 
     def _notify(self) -> None:
@@ -55,6 +56,9 @@ class FakeController:
         self.reports.append(request)
         self._notify()
         return pb.Empty()
+
+    async def GetJobs(self, request: pb.GetJobsRequest, context: CallContext) -> pb.GetJobsResponse:
+        return pb.GetJobsResponse(jobs=[self.jobs[i] for i in request.job_ids if i in self.jobs])
 
     async def wait_until(self, predicate) -> None:  # type: ignore[no-untyped-def]
         while not predicate():
@@ -134,8 +138,9 @@ async def cluster(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Cluste
 
 
 @contextlib.asynccontextmanager
-async def agent(port: int) -> AsyncIterator[object]:
-    async with open_channel(f"127.0.0.1:{port}", connect_timeout=5) as ch:
+async def agent(port: int, metadata: dict[str, str] | None = None) -> AsyncIterator[object]:
+    provider = (lambda: metadata) if metadata is not None else None
+    async with open_channel(f"127.0.0.1:{port}", connect_timeout=5, metadata_provider=provider) as ch:
         yield agent_stub(ch)
 
 
@@ -332,3 +337,95 @@ def test_bad_flag_exits_2(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "spurd: error: invalid --memory-mb 0: must be at least 1"
+
+
+def _step_job(job_id: int, work: Path, *, uid: int, tasks: int) -> pb.JobInfo:
+    return pb.JobInfo(
+        job_id=job_id,
+        user="someone",
+        uid=uid,
+        gid=os.getgid(),
+        state="RUNNING",
+        time_limit_secs=-1,
+        spec=pb.JobSpec(name="alloc", work_dir=str(work), interactive=True, allocation_only=True),
+        allocation=[pb.NodeAllocation(node="node1", cpus=2, tasks=1)],
+        steps=[pb.StepInfo(step_id=0, allocation=[pb.NodeAllocation(node="node1", cpus=2, tasks=tasks)])],
+    )
+
+
+async def test_launch_step_over_rpc(cluster: Cluster, log_on_failure: None) -> None:
+    from spur.auth.identity import Identity, identity_metadata
+
+    me = os.getuid()
+    cluster.controller.jobs[20] = _step_job(20, cluster.work, uid=me, tasks=2)
+    cluster.controller.jobs[21] = _step_job(21, cluster.work, uid=me, tasks=1)
+    stranger = identity_metadata(Identity(me + 4242, me + 4242, "stranger", "stranger"))
+    argv = ["sh", "-c", "echo step-$SLURM_STEP_ID-task-$SLURM_PROCID; exit 6"]
+    with trio.fail_after(TIMEOUT):
+        cluster.start_agent()
+        reg = await cluster.registered(1)
+        async with agent(reg.port, identity_metadata()) as stub:
+            # The caller claims one task and uid 0; the controller's record (2 tasks, our uid) wins.
+            claimed = _step_job(20, cluster.work, uid=0, tasks=1)
+            request = pb.LaunchStepRequest(job=claimed, step=claimed.steps[0], node="node1", first_task=0)
+            request.step.spec.argv.extend(argv)
+            assert not (await stub.LaunchStep(request, timeout=10)).already_running
+            chunks = await _drain(
+                stub.StreamOutput(pb.StreamOutputRequest(job_id=20, step_id=0, follow=True), timeout=10)
+            )
+            assert sorted(c.data for c in chunks if c.stream == "stdout") == [
+                b"step-0-task-0\n",
+                b"step-0-task-1\n",
+            ]
+            assert chunks[-1].stream == "exit" and chunks[-1].exit_code == 6
+            await cluster.controller.wait_until(
+                lambda: any(r.job_id == 20 for r in cluster.controller.reports)
+            )
+            report = next(r for r in cluster.controller.reports if r.job_id == 20)
+            assert report.HasField("step_id") and (report.step_id, report.exit_code) == (0, 6)
+            assert (await stub.LaunchStep(request, timeout=10)).already_running
+
+            other = pb.LaunchStepRequest(job=claimed, step=claimed.steps[0], node="node1")
+            other.step.spec.argv.extend(argv)
+            other.job.job_id = 404
+            with pytest.raises(RpcError) as exc:
+                await stub.LaunchStep(other, timeout=10)
+            assert exc.value.code == StatusCode.NOT_FOUND, exc.value.message
+            other.job.job_id = 21
+            async with agent(reg.port, stranger) as stranger_stub:
+                with pytest.raises(RpcError) as exc:
+                    await stranger_stub.LaunchStep(other, timeout=10)
+            assert exc.value.code == StatusCode.PERMISSION_DENIED, exc.value.message
+            with pytest.raises(RpcError) as exc:
+                await stub.SignalJob(pb.SignalJobRequest(job_id=20, action="freeze"), timeout=5)
+            assert exc.value.code == StatusCode.INVALID_ARGUMENT
+
+
+async def test_suspend_and_resume_over_rpc(cluster: Cluster, log_on_failure: None) -> None:
+    with trio.fail_after(TIMEOUT):
+        cluster.start_agent()
+        reg = await cluster.registered(1)
+        async with agent(reg.port) as stub:
+            await stub.LaunchJob(job_request(22, cluster.work, script=WAIT_RELEASE), timeout=10)
+            await wait_for_text(cluster.work / "spur-22.out", "started")
+            tasks = None
+            while tasks is None:
+                tasks = JobDir(cluster.state_dir / "jobs" / "22").read("tasks.json")
+                await trio.sleep(0.02)
+            pgid = tasks["pgid"]
+            await stub.SignalJob(pb.SignalJobRequest(job_id=22, action="suspend"), timeout=5)
+            while _state(pgid) != "T":
+                await trio.sleep(0.02)
+            await stub.SignalJob(pb.SignalJobRequest(job_id=22, action="resume"), timeout=5)
+            while _state(pgid) not in "SR":
+                await trio.sleep(0.02)
+            await stub.SignalJob(pb.SignalJobRequest(job_id=22, action="requeue", grace_secs=0.3), timeout=5)
+            await cluster.controller.wait_until(
+                lambda: any(r.job_id == 22 for r in cluster.controller.reports)
+            )
+    report = next(r for r in cluster.controller.reports if r.job_id == 22)
+    assert report.message == "requeued" and not report.cancelled
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -221,3 +221,52 @@ def test_non_root_agent_refuses_other_users() -> None:
 def test_unknown_uid_is_refused() -> None:
     with pytest.raises(LaunchError, match="user id 3999999 .* does not exist on node n1"):
         resolve_user(3999999, "ghost", euid=0, node="n1")
+
+
+# ---------------------------------------------------------------- arrays and steps
+
+
+def test_array_task_step_from_the_array_spec() -> None:
+    from spur.agent.environment import array_task_step
+
+    assert array_task_step("0-15:4%2") == 4
+    assert array_task_step("1,3,5") == 2
+    assert array_task_step("1,2,5") == 1
+    assert array_task_step("7") == 1
+
+
+def test_step_environment_describes_the_step() -> None:
+    from spur.agent.environment import build_step_environment
+
+    step = pb.StepInfo(
+        step_id=2,
+        spec=pb.StepSpec(argv=["x"], cpus_per_task=2, environment={"FROM_SRUN": "1", "SLURM_STEP_ID": "9"}),
+        allocation=[pb.NodeAllocation(node="n2", cpus=4, tasks=3, gpus=[0])],
+    )
+    env = build_step_environment(
+        _job(),
+        step,
+        node="n2",
+        cluster_name="lab",
+        nodelist="n[1-3]",
+        step_nodelist="n2",
+        gpu_ordinals=ORDINALS,
+    )
+    assert env["FROM_SRUN"] == "1"
+    assert (env["SLURM_STEP_ID"], env["SLURM_NODEID"], env["SLURM_NTASKS"], env["SLURM_NNODES"]) == (
+        "2",
+        "0",
+        "3",
+        "1",
+    )
+    assert (env["SLURM_NODELIST"], env["SLURM_JOB_NODELIST"], env["SLURM_JOB_NUM_NODES"]) == (
+        "n2",
+        "n[1-3]",
+        "3",
+    )
+    assert env["SLURM_CPUS_PER_TASK"] == "2"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"  # the step's GPU on this node
+    with pytest.raises(ValueError, match="step 42.2"):
+        build_step_environment(
+            _job(), step, node="n1", cluster_name="lab", nodelist="n[1-3]", step_nodelist="n2"
+        )

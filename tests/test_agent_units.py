@@ -220,7 +220,7 @@ async def test_reporter_retries_with_backoff_until_acknowledged(
         if len(attempts) < 5:
             raise RpcError(StatusCode.UNAVAILABLE, "controller down")
 
-    reporter = Reporter(send, acked.append, initial_backoff=1, max_backoff=4)
+    reporter = Reporter(send, lambda r: acked.append(r.job_id), initial_backoff=1, max_backoff=4)
     async with trio.open_nursery() as nursery:
         await nursery.start(reporter.run)
         reporter.submit(pb.JobStatusReport(job_id=9, exit_code=2))
@@ -241,7 +241,7 @@ async def test_reporter_drops_reports_the_controller_rejects(autojump_clock: tri
         if report.job_id == 1:
             raise RpcError(StatusCode.NOT_FOUND, "no job 1")
 
-    reporter = Reporter(send, acked.append)
+    reporter = Reporter(send, lambda r: acked.append(r.job_id))
     async with trio.open_nursery() as nursery:
         await nursery.start(reporter.run)
         reporter.submit(pb.JobStatusReport(job_id=1))

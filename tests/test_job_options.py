@@ -606,3 +606,54 @@ def test_default_job_names(args: list[str], command: str, script_path: str | Non
     assert spec.argv == rest
     assert spec.time_limit_secs == 0
     assert spec.interactive == (command != "sbatch")
+
+
+# ---- issue 3: every sbatch option reaches the JobSpec ---------------------------------------------
+
+
+def test_build_job_spec_fills_array_dependency_and_control_fields() -> None:
+    opts, _ = parse_job_options(
+        [
+            "--array=0-19%4",
+            "--dependency=afterok:12:13",
+            "--begin=now+1hour",
+            "--no-requeue",
+            "--signal=B:USR1@90",
+            "--open-mode=append",
+            "--qos=high",
+            "--wckey=proj",
+            "--gpus-per-task=2",
+            "--kill-on-invalid-dep=yes",
+            "--ntasks-per-gpu=3",
+            "--hold",
+        ]
+    )
+    spec = build_job_spec(opts, script="#!/bin/sh\n", argv=[], cwd="/w", environ={}, now=1_700_000_000.0)
+    assert (spec.array, spec.dependency, spec.begin_time) == ("0-19%4", "afterok:12:13", 1_700_003_600.0)
+    assert (spec.no_requeue, spec.signal, spec.open_mode) == (True, "B:USR1@90", "append")
+    assert (spec.qos, spec.wckey, spec.gpus_per_task) == ("high", "proj", 2)
+    assert (spec.kill_on_invalid_dep, spec.ntasks_per_gpu, spec.hold) == (True, 3, True)
+    assert spec.allocation_only is False
+
+
+def test_requeue_defaults_and_salloc_allocation_only() -> None:
+    spec = build_job_spec(parse_job_options(["--requeue"])[0], script="", argv=[], cwd="/w", environ={})
+    assert spec.no_requeue is False and spec.begin_time == 0.0
+    salloc_opts, _ = parse_job_options(["-N2"], command="salloc")
+    salloc = build_job_spec(salloc_opts, script="", argv=[], cwd="/w", environ={}, command="salloc")
+    assert salloc.allocation_only and salloc.interactive
+
+
+@pytest.mark.parametrize(("text", "mb"), [("2GB", 2048), ("512MB", 512), ("1gb", 1024), ("4G", 4096)])
+def test_memory_accepts_unit_with_b_suffix(text: str, mb: int) -> None:
+    opts, _ = parse_job_options([f"--mem={text}"])
+    assert opts.mem_mb == mb
+
+
+def test_memory_rejects_bare_b_suffix() -> None:
+    with pytest.raises(JobOptionError, match="Invalid --mem specification: 12B"):
+        parse_job_options(["--mem=12B"])
+
+
+def test_wckey_from_environment() -> None:
+    assert options_from_env({"SBATCH_WCKEY": "w1"}).wckey == "w1"

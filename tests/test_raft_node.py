@@ -69,10 +69,12 @@ async def test_propose_commits_and_returns_the_apply_result(tmp_path: Path) -> N
             "role": "leader",
             "term": 1,
             "leader_id": 1,
+            "leader_hint": None,
             "commit_index": 2,
             "applied_index": 2,
             "last_log_index": 2,
             "snapshot_index": 0,
+            "members": 1,
         }
     assert sm.applied == [1, 2]
 
@@ -136,13 +138,19 @@ async def test_invalid_proposals(tmp_path: Path) -> None:
         assert node.last_log_index == 0
 
 
-def test_multi_member_groups_are_refused(tmp_path: Path) -> None:
+def test_bad_settings_are_refused_with_one_clear_error(tmp_path: Path) -> None:
     storage = RaftStorage(tmp_path)
     peers = ["ctl1:6821", "ctl2:6821"]
-    with pytest.raises(NotImplementedError, match="multi-member"):
-        RaftNode(node_id=1, storage=storage, state_machine=Counter(), peers=peers)
+    with pytest.raises(ValueError, match=r"node_id 3 is not a position in peers .* \(1\.\.2\)"):
+        RaftNode(node_id=3, storage=storage, state_machine=Counter(), peers=peers)
     with pytest.raises(ValueError, match=r"node_id 2 is not a position in peers \['ctl1:6821'\]"):
         RaftNode(node_id=2, storage=storage, state_machine=Counter(), peers=peers[:1])
+    with pytest.raises(ValueError, match="port must be a number"):
+        RaftNode(node_id=1, storage=storage, state_machine=Counter(), peers=["ctl1:x", "ctl2:6821"])
+    with pytest.raises(ValueError, match="heartbeat_interval"):
+        RaftNode(node_id=1, storage=storage, state_machine=Counter(), heartbeat_interval=1.5)
+    with pytest.raises(ValueError, match="election_timeout"):
+        RaftNode(node_id=1, storage=storage, state_machine=Counter(), election_timeout=(2.0, 1.0))
     storage.close()
 
 

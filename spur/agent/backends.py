@@ -31,8 +31,9 @@ class Backend(Protocol):
         """Start the shim for ``jobdir``; return (identity or None, child handle or None)."""
         ...
 
-    async def kill_all(self, job_id: int, signum: int) -> None:
-        """Best effort: deliver ``signum`` to every process of the job the backend can reach."""
+    async def kill_all(self, job_id: int, signum: int, step_id: int | None = None) -> None:
+        """Best effort: deliver ``signum`` to every process of the job (or its step ``step_id``) the
+        backend can reach."""
         ...
 
 
@@ -74,7 +75,7 @@ class ProcessBackend:
         jobdir.write("launch.json", ident)
         return ident, child
 
-    async def kill_all(self, job_id: int, signum: int) -> None:
+    async def kill_all(self, job_id: int, signum: int, step_id: int | None = None) -> None:
         return None
 
 

@@ -1,21 +1,33 @@
-"""spurd's job supervision: launch, watch, signal, time limits, final status, re-adoption.
+"""spurd's job supervision: launch, watch, signal, suspend, time limits, final status, re-adoption.
 
-One :class:`Executor` per agent. Every job has a job dir (:mod:`spur.agent.jobdir`) and, while it runs,
-a supervision task that waits on a pidfd of the job's shim (works for shims adopted from an earlier
-agent, which are not our children) and enforces the time limit. When the shim is gone the executor
-derives a ``JobStatusReport`` (from exit.json and kill.json), persists it as report.json and hands it to
-``on_final`` (the reporter), which calls :meth:`Executor.mark_reported` once the controller has it.
+One :class:`Executor` per agent. It supervises *units*, keyed ``(job_id, step_id)``: a job's batch
+script or interactive tasks (``step_id`` None) and each job step srun started on this node
+(``step_id`` N). Every unit has a job dir (:mod:`spur.agent.jobdir`) and, while it runs, a supervision
+task that waits on a pidfd of the unit's shim (works for shims adopted from an earlier agent, which
+are not our children) and enforces the job's time limit. When the shim is gone the executor derives a
+``JobStatusReport`` (from exit.json and kill.json; ``step_id`` set for a step), persists it as
+report.json and hands it to ``on_final`` (the reporter), which calls :meth:`Executor.mark_reported`
+once the controller has it.
 
 Contracts:
 
-- ``launch`` is idempotent per job id: a job this agent runs, ran, or still remembers returns
-  ``already_running=True`` and starts nothing.
+- ``launch`` is idempotent per job id and ``launch_step`` per (job id, step id): a unit this agent
+  runs, ran, or still remembers returns ``already_running=True`` and starts nothing. A step may be
+  launched whether or not this agent runs anything else of the job (salloc allocations, other nodes
+  of a batch job).
+- When a job's batch script (or interactive tasks) ends, the job's steps still running here are
+  cancelled (the job is over).
+- Suspend (SIGSTOP) / resume (SIGCONT) act on every unit of the job; suspended time does not count
+  toward the time limit (:mod:`spur.agent.suspension`).
+- ``--signal=[B:]SIG@secs``: SIG goes to a unit ``secs`` before its time limit; the launch spec says
+  which units get it (B: the batch script only; otherwise the steps, as Slurm does).
+- Requeue is a cancel whose report says ``message="requeued"`` and ``cancelled=False``.
 - A launch the job's user caused to fail raises :class:`~spur.agent.launchspec.LaunchError` *after*
   recording a launch-failed final status (exit code 1 with the message), which is reported like any
   other end of a job.
-- Time limit: counted from the job's start time; at the limit the job's process group gets SIGTERM, and
-  SIGKILL ``kill_grace`` seconds later; the report says ``timed_out``. Cancel (signal 0) is the same
-  sequence and says ``cancelled``. Any other signal is delivered as is.
+- Time limit: counted from the job's start time; at the limit the unit's process group gets SIGTERM,
+  and SIGKILL ``kill_grace`` seconds later; the report says ``timed_out``. Cancel (signal 0) is the
+  same sequence and says ``cancelled``. Any other signal is delivered as is.
 - Restarting spurd never kills jobs: on start every job dir without an acknowledged report is adopted.
 """
 
@@ -37,12 +49,21 @@ from google.protobuf import json_format
 
 from spur.agent.backends import Backend, BackendError
 from spur.agent.environment import GpuOrdinal
-from spur.agent.jobdir import JobDir, process_matches
-from spur.agent.launchspec import LaunchError, LaunchSpec, build_launch_spec, check_paths, resolve_user
+from spur.agent.jobdir import JobDir, dir_name, parse_dir_name, process_matches
+from spur.agent.launchspec import (
+    LaunchError,
+    LaunchSpec,
+    UserInfo,
+    build_launch_spec,
+    build_step_launch_spec,
+    check_paths,
+    resolve_user,
+)
+from spur.agent.suspension import SuspensionBook
 from spur.core.clock import Clock
 from spur.rpc.proto import spur_pb2
 
-__all__ = ["Executor", "TrackedJob", "UnknownJob"]
+__all__ = ["Executor", "TrackedJob", "UnitKey", "UnknownJob"]
 
 log = logging.getLogger("spur.agent.executor")
 
@@ -51,20 +72,26 @@ _POLL = 0.02
 _TOMBSTONE_TTL = 7 * 86400
 
 
+UnitKey = tuple[int, int | None]  # (job_id, step_id or None for the batch script / interactive tasks)
+
+REQUEUED = "requeued"
+
+
 class UnknownJob(Exception):
-    """No job with this id on this agent."""
+    """No job (or step) with this id on this agent."""
 
 
 @dataclass(eq=False)
 class TrackedJob:
-    """A job this agent knows about (running or finished and not yet cleaned up)."""
+    """A unit (job or step) this agent knows about (running or finished and not yet cleaned up)."""
 
     job_id: int
     jobdir: JobDir
     spec: LaunchSpec | None
+    step_id: int | None = None
     shim: dict[str, Any] | None = None  # identity of the shim process
     child: Any = None  # Popen when this agent started the shim
-    kill_reason: str | None = None  # "cancel" | "timeout" once termination began
+    kill_reason: str | None = None  # "cancel" | "timeout" | "requeue" once termination began
     report: spur_pb2.JobStatusReport | None = None
     finished: trio.Event = field(default_factory=trio.Event)
     nursery: trio.Nursery | None = None
@@ -72,8 +99,21 @@ class TrackedJob:
     streamed: bool = False
 
     @property
+    def key(self) -> UnitKey:
+        return (self.job_id, self.step_id)
+
+    @property
+    def name(self) -> str:
+        return f"job {self.job_id}" if self.step_id is None else f"step {self.job_id}.{self.step_id}"
+
+    @property
     def interactive(self) -> bool:
         return bool(self.spec and self.spec.interactive)
+
+    @property
+    def captures_output(self) -> bool:
+        """Output is kept in the job dir until a client streamed it (interactive jobs, streamed steps)."""
+        return bool(self.spec and self.spec.captures_output)
 
     @property
     def start_time(self) -> float:
@@ -112,7 +152,8 @@ class Executor:
         self.cluster_name = cluster_name
         self.clock = clock or Clock()
         self.interactive_retention = interactive_retention
-        self._jobs: dict[int, TrackedJob] = {}
+        self.suspensions = SuspensionBook(state_dir / "suspend")
+        self._jobs: dict[UnitKey, TrackedJob] = {}
         self._nursery: trio.Nursery | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -124,9 +165,11 @@ class Executor:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._prune_tombstones()
-            for path in sorted(self.jobs_dir.iterdir(), key=lambda p: p.name):
-                if path.name.isdigit() and path.is_dir():
-                    await self._adopt(JobDir(path))
+            found = [(parse_dir_name(p.name), p) for p in self.jobs_dir.iterdir() if p.is_dir()]
+            for _key, path in sorted(
+                ((k, p) for k, p in found if k is not None), key=lambda kp: (kp[0][0], kp[0][1] or -1)
+            ):
+                await self._adopt(JobDir(path))
             task_status.started()
             await trio.sleep_forever()
 
@@ -139,20 +182,26 @@ class Executor:
 
     # ------------------------------------------------------------------ queries
 
-    def get(self, job_id: int) -> TrackedJob:
-        job = self._jobs.get(job_id)
+    def get(self, job_id: int, step_id: int | None = None) -> TrackedJob:
+        job = self._jobs.get((job_id, step_id))
         if job is None:
-            raise UnknownJob(f"job {job_id} is not known on node {self.node_name}")
+            what = f"job {job_id}" if step_id is None else f"step {job_id}.{step_id}"
+            raise UnknownJob(f"{what} is not known on node {self.node_name}")
         return job
 
     def jobs(self) -> list[TrackedJob]:
-        return sorted(self._jobs.values(), key=lambda j: j.job_id)
+        return sorted(self._jobs.values(), key=lambda j: (j.job_id, -1 if j.step_id is None else j.step_id))
+
+    def units_of(self, job_id: int) -> list[TrackedJob]:
+        """Every unit of ``job_id`` this agent tracks (batch/interactive first, then steps)."""
+        return [j for j in self.jobs() if j.job_id == job_id]
 
     def running_job_ids(self) -> list[int]:
-        return [j.job_id for j in self.jobs() if not j.finished.is_set()]
+        """Jobs with anything still running here (a batch script, tasks or a step)."""
+        return sorted({j.job_id for j in self._jobs.values() if not j.finished.is_set()})
 
-    def knows(self, job_id: int) -> bool:
-        return job_id in self._jobs or (self.tombstones / str(job_id)).exists()
+    def knows(self, job_id: int, step_id: int | None = None) -> bool:
+        return (job_id, step_id) in self._jobs or (self.tombstones / dir_name(job_id, step_id)).exists()
 
     # ------------------------------------------------------------------ launch
 
@@ -161,48 +210,87 @@ class Executor:
 
         Raises LaunchError (user-caused, final status recorded) or BackendError (agent-side, recorded).
         """
+        script = "" if request.job.spec.interactive else request.job.spec.script
+        return await self._start_unit(
+            request.job.job_id, None, lambda: self._resolve(request), script, request.job.suspended_secs
+        )
+
+    async def launch_step(self, request: spur_pb2.LaunchStepRequest) -> bool:
+        """Start this node's tasks of the step of ``request``; return True when it was already known.
+
+        Raises LaunchError (user-caused, final status recorded) or BackendError (agent-side, recorded).
+        """
+        return await self._start_unit(
+            request.job.job_id,
+            request.step.step_id,
+            lambda: self._resolve_step(request),
+            "",
+            request.job.suspended_secs,
+        )
+
+    async def _start_unit(
+        self,
+        job_id: int,
+        step_id: int | None,
+        resolve: Callable[[], LaunchSpec],
+        script: str,
+        suspended_secs: float,
+    ) -> bool:
         assert self._nursery is not None, "Executor.run() is not running"
-        job_id = request.job.job_id
-        if self.knows(job_id):
+        if self.knows(job_id, step_id):
             return True
-        jobdir = JobDir(self.jobs_dir / str(job_id))
+        jobdir = JobDir(self.jobs_dir / dir_name(job_id, step_id))
         if jobdir.exists():  # left by a launch that was interrupted before tracking began
             await self._adopt(jobdir)
             return True
-        job = TrackedJob(job_id, jobdir, None)
-        self._jobs[job_id] = job  # reserve the id before any await
+        job = TrackedJob(job_id, jobdir, None, step_id)
+        self._jobs[job.key] = job  # reserve the key before any await
         try:
             try:
                 jobdir.create()
-                spec = self._resolve(request)
+                spec = resolve()
                 job.spec = spec
                 jobdir.write("spec.json", spec.to_json())
                 check_paths(spec)
-                if not spec.interactive:
-                    self._write_script(jobdir, request.job.spec.script, spec)
+                if script:
+                    self._write_script(jobdir, script, spec)
             except OSError as e:
                 raise BackendError(
                     f"cannot prepare the job directory {jobdir.path}: {e.strerror or e}"
                 ) from e
+            self.suspensions.note_known(job_id, suspended_secs)
             job.shim, job.child = await self.backend.start(jobdir, spec)
         except (LaunchError, BackendError) as e:
-            log.warning("job %d: launch failed: %s", job_id, e)
+            log.warning("%s: launch failed: %s", job.name, e)
             self._finish(job, self._failure_report(job, str(e), launch_failed=True))
             raise
-        log.info("job %d: started (%s backend)", job_id, self.backend.name)
+        log.info("%s: started (%s backend)", job.name, self.backend.name)
         await self._nursery.start(self._supervise, job)
         return False
 
+    def _user(self, job: spur_pb2.JobInfo, node: str) -> UserInfo:
+        return resolve_user(job.uid, job.user, euid=os.geteuid(), node=node)
+
     def _resolve(self, request: spur_pb2.LaunchJobRequest) -> LaunchSpec:
-        euid = os.geteuid()
         node = request.node or self.node_name
-        user = resolve_user(request.job.uid, request.job.user, euid=euid, node=node)
         return build_launch_spec(
             request,
             node=node,
-            user=user,
+            user=self._user(request.job, node),
             cluster_name=self.cluster_name(),
-            euid=euid,
+            euid=os.geteuid(),
+            gpu_ordinals=self.gpu_ordinals,
+            received_at=self.clock.wall(),
+        )
+
+    def _resolve_step(self, request: spur_pb2.LaunchStepRequest) -> LaunchSpec:
+        node = request.node or self.node_name
+        return build_step_launch_spec(
+            request,
+            node=node,
+            user=self._user(request.job, node),
+            cluster_name=self.cluster_name(),
+            euid=os.geteuid(),
             gpu_ordinals=self.gpu_ordinals,
             received_at=self.clock.wall(),
         )
@@ -218,13 +306,13 @@ class Executor:
     # ------------------------------------------------------------------ adoption
 
     async def _adopt(self, jobdir: JobDir) -> None:
-        job_id = jobdir.job_id
-        if job_id in self._jobs:
+        key = (jobdir.job_id, jobdir.step_id)
+        if key in self._jobs:
             return
         data = jobdir.read("spec.json")
         spec = LaunchSpec.from_json(data) if data else None
-        job = TrackedJob(job_id, jobdir, spec)
-        self._jobs[job_id] = job
+        job = TrackedJob(jobdir.job_id, jobdir, spec, jobdir.step_id)
+        self._jobs[key] = job
         kill = jobdir.read("kill.json") or {}
         job.kill_reason = kill.get("reason")
         report = jobdir.read("report.json")
@@ -235,7 +323,7 @@ class Executor:
                 job.reported = True
                 self._schedule_cleanup(job)
             else:
-                log.info("job %d: re-sending final status", job_id)
+                log.info("%s: re-sending final status", job.name)
                 self.on_final(job.report)
             return
         if spec is None:
@@ -244,7 +332,7 @@ class Executor:
             )
             return
         job.shim = jobdir.read("shim.json") or jobdir.read("launch.json")
-        log.info("job %d: re-adopting", job_id)
+        log.info("%s: re-adopting", job.name)
         assert self._nursery is not None
         await self._nursery.start(self._supervise, job)
 
@@ -264,6 +352,11 @@ class Executor:
             nursery.cancel_scope.cancel()
         job.nursery = None
         self._finish(job, self._final_report(job))
+        if job.step_id is None:
+            for step in self.units_of(job.job_id):
+                if step.step_id is not None and step.kill_reason is None and step.nursery is not None:
+                    log.info("%s: the job ended; cancelling the step", step.name)
+                    self._begin_termination(step, "cancel", self.kill_grace)
 
     async def _wait_shim(self, job: TrackedJob) -> None:
         """Return once the job's shim has exited (or was never there)."""
@@ -306,70 +399,162 @@ class Executor:
             job.child = None
 
     async def _enforce_time_limit(self, job: TrackedJob) -> None:
-        assert job.spec is not None
-        deadline = job.spec.start_time + job.spec.time_limit_secs
-        await trio.sleep(max(0.0, deadline - self.clock.wall()))
-        if job.kill_reason is None:
-            log.info("job %d: time limit of %ds reached", job.job_id, job.spec.time_limit_secs)
-            self._begin_termination(job, "timeout", self.kill_grace)
+        """Warn (``--signal``) and then end ``job`` at its time limit, not counting suspended time."""
+        spec = job.spec
+        assert spec is not None
+        suspension = self.suspensions.get(job.job_id)
+        warned = spec.warn_signal == 0
+        while job.kill_reason is None:
+            changed = suspension.changed
+            if suspension.suspended:
+                await changed.wait()
+                continue
+            now = self.clock.wall()
+            deadline = spec.start_time + spec.time_limit_secs + suspension.suspended_secs(now)
+            if not warned and now >= deadline - spec.warn_secs:
+                warned = True
+                log.info(
+                    "%s: sending signal %d, %ds before the time limit",
+                    job.name,
+                    spec.warn_signal,
+                    spec.warn_secs,
+                )
+                self._signal_unit(job, spec.warn_signal)
+                continue
+            if now >= deadline:
+                log.info("%s: time limit of %ds reached", job.name, spec.time_limit_secs)
+                self._begin_termination(job, "timeout", self.kill_grace)
+                return
+            wake = deadline if warned else deadline - spec.warn_secs
+            with trio.move_on_after(max(0.0, wake - now)):
+                await changed.wait()
 
     def _begin_termination(self, job: TrackedJob, reason: str, grace: float) -> None:
         job.kill_reason = reason
         job.jobdir.write("kill.json", {"reason": reason, "sent": self.clock.wall(), "grace": grace})
         assert job.nursery is not None
         job.nursery.start_soon(self._deliver, job, signal.SIGTERM)
+        if self.suspensions.get(job.job_id).suspended:  # stopped processes must run to see SIGTERM
+            job.nursery.start_soon(self._deliver, job, signal.SIGCONT)
         job.nursery.start_soon(self._kill_after, job, grace)
 
     async def _kill_after(self, job: TrackedJob, delay: float) -> None:
         await trio.sleep(delay)
         await self._deliver(job, signal.SIGKILL)
-        await self.backend.kill_all(job.job_id, signal.SIGKILL)
+        await self.backend.kill_all(job.job_id, signal.SIGKILL, job.step_id)
+
+    def _pgid_now(self, job: TrackedJob) -> int:
+        tasks = job.jobdir.read("tasks.json")
+        if tasks and isinstance(tasks.get("pgid"), int) and tasks["pgid"] > 0:
+            return int(tasks["pgid"])
+        return 0
 
     async def _job_pgid(self, job: TrackedJob) -> int:
         """The job's process group, waiting while the shim is still starting the tasks."""
-        while True:
-            tasks = job.jobdir.read("tasks.json")
-            if tasks and isinstance(tasks.get("pgid"), int) and tasks["pgid"] > 0:
-                return int(tasks["pgid"])
+        while not (pgid := self._pgid_now(job)):
             await trio.sleep(_POLL)
+        return pgid
 
-    async def _deliver(self, job: TrackedJob, signum: int) -> None:
-        pgid = await self._job_pgid(job)
+    def _killpg(self, job: TrackedJob, pgid: int, signum: int) -> None:
         try:
             os.killpg(pgid, signum)
         except OSError as e:
             if e.errno != errno.ESRCH:
-                log.warning("job %d: cannot send signal %d to group %d: %s", job.job_id, signum, pgid, e)
+                log.warning("%s: cannot send signal %d to group %d: %s", job.name, signum, pgid, e)
+
+    async def _deliver(self, job: TrackedJob, signum: int) -> None:
+        self._killpg(job, await self._job_pgid(job), signum)
+
+    def _signal_unit(self, job: TrackedJob, signum: int) -> None:
+        """Send ``signum`` to ``job``'s process group now, or as soon as the shim has started it."""
+        if job.finished.is_set() or job.nursery is None:
+            return
+        pgid = self._pgid_now(job)
+        if pgid:
+            self._killpg(job, pgid, signum)
+        else:
+            job.nursery.start_soon(self._deliver, job, signum)
 
     # ------------------------------------------------------------------ control
 
-    def signal(self, job_id: int, signum: int, grace: float = 0.0) -> None:
-        """Cancel (``signum == 0``) or signal a job. Unknown job -> UnknownJob; finished -> no-op."""
-        job = self.get(job_id)
-        if job.finished.is_set() or job.nursery is None:
-            return
-        if signum == 0:
-            if job.kill_reason is None:
-                log.info("job %d: cancelling", job_id)
-                self._begin_termination(job, "cancel", grace if grace > 0 else self.kill_grace)
-            return
-        if not 0 < signum < signal.NSIG:
+    def _select(self, job_id: int, step_id: int | None, batch_only: bool) -> list[TrackedJob]:
+        if step_id is not None:
+            return [self.get(job_id, step_id)]
+        if batch_only:
+            return [self.get(job_id)]
+        units = self.units_of(job_id)
+        if not units:
+            raise UnknownJob(f"job {job_id} is not known on node {self.node_name}")
+        return units
+
+    def signal(
+        self,
+        job_id: int,
+        signum: int,
+        grace: float = 0.0,
+        *,
+        step_id: int | None = None,
+        batch_only: bool = False,
+    ) -> None:
+        """Cancel (``signum == 0``) or signal a job's units on this node.
+
+        ``step_id``: only that step; ``batch_only``: only the batch script (or interactive tasks);
+        otherwise every unit of the job. Unknown job/step -> UnknownJob; finished units are skipped;
+        an invalid signal number -> ValueError.
+        """
+        if signum != 0 and not 0 < signum < signal.NSIG:
             raise ValueError(f"invalid signal number {signum}")
-        job.nursery.start_soon(self._deliver, job, signum)
+        for job in self._select(job_id, step_id, batch_only):
+            if job.finished.is_set() or job.nursery is None:
+                continue
+            if signum == 0:
+                if job.kill_reason is None:
+                    log.info("%s: cancelling", job.name)
+                    self._begin_termination(job, "cancel", grace if grace > 0 else self.kill_grace)
+            else:
+                self._signal_unit(job, signum)
+
+    def requeue(self, job_id: int, grace: float = 0.0) -> None:
+        """End every unit of the job like a cancel; the reports say ``requeued`` (not cancelled)."""
+        for job in self._select(job_id, None, False):
+            if not job.finished.is_set() and job.nursery is not None and job.kill_reason is None:
+                log.info("%s: requeue: terminating", job.name)
+                reason = "requeue" if job.step_id is None else "cancel"
+                self._begin_termination(job, reason, grace if grace > 0 else self.kill_grace)
+
+    def suspend(self, job_id: int) -> None:
+        """SIGSTOP every running unit of the job; its time limit stops running. UnknownJob if none."""
+        units = self._select(job_id, None, False)
+        if self.suspensions.suspend(job_id, self.clock.wall()):
+            log.info("job %d: suspended", job_id)
+        for job in units:
+            self._signal_unit(job, signal.SIGSTOP)
+
+    def resume(self, job_id: int) -> None:
+        """SIGCONT every running unit of the job; its time limit runs again. UnknownJob if none."""
+        units = self._select(job_id, None, False)
+        if self.suspensions.resume(job_id, self.clock.wall()):
+            log.info("job %d: resumed", job_id)
+        for job in units:
+            self._signal_unit(job, signal.SIGCONT)
 
     # ------------------------------------------------------------------ final status
+
+    def _new_report(self, job: TrackedJob) -> spur_pb2.JobStatusReport:
+        report = spur_pb2.JobStatusReport(job_id=job.job_id, node=self.node_name)
+        if job.step_id is not None:
+            report.step_id = job.step_id
+        return report
 
     def _failure_report(
         self, job: TrackedJob, message: str, *, launch_failed: bool
     ) -> spur_pb2.JobStatusReport:
-        return spur_pb2.JobStatusReport(
-            job_id=job.job_id,
-            node=self.node_name,
-            exit_code=1,
-            end_time=self.clock.wall(),
-            message=message,
-            launch_failed=launch_failed,
-        )
+        report = self._new_report(job)
+        report.exit_code = 1
+        report.end_time = self.clock.wall()
+        report.message = message
+        report.launch_failed = launch_failed
+        return report
 
     def _final_report(self, job: TrackedJob) -> spur_pb2.JobStatusReport:
         exit_status = job.jobdir.read("exit.json")
@@ -384,17 +569,16 @@ class Executor:
                 launch_failed=False,
             )
         else:
-            report = spur_pb2.JobStatusReport(
-                job_id=job.job_id,
-                node=self.node_name,
-                exit_code=int(exit_status.get("exit_code", 1)),
-                signal=int(exit_status.get("signal", 0)),
-                end_time=float(exit_status.get("end_time") or self.clock.wall()),
-                message=str(exit_status.get("message", "")),
-                launch_failed=bool(exit_status.get("launch_failed", False)),
-            )
+            report = self._new_report(job)
+            report.exit_code = int(exit_status.get("exit_code", 1))
+            report.signal = int(exit_status.get("signal", 0))
+            report.end_time = float(exit_status.get("end_time") or self.clock.wall())
+            report.message = str(exit_status.get("message", ""))
+            report.launch_failed = bool(exit_status.get("launch_failed", False))
         report.timed_out = reason == "timeout"
         report.cancelled = reason == "cancel"
+        if reason == "requeue":
+            report.message = REQUEUED
         return report
 
     def _finish(self, job: TrackedJob, report: spur_pb2.JobStatusReport) -> None:
@@ -405,8 +589,8 @@ class Executor:
             )
         job.finished.set()
         log.info(
-            "job %d: finished exit_code=%d signal=%d%s%s",
-            job.job_id,
+            "%s: finished exit_code=%d signal=%d%s%s",
+            job.name,
             report.exit_code,
             report.signal,
             " timed_out" if report.timed_out else "",
@@ -416,9 +600,9 @@ class Executor:
 
     # ------------------------------------------------------------------ cleanup
 
-    def mark_reported(self, job_id: int) -> None:
-        """The controller acknowledged the final status of ``job_id``."""
-        job = self._jobs.get(job_id)
+    def mark_reported(self, job_id: int, step_id: int | None = None) -> None:
+        """The controller acknowledged the final status of ``job_id`` (or of its step ``step_id``)."""
+        job = self._jobs.get((job_id, step_id))
         if job is None or job.reported:
             return
         job.reported = True
@@ -426,9 +610,9 @@ class Executor:
             job.jobdir.mark_reported()
         self._schedule_cleanup(job)
 
-    def mark_streamed(self, job_id: int) -> None:
-        """A client received the whole output and exit status of ``job_id``."""
-        job = self._jobs.get(job_id)
+    def mark_streamed(self, job_id: int, step_id: int | None = None) -> None:
+        """A client received the whole output and exit status of ``job_id`` (or of its step)."""
+        job = self._jobs.get((job_id, step_id))
         if job is None:
             return
         job.streamed = True
@@ -436,7 +620,7 @@ class Executor:
             self._cleanup(job)
 
     def _schedule_cleanup(self, job: TrackedJob) -> None:
-        if not job.interactive or job.streamed:
+        if not job.captures_output or job.streamed:
             self._cleanup(job)
             return
         reported_at = job.jobdir.reported_at() or self.clock.wall()
@@ -449,15 +633,17 @@ class Executor:
         self._cleanup(job)
 
     def _cleanup(self, job: TrackedJob) -> None:
-        if self._jobs.get(job.job_id) is not job:
+        if self._jobs.get(job.key) is not job:
             return
         with contextlib.suppress(OSError):
-            (self.tombstones / str(job.job_id)).touch()
+            (self.tombstones / dir_name(job.job_id, job.step_id)).touch()
         job.jobdir.remove()
-        del self._jobs[job.job_id]
+        del self._jobs[job.key]
+        if not self.units_of(job.job_id):
+            self.suspensions.forget(job.job_id)
 
-    async def wait_finished(self, job_id: int) -> spur_pb2.JobStatusReport:
-        job = self.get(job_id)
+    async def wait_finished(self, job_id: int, step_id: int | None = None) -> spur_pb2.JobStatusReport:
+        job = self.get(job_id, step_id)
         await job.finished.wait()
         assert job.report is not None
         return job.report

@@ -31,7 +31,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JobDir", "atomic_write_json", "dir_name", "parse_dir_name", "boot_id", "proc_starttime", "process_identity", "process_matches"]
+__all__ = [
+    "JobDir",
+    "atomic_write_json",
+    "dir_name",
+    "parse_dir_name",
+    "boot_id",
+    "proc_starttime",
+    "process_identity",
+    "process_matches",
+]
 
 
 def atomic_write_json(path: Path, data: Any) -> None:

@@ -177,7 +177,7 @@ async def run_agent(
     from spur.agent.discovery import discover
     from spur.agent.executor import Executor, gpu_ordinals_from
     from spur.agent.registration import Registrar
-    from spur.agent.reporter import Reporter
+    from spur.agent.reporter import Reporter, report_key
     from spur.agent.service import AgentServicer
     from spur.rpc.proto import spur_pb2
     from spur.rpc.server import Server
@@ -202,9 +202,9 @@ async def run_agent(
     async with open_controller_link(opts.controllers) as link, trio.open_nursery() as nursery:
         executor: Executor | None = None
 
-        def acked(job_id: int) -> None:
+        def acked(report: spur_pb2.JobStatusReport) -> None:
             assert executor is not None
-            executor.mark_reported(job_id)
+            executor.mark_reported(*report_key(report))
 
         reporter = Reporter(lambda r: link.call("ReportJobStatus", r), acked)
         executor = Executor(
@@ -223,8 +223,14 @@ async def run_agent(
             raise StartupError(f"cannot use state directory {opts.state_dir}: {e.strerror or e}") from None
 
         server = Server()
+
+        async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:
+            response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))
+            return next((j for j in response.jobs if j.job_id == job_id), None)
+
         server.add_service(
-            spur_pb2.DESCRIPTOR.services_by_name["Agent"], AgentServicer(executor, node_name=opts.name)
+            spur_pb2.DESCRIPTOR.services_by_name["Agent"],
+            AgentServicer(executor, node_name=opts.name, lookup_job=lookup_job),
         )
         try:
             port = await nursery.start(server.serve, opts.listen_host, opts.listen_port)

@@ -1,7 +1,7 @@
 """Streaming a job's output as OutputChunk messages, by polling its output files.
 
-Interactive jobs: each task's ``task-<rank>.out``/``.err`` in the job dir (``task`` = global rank).
-Batch jobs: the job's output file (and error file when separate), as task 0. Bytes are sent as they
+Interactive jobs and job steps: each task's ``task-<rank>.out``/``.err`` in the job dir (``task`` =
+global rank; a step's task that writes to an ``--output`` file has no captured stream). Batch jobs: the job's output file (and error file when separate), as task 0. Bytes are sent as they
 appear; once the job has finished, the files are drained and a final ``stream="exit"`` chunk carries
 the exit code and signal. Without ``follow`` the stream sends what exists now, plus the exit chunk if
 the job has already finished.
@@ -51,12 +51,17 @@ def _sources(job: TrackedJob) -> list[_Source]:
     spec = job.spec
     if spec is None:
         return []
-    if spec.interactive:
-        return [
-            _Source(str(job.jobdir.task_output(rank, stream)), stream, rank)
-            for rank in spec.ranks
-            for stream in ("stdout", "stderr")
-        ]
+    if spec.interactive or spec.is_step:
+        sources = []
+        for localid, rank in enumerate(spec.ranks):
+            out = spec.task_stdout[localid] if localid < len(spec.task_stdout) else ""
+            if out:  # the task writes its --output file (stderr to --error or the same file)
+                continue
+            sources += [
+                _Source(str(job.jobdir.task_output(rank, stream)), stream, rank)
+                for stream in ("stdout", "stderr")
+            ]
+        return sources
     sources = [_Source(spec.stdout_path, "stdout", 0)]
     if spec.stderr_path:
         sources.append(_Source(spec.stderr_path, "stderr", 0))

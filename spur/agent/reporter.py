@@ -4,7 +4,8 @@ Reports are persisted by the executor (report.json) before they reach the :class
 report survives an agent restart: the executor hands it over again on adoption. The reporter sends
 pending reports oldest first; while sends fail it backs off exponentially (capped) and logs one line
 per failure. A controller answer that retrying cannot change (the job is unknown to it, the report is
-invalid) counts as delivered so that it does not block the queue forever.
+invalid) counts as delivered so that it does not block the queue forever. Reports are keyed by
+(job id, step id): a job's own report and its steps' reports are separate deliveries.
 """
 
 from __future__ import annotations
@@ -17,18 +18,25 @@ import trio
 from spur.rpc.proto import spur_pb2
 from spur.rpc.status import RpcError, StatusCode
 
-__all__ = ["Reporter"]
+__all__ = ["Reporter", "report_key"]
 
 log = logging.getLogger("spur.agent.reporter")
 
 _FINAL_CODES = frozenset({StatusCode.NOT_FOUND, StatusCode.INVALID_ARGUMENT})
+
+ReportKey = tuple[int, int | None]
+
+
+def report_key(report: spur_pb2.JobStatusReport) -> ReportKey:
+    """(job_id, step_id or None) of a report."""
+    return report.job_id, report.step_id if report.HasField("step_id") else None
 
 
 class Reporter:
     def __init__(
         self,
         send: Callable[[spur_pb2.JobStatusReport], Awaitable[object]],
-        on_ack: Callable[[int], None],
+        on_ack: Callable[[spur_pb2.JobStatusReport], None],
         *,
         initial_backoff: float = 0.5,
         max_backoff: float = 30.0,
@@ -37,16 +45,18 @@ class Reporter:
         self._on_ack = on_ack
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
-        self._pending: dict[int, spur_pb2.JobStatusReport] = {}
+        self._pending: dict[ReportKey, spur_pb2.JobStatusReport] = {}
         self._wakeup = trio.Event()
 
     @property
-    def pending(self) -> list[int]:
+    def pending(self) -> list[ReportKey]:
         return list(self._pending)
 
     def submit(self, report: spur_pb2.JobStatusReport) -> None:
-        """Queue ``report`` (a newer report for the same job replaces a queued one)."""
-        self._pending[report.job_id] = report
+        """Queue ``report`` (a newer report for the same job or step replaces a queued one).
+
+        ``on_ack(report)`` is called once the controller has it."""
+        self._pending[report_key(report)] = report
         self._wakeup.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -57,7 +67,8 @@ class Reporter:
                 self._wakeup = trio.Event()
                 await self._wakeup.wait()
                 continue
-            job_id, report = next(iter(self._pending.items()))
+            key, report = next(iter(self._pending.items()))
+            job_id = report.job_id
             try:
                 await self._send(report)
             except RpcError as e:
@@ -76,6 +87,6 @@ class Reporter:
                 backoff = min(backoff * 2, self._max_backoff)
                 continue
             backoff = self._initial_backoff
-            if self._pending.get(job_id) is report:
-                del self._pending[job_id]
-            self._on_ack(job_id)
+            if self._pending.get(key) is report:
+                del self._pending[key]
+            self._on_ack(report)

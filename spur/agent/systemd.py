@@ -1,4 +1,5 @@
-"""systemd backend: run each job's shim as a transient unit ``spur-job-<id>.service``.
+"""systemd backend: run each job's shim as a transient unit ``spur-job-<id>.service`` (a job step's as
+``spur-job-<id>-step-<step>.service``).
 
 The unit's cgroup holds every process of the job, so ``KillMode=control-group`` ends strays that
 escaped the job's process group when the shim exits, and ``systemctl kill`` reaches them on cancel.
@@ -33,15 +34,15 @@ def systemd_run_path() -> str | None:
     return shutil.which("systemd-run")
 
 
-def unit_name(job_id: int) -> str:
-    return f"spur-job-{job_id}"
+def unit_name(job_id: int, step_id: int | None = None) -> str:
+    return f"spur-job-{job_id}" if step_id is None else f"spur-job-{job_id}-step-{step_id}"
 
 
 def systemd_run_command(jobdir: JobDir, spec: LaunchSpec, *, systemd_run: str = "systemd-run") -> list[str]:
     """The ``systemd-run`` command line that starts the shim of ``spec`` in its own unit."""
     cmd = [
         systemd_run,
-        f"--unit={unit_name(spec.job_id)}",
+        f"--unit={unit_name(spec.job_id, spec.step_id if spec.is_step else None)}",
         "--collect",
         "--quiet",
         "--property=KillMode=control-group",
@@ -73,11 +74,12 @@ class SystemdBackend:
             raise BackendError(f"cannot run systemd-run: {e}") from e
         if result.returncode != 0:
             err = result.stderr.decode(errors="replace").strip()
-            raise BackendError(f"systemd-run failed for {unit_name(spec.job_id)}: {err}")
+            unit = unit_name(spec.job_id, spec.step_id if spec.is_step else None)
+            raise BackendError(f"systemd-run failed for {unit}: {err}")
         return None, None
 
-    async def kill_all(self, job_id: int, signum: int) -> None:
-        cmd = [self.systemctl, "kill", f"--signal={signum}", f"{unit_name(job_id)}.service"]
+    async def kill_all(self, job_id: int, signum: int, step_id: int | None = None) -> None:
+        cmd = [self.systemctl, "kill", f"--signal={signum}", f"{unit_name(job_id, step_id)}.service"]
         try:
             await trio.run_process(cmd, capture_stdout=True, capture_stderr=True, check=False)
         except OSError:

@@ -1,8 +1,13 @@
-"""Slurm-style ``%[.][-]width letter`` format strings for squeue and sinfo (pure).
+"""Slurm-style output formats (pure).
 
-``parse_format`` splits a format into literal text and field specs; ``render`` fills one row from a
-mapping of letter -> value. Slurm semantics: a width pads the value (left-justified, or right with
-``.``) and truncates longer values; no width means the value as is.
+Two grammars share one representation, a list of literal strings and :class:`Field` specs:
+
+* ``-o``/``--format`` (squeue, sinfo): ``%[.][width]<letter>``; text between fields is literal.
+* ``-O``/``--Format`` (squeue): comma-separated ``name[:[.][width][suffix]]``; no ``:`` means width 20,
+  ``:`` with no digits means no width; the suffix is printed after the field (header too).
+
+Slurm semantics: a width pads the value (left-justified, or right with ``.``) and truncates longer
+values; no width means the value as is.
 """
 
 from __future__ import annotations
@@ -12,6 +17,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 _SPEC = re.compile(r"%(\.)?(-)?(\d+)?([a-zA-Z])")
+_LONG = re.compile(r"(\.)?(\d*)(.*)", re.DOTALL)
+LONG_DEFAULT_WIDTH = 20
+
+
+class FormatError(ValueError):
+    """An unknown field name in a -O format; the message is Slurm's."""
 
 
 @dataclass(frozen=True)
@@ -19,10 +30,11 @@ class Field:
     letter: str
     width: int | None
     right: bool
+    header: str | None = None
 
 
 def parse_format(fmt: str) -> list[str | Field]:
-    """Split a format string into literal strings and ``Field``s; ``%%`` is a literal percent."""
+    """Split a ``-o`` format string into literal strings and ``Field``s; ``%%`` is a literal percent."""
     parts: list[str | Field] = []
     pos = 0
     fmt = fmt.replace("%%", "\0")
@@ -33,6 +45,32 @@ def parse_format(fmt: str) -> list[str | Field]:
         pos = m.end()
     if pos < len(fmt):
         parts.append(fmt[pos:].replace("\0", "%"))
+    return parts
+
+
+def parse_long_format(fmt: str, table: Mapping[str, tuple[str, str]]) -> list[str | Field]:
+    """Parse a ``-O`` format against ``table`` (lower-case name -> (letter, header)).
+
+    Raises :class:`FormatError` naming the first unknown field.
+    """
+    parts: list[str | Field] = []
+    for token in fmt.split(","):
+        if not token:
+            continue
+        name, colon, rest = token.partition(":")
+        entry = table.get(name.lower())
+        if entry is None:
+            raise FormatError(f"Invalid job format specification: {name}")
+        letter, header = entry
+        if not colon:
+            parts.append(Field(letter, LONG_DEFAULT_WIDTH, False, header))
+            continue
+        m = _LONG.fullmatch(rest)
+        assert m is not None  # the pattern matches any string
+        width = int(m.group(2)) if m.group(2) else 0
+        parts.append(Field(letter, width or None, bool(m.group(1)), header))
+        if m.group(3):
+            parts.append(m.group(3))
     return parts
 
 
@@ -54,4 +92,11 @@ def render(parts: list[str | Field], lookup: Callable[[str], str]) -> str:
 
 
 def render_header(parts: list[str | Field], headers: Mapping[str, str]) -> str:
-    return render(parts, lambda letter: headers.get(letter, letter.upper()))
+    out = []
+    for p in parts:
+        if isinstance(p, str):
+            out.append(p)
+        else:
+            title = p.header if p.header is not None else headers.get(p.letter, p.letter.upper())
+            out.append(fit(title, p.width, p.right))
+    return "".join(out)

@@ -15,9 +15,11 @@ import sys
 VERBS: dict[str, tuple[str, str, str]] = {
     "submit": ("spur.cli.sbatch", "sbatch", "Submit a batch script (sbatch)."),
     "run": ("spur.cli.srun", "srun", "Run a command through the scheduler and stream its output (srun)."),
+    "alloc": ("spur.cli.salloc", "salloc", "Allocate resources and run a shell or command in them (salloc)."),
     "queue": ("spur.cli.squeue", "squeue", "List pending and running jobs (squeue)."),
     "cancel": ("spur.cli.scancel", "scancel", "Cancel or signal jobs (scancel)."),
     "nodes": ("spur.cli.sinfo", "sinfo", "Show partitions and nodes (sinfo)."),
+    "history": ("spur.cli.sacct", "sacct", "Show accounting records of jobs and steps (sacct)."),
     "show": (
         "spur.cli.scontrol",
         "scontrol",

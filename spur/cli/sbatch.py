@@ -28,7 +28,12 @@ Common options:
       --wrap=COMMAND       wrap a command string in a sh script
       --gres=LIST          generic resources per node, e.g. gpu:2
   -G, --gpus=N             GPUs for the whole job
+  -a, --array=SPEC         job array (0-19%4, 1,3,5, 0-15:4)
+  -d, --dependency=LIST    afterok:ID[:ID...], afterany, afternotok, after, singleton
+  -b, --begin=TIME         defer the job until TIME (now+1hour, 16:00, 2026-12-24T08:00)
+  -H, --hold               submit held; release with scontrol release
       --parsable           print only the job id
+      --test-only          estimate when and where the job would start; submit nothing
   -W, --wait               wait for the job to finish and exit with its exit code
   -h, --help               show this help
 """
@@ -100,6 +105,9 @@ def _hostname() -> str:
 def main(argv: list[str]) -> int:
     try:
         spec, opts = prepare(argv, dict(os.environ), os.getcwd())
+        if opts.test_only:
+            print(dry_run_message(spec), file=sys.stderr)
+            return 0
         job_id = submit(spec)
     except CliError as exc:
         print(exc.message, file=sys.stderr)
@@ -129,3 +137,83 @@ def submit(spec) -> int:
         return with_controller(body)
     except CliError as exc:
         raise CliError(f"sbatch: error: Batch job submission failed: {exc.message}") from None
+
+
+def estimate_start(spec, partitions, nodes, jobs, now: float) -> tuple[float, list[str], int, str]:
+    """Where and when ``spec`` would start: (time, node names, processors, partition). Pure.
+
+    Free CPUs and memory of the partition's usable nodes now; if the job does not fit, the earliest
+    end (start + time limit) of running jobs that frees enough. Raises CliError with Slurm's text
+    when the request can never fit the partition.
+    """
+    part = next((p for p in partitions if p.name == spec.partition), None) if spec.partition else None
+    if part is None:
+        part = next((p for p in partitions if p.is_default), partitions[0] if partitions else None)
+    if part is None or (spec.partition and part.name != spec.partition):
+        raise CliError("sbatch: error: Batch job submission failed: Invalid partition name specified")
+    tasks = spec.tasks
+    want_nodes = max(1, spec.num_nodes)
+    per_node_cpus = -(-tasks // want_nodes) * max(1, spec.cpus_per_task)
+    mem = spec.mem_per_node_mb or spec.mem_per_cpu_mb * per_node_cpus
+    members = [n for n in nodes if n.name in set(part.nodes)]
+    if spec.nodelist:
+        members = [n for n in members if n.name in set(spec.nodelist)]
+    members = [n for n in members if n.name not in set(spec.exclude)]
+    usable = [
+        n
+        for n in members
+        if n.state in ("idle", "mixed", "allocated") and n.cpus >= per_node_cpus and n.memory_mb >= mem
+    ]
+    if len(usable) < want_nodes:
+        raise CliError(
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+        )
+    free = {n.name: (n.cpus - n.alloc_cpus, n.memory_mb - n.alloc_mem_mb) for n in usable}
+    releases = sorted(
+        (j.start_time + j.time_limit_secs, a.node, a.cpus, a.mem_mb)
+        for j in jobs
+        if j.state in ("RUNNING", "SUSPENDED", "COMPLETING") and j.time_limit_secs >= 0
+        for a in j.allocation
+        if a.node in free
+    )
+    when = now
+    for i in range(len(releases) + 1):
+        fits = sorted(name for name, (c, m) in free.items() if c >= per_node_cpus and m >= mem)
+        if len(fits) >= want_nodes:
+            return max(when, now), fits[:want_nodes], tasks * max(1, spec.cpus_per_task), part.name
+        if i == len(releases):
+            break
+        when, node, cpus, mem_mb = releases[i]
+        c, m = free[node]
+        free[node] = (c + cpus, m + mem_mb)
+    raise CliError(
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+    )
+
+
+def dry_run_message(spec) -> str:
+    """``sbatch --test-only``: Slurm's estimate line, from the controller's current view; submits nothing."""
+    import time
+
+    from spur.core.hostlist import compress
+    from spur.core.timespec import format_timestamp
+    from spur.rpc.proto import spur_pb2 as pb
+
+    async def body(stub):
+        parts = await stub.GetPartitions(pb.GetPartitionsRequest(), timeout=30)
+        nodes = await stub.GetNodes(pb.GetNodesRequest(), timeout=30)
+        jobs = await stub.GetJobs(pb.GetJobsRequest(include_finished=True), timeout=30)
+        return parts.partitions, nodes.nodes, jobs.jobs
+
+    try:
+        partitions, nodes, jobs = with_controller(body)
+    except CliError as exc:
+        raise CliError(f"sbatch: error: {exc.message}") from None
+    now = time.time()
+    start, names, cpus, part = estimate_start(spec, partitions, nodes, jobs, max(now, spec.begin_time))
+    # The id the job would get: ids are handed out in order and never reused.
+    next_id = max((j.job_id for j in jobs), default=0) + 1
+    return (
+        f"sbatch: Job {next_id} to start at {format_timestamp(start)} using {cpus} processors on nodes "
+        f"{compress(names)} in partition {part}"
+    )

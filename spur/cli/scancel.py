@@ -1,12 +1,23 @@
-"""``scancel`` / ``spur cancel``: cancel or signal jobs."""
+"""``scancel`` / ``spur cancel``: cancel or signal jobs, array tasks and whole arrays.
+
+Ids are ``123`` (a job, or every task of array 123), ``123_4`` (one task) or ``123_[1-3,5]``.
+Slurm 22.05 prints nothing and exits 0 for a job id it does not know.
+"""
 
 from __future__ import annotations
 
+import re
 import signal as signal_mod
 import sys
 
 from spur.cli.client import CliError, with_controller
 from spur.cli.slurmargs import SlurmArgParser, split_list
+
+_ID = re.compile(r"(\d+)(?:_(\d+|\[[\d,\-]+\]))?(?:\.\w+)?")
+
+
+class CancelError(ValueError):
+    """A bad scancel argument; the message is the line Slurm prints."""
 
 
 def parse_signal(text: str) -> int:
@@ -23,6 +34,33 @@ def parse_signal(text: str) -> int:
     raise ValueError(f"Invalid signal name/number: {text}")
 
 
+def _expand_tasks(text: str, whole: str) -> list[int]:
+    if not text.startswith("["):
+        return [int(text)]
+    out: list[int] = []
+    for part in text[1:-1].split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (dash and int(hi) < int(lo)):
+            raise CancelError(f"scancel: error: Invalid job id {whole}")
+        out.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    return out
+
+
+def parse_targets(values: list[str]) -> list[tuple[int, int | None]]:
+    """Command-line ids -> (job or array job id, task id or None) per element, in order."""
+    out: list[tuple[int, int | None]] = []
+    for text in values:
+        m = _ID.fullmatch(text.strip())
+        if not m or int(m.group(1)) == 0:
+            raise CancelError(f"scancel: error: Invalid job id {text}")
+        job_id = int(m.group(1))
+        if m.group(2) is None:
+            out.append((job_id, None))
+        else:
+            out.extend((job_id, t) for t in _expand_tasks(m.group(2), text))
+    return out
+
+
 def build_parser() -> SlurmArgParser:
     p = SlurmArgParser("scancel")
     p.add_argument("job_ids", nargs="*")
@@ -31,12 +69,43 @@ def build_parser() -> SlurmArgParser:
     p.add_argument("-u", "--user")
     p.add_argument("-p", "--partition")
     p.add_argument("-t", "--state")
+    p.add_argument("-A", "--account")
+    p.add_argument("-w", "--nodelist")
     p.add_argument("-b", "--batch", action="store_true")
     p.add_argument("-f", "--full", action="store_true")
     p.add_argument("-Q", "--quiet", action="store_true")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="count")
+    p.add_argument("-i", "--interactive", action="store_true")
     p.add_argument("--me", action="store_true")
     return p
+
+
+_ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
+
+
+def filter_jobs(jobs, args, targets: list[tuple[int, int | None]]) -> list[tuple[int, int | None]]:
+    """With -n/-u/-p/-t/-A: the active jobs matching every filter (and the given ids, if any)."""
+    from spur.cli.jobfields import LONG_STATE, has_task
+
+    states = {LONG_STATE.get(s.upper(), s.upper()) for s in split_list([args.state] if args.state else [])}
+    out: list[tuple[int, int | None]] = []
+    for j in jobs:
+        if j.state not in _ACTIVE:
+            continue
+        if args.name and j.spec.name not in split_list([args.name]):
+            continue
+        if states and j.state not in states:
+            continue
+        if args.account and j.spec.account not in split_list([args.account]):
+            continue
+        if targets and not any(
+            (t is None and (j.job_id == jid or j.array_job_id == jid))
+            or (t is not None and j.array_job_id == jid and has_task(j) and j.array_task_id == t)
+            for jid, t in targets
+        ):
+            continue
+        out.append((j.job_id, None))
+    return out
 
 
 def main(argv: list[str]) -> int:
@@ -46,51 +115,48 @@ def main(argv: list[str]) -> int:
 
     try:
         sig = parse_signal(args.signal) if args.signal else 0
-        ids = [int(x) for x in split_list(args.job_ids)]
-    except ValueError as exc:
-        msg = str(exc) if args.signal and "signal" in str(exc) else f"Invalid job id {' '.join(args.job_ids)}"
-        print(f"scancel: error: {msg}", file=sys.stderr)
+        targets = parse_targets(split_list(args.job_ids))
+    except CancelError as exc:
+        print(str(exc), file=sys.stderr)
         return 1
-    filters = any([args.name, args.user, args.partition, args.state, args.me])
-    if not ids and not filters:
+    except ValueError as exc:
+        print(f"scancel: error: {exc}", file=sys.stderr)
+        return 1
+    filters = any([args.name, args.user, args.partition, args.state, args.me, args.account])
+    if not targets and not filters:
         print("scancel: error: No job identification provided", file=sys.stderr)
         return 1
 
     async def body(stub) -> int:
-        targets = ids
+        todo = targets
         if filters:
-            users = [args.user] if args.user else []
+            users = split_list([args.user]) if args.user else []
             if args.me:
                 from spur.auth.identity import current_identity
 
                 users.append(current_identity().user)
             resp = await stub.GetJobs(
                 pb.GetJobsRequest(
-                    job_ids=ids,
+                    job_ids=sorted({jid for jid, _ in targets}),
                     users=users,
-                    partitions=[args.partition] if args.partition else [],
-                    states=[args.state] if args.state else [],
+                    partitions=split_list([args.partition]) if args.partition else [],
                 ),
                 timeout=30,
             )
-            targets = [
-                j.job_id
-                for j in resp.jobs
-                if not j.state.endswith("ED")
-                and j.state not in ("TIMEOUT", "NODE_FAIL", "FAILED")
-                and (not args.name or j.spec.name == args.name)
-            ]
+            todo = filter_jobs(resp.jobs, args, targets)
         rc = 0
-        for job_id in targets:
+        for job_id, task in todo:
+            req = pb.CancelJobRequest(job_id=job_id, signal=sig, batch_only=args.batch)
+            if task is not None:
+                req.array_task_id = task
             try:
-                await stub.CancelJob(pb.CancelJobRequest(job_id=job_id, signal=sig), timeout=30)
+                await stub.CancelJob(req, timeout=30)
             except RpcError as exc:
                 if exc.code.name == "NOT_FOUND":
                     continue  # Slurm 22.05: an unknown job id is not an error for scancel
+                shown = f"{job_id}_{task}" if task is not None else str(job_id)
                 if not args.quiet:
-                    print(
-                        f"scancel: error: Kill job error on job id {job_id}: {exc.message}", file=sys.stderr
-                    )
+                    print(f"scancel: error: Kill job error on job id {shown}: {exc.message}", file=sys.stderr)
                 rc = 1
         return rc
 

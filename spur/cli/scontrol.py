@@ -8,11 +8,81 @@ import time
 from spur.cli.client import CliError, with_controller
 
 USAGE = """Usage: scontrol <command> [args]
-  show job [ID] | show node [NAME] | show partition [NAME]
+  show job [ID] | show node [NAME] | show partition [NAME] | show controllers
   show hostnames EXPR | show hostlist NAME,...
   update NodeName=LIST State=DRAIN|RESUME|DOWN|UNDRAIN [Reason=TEXT]
+  update JobId=ID [TimeLimit=T] [Partition=P] [Priority=N] [Nice=N] [Name=S] [Comment=S]
+  hold|uhold|release|requeue|requeuehold|suspend|resume JOB_LIST
   ping | version
 """
+JOB_ACTIONS = ("hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume")
+
+
+class ScontrolError(ValueError):
+    """A bad scontrol argument; the message is the line Slurm prints."""
+
+
+def parse_job_ref(text: str) -> tuple[int, int | None]:
+    """``123`` or ``123_4`` -> (job id, task id or None); raises ScontrolError."""
+    base, sep, task = text.strip().partition("_")
+    if not base.isdigit() or int(base) == 0 or (sep and not task.isdigit()):
+        raise ScontrolError(f"Invalid job id specified: {text}")
+    return int(base), (int(task) if sep else None)
+
+
+def build_update_job(kv: dict[str, str]):  # -> pb.UpdateJobRequest
+    """``scontrol update JobId=.. Key=Value ...`` (keys lower-cased) -> UpdateJobRequest."""
+    from spur.core.timespec import TimeSpecError, parse_time_limit
+    from spur.rpc.proto import spur_pb2 as pb
+
+    kv = dict(kv)
+    ref = kv.pop("jobid", None) or kv.pop("job", None)
+    if ref is None:
+        raise ScontrolError("No job identification provided")
+    job_id, task = parse_job_ref(ref)
+    req = pb.UpdateJobRequest(job_id=job_id)
+    if task is not None:
+        req.array_task_id = task
+    for key, value in kv.items():
+        if key == "timelimit":
+            try:
+                req.time_limit_secs = parse_time_limit(value)
+            except TimeSpecError:
+                raise ScontrolError(f"Invalid TimeLimit value: {value}") from None
+        elif key == "partition":
+            req.partition = value
+        elif key in ("priority", "nice"):
+            try:
+                number = int(value)
+            except ValueError:
+                raise ScontrolError(f"Invalid {key.capitalize()} value: {value}") from None
+            if key == "priority":
+                req.priority = number
+            else:
+                req.nice = number
+        elif key in ("name", "jobname"):
+            req.name = value
+        elif key == "comment":
+            req.comment = value
+        else:
+            raise ScontrolError(f"Update of this parameter is not supported: {key}={value}")
+    return req
+
+
+def job_action_requests(action: str, refs: list[str]) -> list:
+    """``scontrol hold 1,2 3_4`` -> one UpdateJobRequest(action=...) per id."""
+    from spur.rpc.proto import spur_pb2 as pb
+
+    out = []
+    for text in [r for ref in refs for r in ref.split(",") if r]:
+        job_id, task = parse_job_ref(text)
+        req = pb.UpdateJobRequest(job_id=job_id, action=action)
+        if task is not None:
+            req.array_task_id = task
+        out.append(req)
+    if not out:
+        raise ScontrolError(f"Invalid job id specified: {action} requires a job id")
+    return out
 
 
 def _err(message: str, code: int = 1) -> int:
@@ -117,6 +187,8 @@ def main(argv: list[str]) -> int:
         return update(rest)
     if cmd == "ping":
         return ping()
+    if cmd in JOB_ACTIONS:
+        return job_action(cmd, rest)
     return _err(f"invalid keyword: {argv[0]}")
 
 
@@ -140,22 +212,29 @@ def show(rest: list[str]) -> int:
     now = time.time()
     try:
         if what in ("job", "jobs"):
-            from spur.cli.jobfields import scontrol_job
+            from spur.cli.jobfields import has_task, scontrol_job
 
-            ids = []
+            ids: list[int] = []
+            task = None
             if arg:
                 try:
-                    ids = [int(arg)]
-                except ValueError:
-                    return _err(f"Invalid job id specified: {arg}")
+                    job_id, task = parse_job_ref(arg)
+                except ScontrolError:
+                    return _err("slurm_load_jobs error: Invalid job id specified")
+                ids = [job_id]
             resp = with_controller(
                 lambda stub: stub.GetJobs(pb.GetJobsRequest(job_ids=ids, include_finished=True), timeout=30)
             )
-            if ids and not resp.jobs:
+            jobs = list(resp.jobs)
+            if task is not None:
+                jobs = [
+                    j for j in jobs if has_task(j) and j.array_job_id == ids[0] and j.array_task_id == task
+                ]
+            if ids and not jobs:
                 return _err("slurm_load_jobs error: Invalid job id specified")
-            if not resp.jobs:
+            if not jobs:
                 print("No jobs in the system")
-            for job in sorted(resp.jobs, key=lambda j: j.job_id):
+            for job in sorted(jobs, key=lambda j: j.job_id):
                 sys.stdout.write(scontrol_job(job, now))
             return 0
         if what in ("node", "nodes"):
@@ -168,6 +247,8 @@ def show(rest: list[str]) -> int:
             for n in resp.nodes:
                 sys.stdout.write(show_node_text(n, now))
             return 0
+        if what in ("controllers", "controller"):
+            return ping()
         if what in ("partition", "partitions"):
 
             async def body(stub):
@@ -196,9 +277,11 @@ def update(rest: list[str]) -> int:
         kv = parse_key_values(rest)
     except ValueError as exc:
         return _err(f"scontrol: error: {exc}")
+    if "jobid" in kv or "job" in kv:
+        return update_job(kv)
     nodes = kv.get("nodename") or kv.get("node")
     if not nodes:
-        return _err("scontrol: error: update supports NodeName=... for now (job updates: see issue tracker)")
+        return _err("scontrol: error: update requires JobId=... or NodeName=...")
     state = kv.get("state", "").upper()
     if not state:
         return _err("scontrol: error: update NodeName requires State=")
@@ -208,6 +291,50 @@ def update(rest: list[str]) -> int:
     except CliError as exc:
         return _err(f"slurm_update error: {exc.message}")
     return 0
+
+
+def update_job(kv: dict[str, str]) -> int:
+    try:
+        req = build_update_job(kv)
+    except ScontrolError as exc:
+        return _err(f"scontrol: error: {exc}")
+    try:
+        with_controller(lambda stub: stub.UpdateJob(req, timeout=30))
+    except CliError as exc:
+        return _err(f"slurm_update error: {exc.message}")
+    return 0
+
+
+def job_action(action: str, refs: list[str]) -> int:
+    """hold/uhold/release/requeue/requeuehold/suspend/resume: one UpdateJob per id, Slurm's errors."""
+    from spur.rpc.status import RpcError
+
+    try:
+        reqs = job_action_requests(action, refs)
+    except ScontrolError as exc:
+        return _err(str(exc))
+
+    async def body(stub) -> list[str]:
+        errors = []
+        for req in reqs:
+            try:
+                await stub.UpdateJob(req, timeout=30)
+            except RpcError as exc:
+                if exc.code.name == "UNAVAILABLE":
+                    raise
+                shown = (
+                    f"{req.job_id}_{req.array_task_id}" if req.HasField("array_task_id") else str(req.job_id)
+                )
+                errors.append(f"{exc.message} for job {shown}")
+        return errors
+
+    try:
+        errors = with_controller(body)
+    except CliError as exc:
+        return _err(f"scontrol: error: {exc.message}")
+    for line in errors:
+        print(line, file=sys.stderr)
+    return 1 if errors else 0
 
 
 def ping() -> int:

@@ -36,7 +36,24 @@ HEADERS = {
     "e": "FREE_MEM",
     "n": "HOSTNAMES",
     "R": "PARTITION",
+    "d": "TMP_DISK",
+    "w": "WEIGHT",
+    "s": "JOB_SIZE",
+    "r": "ROOT",
+    "h": "OVERSUBSCRIBE",
+    "g": "GROUPS",
+    "F": "NODES(A/I/O/T)",
+    "A": "NODES(A/I)",
+    "u": "USER",
+    "H": "TIMESTAMP",
+    "b": "ACTIVE_FEATURES",
+    "o": "NODE_ADDR",
+    "v": "VERSION",
+    "X": "SOCKETS",
+    "Y": "CORES",
+    "Z": "THREADS",
 }
+REASONS_FORMAT = "%20E %9u %19H %N"
 
 
 def node_state_short(node) -> str:
@@ -61,6 +78,9 @@ def build_parser() -> SlurmArgParser:
     p.add_argument("-l", "--long", action="store_true")
     p.add_argument("-R", "--list-reasons", action="store_true")
     p.add_argument("-s", "--summarize", action="store_true")
+    p.add_argument("-a", "--all", action="store_true")
+    p.add_argument("-v", "--verbose", action="count")
+    p.add_argument("--json", action="store_true")
     return p
 
 
@@ -111,10 +131,41 @@ class Row:
                 total = sum(n.cpus for n in nodes)
                 other = sum(n.cpus for n in nodes if n.state in ("down", "drained"))
                 return f"{alloc}/{total - alloc - other}/{other}/{total}"
-            case "e":
+            case "e" | "O":
                 return "N/A"
-            case "O":
-                return "N/A"
+            case "d":
+                return "0"
+            case "w":
+                return "1"
+            case "s":
+                return "1-infinite"
+            case "r":
+                return "no"
+            case "h":
+                return "NO"
+            case "g":
+                return "all"
+            case "F" | "A":
+                busy = sum(1 for n in nodes if n.state in ("allocated", "mixed", "draining"))
+                other = sum(1 for n in nodes if n.state in ("down", "drained", "unknown"))
+                idle = len(nodes) - busy - other
+                return f"{busy}/{idle}/{other}/{len(nodes)}" if letter == "F" else f"{busy}/{idle}"
+            case "u":
+                return "root" if first and first.reason else "Unknown"
+            case "H":
+                return "Unknown"
+            case "b":
+                return ",".join(first.features) or "(null)" if first else "(null)"
+            case "o":
+                return first.address if first else ""
+            case "v":
+                return first.version or "N/A" if first else "N/A"
+            case "X":
+                return str(first.sockets) if first else "0"
+            case "Y":
+                return str(first.cores_per_socket) if first else "0"
+            case "Z":
+                return str(first.threads_per_core) if first else "0"
         return ""
 
 
@@ -137,15 +188,88 @@ def summary_rows(partitions, nodes_by_name, node_oriented: bool) -> list[Row]:
     return rows
 
 
+def reason_rows(nodes) -> list[Row]:
+    """sinfo -R: down/drained/draining nodes grouped by reason."""
+    groups: dict[str, list] = {}
+    for n in sorted(nodes, key=lambda n: n.name):
+        if n.reason and n.state in ("down", "drained", "draining", "unknown"):
+            groups.setdefault(n.reason, []).append(n)
+    return [Row(None, members, False) for members in groups.values()]
+
+
+def node_json(n) -> dict:
+    """A node as 22.05's ``sinfo --json`` prints it (the keys tools read)."""
+    gres = f"gpu:{len(n.gpus)}" if n.gpus else ""
+    return {
+        "architecture": n.arch,
+        "address": n.address,
+        "alloc_cpus": n.alloc_cpus,
+        "alloc_memory": n.alloc_mem_mb,
+        "boot_time": int(n.boot_time),
+        "cores": n.cores_per_socket,
+        "cpus": n.cpus,
+        "features": ",".join(n.features),
+        "active_features": ",".join(n.features),
+        "gres": gres,
+        "hostname": n.name,
+        "idle_cpus": max(0, n.cpus - n.alloc_cpus),
+        "name": n.name,
+        "operating_system": n.os,
+        "partitions": list(n.partitions),
+        "port": n.port,
+        "real_memory": n.memory_mb,
+        "reason": n.reason,
+        "slurmd_start_time": int(n.registered_time),
+        "sockets": n.sockets,
+        "state": n.state,
+        "state_flags": ["DRAIN"] if n.state in ("drained", "draining") else [],
+        "threads": n.threads_per_core,
+        "tres": f"cpu={n.cpus},mem={n.memory_mb}M,billing={n.cpus}"
+        + (f",gres/gpu={len(n.gpus)}" if n.gpus else ""),
+        "slurmd_version": n.version,
+    }
+
+
+def partition_json(p, nodes_by_name) -> dict:
+    members = [nodes_by_name[n] for n in p.nodes if n in nodes_by_name]
+    from spur.core.hostlist import compress
+
+    return {
+        "flags": ["default"] if p.is_default else [],
+        "name": p.name,
+        "nodes": compress(p.nodes) if p.nodes else "",
+        "state": p.state,
+        "total_cpus": sum(n.cpus for n in members),
+        "total_nodes": len(members),
+        "max_time_limit": None if p.max_time_secs < 0 else p.max_time_secs // 60,
+        "default_time_limit": None if p.default_time_secs < 0 else p.default_time_secs // 60,
+    }
+
+
+def sinfo_json(partitions, nodes) -> str:
+    import json
+
+    from spur.cli.squeue import slurm_meta
+
+    by_name = {n.name: n for n in nodes}
+    doc = {
+        "meta": slurm_meta("sinfo"),
+        "errors": [],
+        "nodes": [node_json(n) for n in sorted(nodes, key=lambda n: n.name)],
+        "partitions": [partition_json(p, by_name) for p in partitions],
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
 def default_format(rows: list[Row], node_oriented: bool, long: bool) -> str:
     pwidth = max([len("PARTITION")] + [len(r.value("P")) for r in rows])
     if node_oriented:
         nwidth = max([len("NODELIST") + 2] + [len(r.value("N")) for r in rows])
         if long:
-            return f"%-{nwidth}N %.5D %.{pwidth}P %11T %.4c %.8z %.6m %.8E"
+            return f"%-{nwidth}N %.5D %.{pwidth}P %.11T %-4c %.8z %.6m %.8d %.6w %.8f %-20E"
         return f"%-{nwidth}N %.5D %.{pwidth}P %-6t"
     if long:
-        return f"%-{pwidth}P %.5a %.10l %.6D %.10T %N"
+        return f"%-{pwidth}P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
     return f"%-{pwidth}P %.5a %.10l %.6D %.6t %N"
 
 
@@ -182,10 +306,17 @@ def main(argv: list[str]) -> int:
             for k, v in by_name.items()
             if v.state in states or SHORT.get(v.state, "") in states or node_state_short(v) in states
         }
-    rows = summary_rows(parts.partitions, by_name, args.node_oriented)
-    if states or args.nodes:
-        rows = [r for r in rows if r.nodes]
-    fmt = args.format or default_format(rows, args.node_oriented, args.long)
+    if args.json:
+        sys.stdout.write(sinfo_json(parts.partitions, list(by_name.values())))
+        return 0
+    if args.list_reasons:
+        rows = reason_rows(by_name.values())
+        fmt = args.format or REASONS_FORMAT
+    else:
+        rows = summary_rows(parts.partitions, by_name, args.node_oriented)
+        if states or args.nodes:
+            rows = [r for r in rows if r.nodes]
+        fmt = args.format or default_format(rows, args.node_oriented, args.long)
     spec = parse_format(fmt)
     out = [render_header(spec, HEADERS)] if not args.noheader else []
     out += [render(spec, r.value) for r in rows]

@@ -1,46 +1,215 @@
-"""``squeue`` / ``spur queue``: list jobs in Slurm's layouts."""
+"""``squeue`` / ``spur queue``: list jobs in Slurm's layouts (-o, -O, --json), arrays folded as Slurm does."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 
 from spur.cli.client import CliError, with_controller
-from spur.cli.formats import parse_format, render, render_header
-from spur.cli.jobfields import SQUEUE_DEFAULT_FORMAT, SQUEUE_HEADERS, squeue_value
+from spur.cli.formats import FormatError, parse_format, parse_long_format, render, render_header
+from spur.cli.jobfields import (
+    LONG_STATE,
+    SHORT_STATE,
+    SQUEUE_DEFAULT_FORMAT,
+    SQUEUE_HEADERS,
+    SQUEUE_LONG_FIELDS,
+    SQUEUE_LONG_FORMAT,
+    STATE_ORDER,
+    TERMINAL_STATES,
+    ArrayGroup,
+    group_array_tasks,
+    has_task,
+    squeue_value,
+)
 from spur.cli.slurmargs import SlurmArgParser, split_list
 
-LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
-STATE_ORDER = {"COMPLETING": 0, "RUNNING": 1, "PENDING": 2}
+ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING"})
+ALL_STATES = frozenset(STATE_ORDER)
+
+
+class QueueError(ValueError):
+    """A bad squeue argument; the message is the line Slurm prints."""
 
 
 def build_parser() -> SlurmArgParser:
     p = SlurmArgParser("squeue")
     p.add_argument("-h", "--noheader", action="store_true")
     p.add_argument("-o", "--format")
-    p.add_argument("-j", "--jobs", action="append")
+    p.add_argument("-O", "--Format", dest="long_format")
+    p.add_argument("-j", "--jobs", "--job", action="append", nargs="?", const="")
     p.add_argument("-u", "--user", action="append")
     p.add_argument("-t", "--states", action="append")
     p.add_argument("-p", "--partition", action="append")
+    p.add_argument("-n", "--name", action="append")
+    p.add_argument("-A", "--account", action="append")
+    p.add_argument("-w", "--nodelist", action="append")
     p.add_argument("--me", action="store_true")
     p.add_argument("-l", "--long", action="store_true")
     p.add_argument("-a", "--all", action="store_true")
+    p.add_argument("-r", "--array", action="store_true")
     p.add_argument("-i", "--iterate", type=int)
+    p.add_argument("-S", "--sort")
+    p.add_argument("-v", "--verbose", action="count")
+    p.add_argument("--noconvert", action="store_true")
+    p.add_argument("--local", action="store_true")
+    p.add_argument("--json", action="store_true")
     return p
 
 
-def job_sort_key(job) -> tuple:
-    """Slurm's default order: completing, running, pending; pending by priority; then job id."""
-    return (STATE_ORDER.get(job.state, 3), -job.priority if job.state == "PENDING" else 0, job.job_id)
+def parse_job_filters(values: list[str]) -> list[tuple[int, int | None]]:
+    """``218``, ``218_3`` -> (job id, task or None); raises QueueError with Slurm's text."""
+    out: list[tuple[int, int | None]] = []
+    for text in values:
+        base, sep, task = text.partition("_")
+        if not base.isdigit() or int(base) <= 0 or (sep and not task.isdigit()):
+            raise QueueError(f"squeue: error: Invalid job id: {text}")
+        out.append((int(base), int(task) if sep else None))
+    return out
 
 
-def format_jobs(jobs, fmt: str, *, header: bool, now: float) -> str:
-    parts = parse_format(fmt)
+def parse_states(values: list[str]) -> set[str] | None:
+    """-t values (short or long, any case, or ``all``) -> long state names; None means all."""
+    out: set[str] = set()
+    for v in values:
+        up = v.upper()
+        if up == "ALL":
+            return None
+        name = LONG_STATE.get(up, up)
+        if name not in SHORT_STATE:
+            raise QueueError(f"squeue: error: Invalid job state specified: {v}")
+        out.add(name)
+    return out
+
+
+def job_sort_key(row: tuple[object, ArrayGroup | None]) -> tuple:
+    """Slurm's default sort "P,t,-p": partition, state, priority descending; then job id."""
+    job = row[0]
+    return (job.partition, STATE_ORDER.get(job.state, 99), -job.priority, job.job_id)
+
+
+def select_jobs(jobs, *, filters, states, names, accounts, nodes) -> list:
+    """Client-side filters the controller does not apply (task ids, names, accounts, nodes, states)."""
+    out = []
+    for job in jobs:
+        if filters:
+            ok = False
+            for jid, task in filters:
+                if task is None and (job.job_id == jid or job.array_job_id == jid):
+                    ok = True
+                elif job.array_job_id == jid and has_task(job) and job.array_task_id == task:
+                    ok = True
+            if not ok:
+                continue
+        if states is not None and job.state not in states:
+            continue
+        if names and job.spec.name not in names:
+            continue
+        if accounts and job.spec.account not in accounts:
+            continue
+        if nodes and not {a.node for a in job.allocation} & nodes:
+            continue
+        out.append(job)
+    return out
+
+
+def format_jobs(jobs, fmt: str, *, header: bool, now: float, expand: bool = False, long: bool = False) -> str:
+    """Render rows for ``jobs`` with a -o format (``long=False``) or a -O format (``long=True``)."""
+    parts = parse_long_format(fmt, SQUEUE_LONG_FIELDS) if long else parse_format(fmt)
     lines = [render_header(parts, SQUEUE_HEADERS)] if header else []
-    for job in sorted(jobs, key=job_sort_key):
-        lines.append(render(parts, lambda letter, j=job: squeue_value(j, letter, now)))
+    for job, group in sorted(group_array_tasks(jobs, expand=expand), key=job_sort_key):
+        lines.append(render(parts, lambda letter, j=job, g=group: squeue_value(j, letter, now, g)))
     return "".join(line + "\n" for line in lines)
+
+
+def slurm_meta(command: str) -> dict:
+    """The ``meta`` object of Slurm 22.05's --json output (data_parser v0.0.38)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("spur")
+    except PackageNotFoundError:
+        ver = "0"
+    return {
+        "plugin": {"type": "openapi/v0.0.38", "name": "Slurm OpenAPI v0.0.38"},
+        "Slurm": {"version": {"major": 22, "micro": 8, "minor": 5}, "release": "22.05.8"},
+        "Spur": {"version": ver, "command": [command]},
+    }
+
+
+def job_json(job, now: float) -> dict:
+    """One job as 22.05's ``squeue --json`` prints it (the keys tools read)."""
+    from spur.cli.jobfields import (
+        command_of,
+        num_cpus,
+        num_nodes,
+        num_tasks,
+        stderr_path,
+        stdout_path,
+        tres_per_node,
+    )
+
+    spec = job.spec
+    task = job.array_task_id if has_task(job) else None
+    limit = None if job.time_limit_secs < 0 else job.time_limit_secs // 60
+    return {
+        "account": spec.account,
+        "accrue_time": int(job.eligible_time),
+        "array_job_id": job.array_job_id,
+        "array_task_id": task,
+        "array_max_tasks": job.array_max_running,
+        "array_task_string": "",
+        "batch_flag": not spec.interactive,
+        "batch_host": job.allocation[0].node if job.allocation else "",
+        "command": command_of(job),
+        "comment": spec.comment,
+        "cpus_per_task": max(1, spec.cpus_per_task),
+        "cpus": num_cpus(job),
+        "current_working_directory": spec.work_dir,
+        "dependency": "" if job.dependency in ("", "(null)") else job.dependency,
+        "eligible_time": int(job.eligible_time),
+        "end_time": int(job.end_time),
+        "excluded_nodes": ",".join(spec.exclude),
+        "exit_code": job.exit_code if not job.signal else 128 + job.signal,
+        "features": "&".join(spec.constraint),
+        "group_id": job.gid,
+        "job_id": job.job_id,
+        "job_state": job.state,
+        "name": spec.name,
+        "nice": spec.nice,
+        "node_count": num_nodes(job),
+        "nodes": job.nodelist,
+        "partition": job.partition,
+        "priority": job.priority,
+        "qos": spec.qos,
+        "requeue": not spec.no_requeue,
+        "required_nodes": ",".join(spec.nodelist),
+        "restart_cnt": job.restarts,
+        "standard_error": stderr_path(job) if not spec.interactive else "",
+        "standard_input": spec.stdin_path or "/dev/null",
+        "standard_output": stdout_path(job) if not spec.interactive else "",
+        "start_time": int(job.start_time),
+        "state_description": "",
+        "state_reason": job.reason or "None",
+        "submit_time": int(job.submit_time),
+        "suspend_time": int(job.suspend_time),
+        "tasks": num_tasks(job),
+        "time_limit": limit,
+        "tres_per_node": "" if tres_per_node(job) == "N/A" else tres_per_node(job),
+        "user_id": job.uid,
+        "user_name": job.user,
+        "wckey": spec.wckey,
+    }
+
+
+def jobs_json(jobs, now: float) -> str:
+    doc = {
+        "meta": slurm_meta("squeue"),
+        "errors": [],
+        "jobs": [job_json(j, now) for j in sorted(jobs, key=lambda j: j.job_id)],
+    }
+    return json.dumps(doc, indent=2) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -48,44 +217,80 @@ def main(argv: list[str]) -> int:
     from spur.rpc.proto import spur_pb2 as pb
 
     try:
-        job_ids = [int(x) for x in split_list(args.jobs)]
-    except ValueError:
-        print(f"squeue: error: Invalid job id: {','.join(args.jobs)}", file=sys.stderr)
+        filters = parse_job_filters(split_list(args.jobs))
+        states = parse_states(split_list(args.states))
+        nodes: set[str] = set()
+        if args.nodelist:
+            from spur.core.hostlist import HostlistError, expand
+
+            try:
+                nodes = {n for expr in split_list(args.nodelist) for n in expand(expr)}
+            except HostlistError as exc:
+                raise QueueError(f"squeue: error: {exc}") from None
+        long = False
+        fmt = args.format
+        if args.long_format:
+            fmt, long = args.long_format, True
+            parse_long_format(fmt, SQUEUE_LONG_FIELDS)
+        elif not fmt:
+            env_long = os.environ.get("SQUEUE_FORMAT2")
+            if env_long:
+                fmt, long = env_long, True
+                parse_long_format(fmt, SQUEUE_LONG_FIELDS)
+            else:
+                fmt = os.environ.get("SQUEUE_FORMAT") or (
+                    SQUEUE_LONG_FORMAT if args.long else SQUEUE_DEFAULT_FORMAT
+                )
+    except (QueueError, FormatError) as exc:
+        msg = str(exc)
+        print(msg if msg.startswith("squeue:") else f"squeue: error: {msg}", file=sys.stderr)
         return 1
     users = split_list(args.user)
     if args.me:
         from spur.auth.identity import current_identity
 
         users.append(current_identity().user)
-    states = split_list(args.states)
-    all_states = [s.upper() for s in states] == ["ALL"]
-    default_states = not states and not job_ids
+    # Slurm filters by state even with -j: without -t only pending/running/suspended/completing show.
+    wanted_states = None if states is None else (states or set(ACTIVE_STATES))
+    include_finished = wanted_states is None or bool(wanted_states & TERMINAL_STATES) or bool(filters)
     req = pb.GetJobsRequest(
-        job_ids=job_ids,
+        job_ids=sorted({jid for jid, _ in filters}),
         users=users,
         partitions=split_list(args.partition),
-        states=[] if all_states else states,
-        include_finished=all_states,
+        include_finished=include_finished,
     )
 
     async def body(stub):
         return await stub.GetJobs(req, timeout=30)
 
-    try:
-        resp = with_controller(body)
-    except CliError as exc:
-        print(f"squeue: error: {exc.message}", file=sys.stderr)
-        return 1
-    jobs = list(resp.jobs)
-    if default_states:
-        jobs = [j for j in jobs if j.state in ("PENDING", "RUNNING", "COMPLETING")]
-    if job_ids and not jobs:
-        print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
-        return 1
-    fmt = (
-        args.format
-        or os.environ.get("SQUEUE_FORMAT")
-        or (LONG_FORMAT if args.long else SQUEUE_DEFAULT_FORMAT)
-    )
-    sys.stdout.write(format_jobs(jobs, fmt, header=not args.noheader, now=time.time()))
-    return 0
+    while True:
+        try:
+            resp = with_controller(body)
+        except CliError as exc:
+            print(f"squeue: error: {exc.message}", file=sys.stderr)
+            return 1
+        known = select_jobs(resp.jobs, filters=filters, states=None, names=set(), accounts=set(), nodes=set())
+        jobs = select_jobs(
+            known,
+            filters=[],
+            states=wanted_states,
+            names=set(split_list(args.name)),
+            accounts=set(split_list(args.account)),
+            nodes=nodes,
+        )
+        if filters and not known and len(filters) == 1:
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            return 1
+        now = time.time()
+        if args.json:
+            sys.stdout.write(jobs_json(jobs, now))
+        else:
+            if args.iterate:
+                print(time.strftime("%a %b %d %H:%M:%S %Y"))
+            sys.stdout.write(
+                format_jobs(jobs, fmt, header=not args.noheader, now=now, expand=args.array, long=long)
+            )
+        sys.stdout.flush()
+        if not args.iterate:
+            return 0
+        time.sleep(args.iterate)

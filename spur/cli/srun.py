@@ -1,7 +1,14 @@
 """``srun`` / ``spur run``: run a command through the scheduler, stream its output, return its exit code.
 
-The job is submitted as an interactive job; once it runs, srun connects to the agent of every
-allocated node and streams each task's stdout/stderr. Ctrl-C cancels the job.
+Outside an allocation the job is submitted as an interactive job; once it runs, srun connects to the
+agent of every allocated node and streams each task's stdout/stderr. Ctrl-C cancels the job.
+
+Inside an allocation (``SLURM_JOB_ID`` in the environment, as in an sbatch script or a salloc shell,
+or ``--jobid=N``) srun starts a *job step*: Controller.CreateStep picks nodes and tasks inside the
+job's allocation, srun calls Agent.LaunchStep on every node of the step (each node's first global
+rank), streams the tasks' output (a step with ``--output`` writes files on the nodes instead) and
+exits with the largest task exit code (128+signal when a task was killed by a signal). Ctrl-C or
+SIGTERM cancels the step, not the job.
 """
 
 from __future__ import annotations
@@ -48,13 +55,99 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     return spec, opts
 
 
-def main(argv: list[str]) -> int:
+def step_job_id(argv: list[str], environ: dict[str, str]) -> int | None:
+    """The job whose allocation srun runs in (``--jobid``, else ``SLURM_JOB_ID``), or None.
+
+    Raises CliError for a malformed option or variable.
+    """
+    from spur.core.job_options import JobOptionError, options_from_env, parse_job_options
+
     try:
-        spec, opts = prepare(argv, dict(os.environ), os.getcwd())
+        cli_opts, _command = parse_job_options(argv, command=PROG)
+        env_opts = options_from_env(environ, command=PROG)
+    except JobOptionError as exc:
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
+    return cli_opts.jobid or env_opts.jobid
+
+
+def prepare_step(argv: list[str], environ: dict[str, str], cwd: str):  # -> (pb.StepSpec, JobOptions)
+    """Build the StepSpec of ``srun ARGS`` inside an allocation (pure apart from parsing); CliError."""
+    from spur.core import hostlist
+    from spur.core.job_options import (
+        JobOptionError,
+        export_environment,
+        merge_options,
+        options_from_env,
+        parse_job_options,
+    )
+    from spur.rpc.proto import spur_pb2 as pb
+
+    try:
+        cli_opts, command = parse_job_options(argv, command=PROG)
+        env_opts = options_from_env(environ, command=PROG)
+    except JobOptionError as exc:
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
+    if cli_opts.help:
+        print("Usage: srun [OPTIONS...] executable [args...]")
+        raise SystemExit(0)
+    if not command:
+        raise CliError("srun: fatal: No command given to execute.", exit_code=1)
+    # Inside an allocation SLURM_JOB_NAME names the job, not each of its steps (Slurm ignores it too).
+    env_opts.job_name = None
+    opts = merge_options(env_opts, cli_opts)
+    ntasks = opts.ntasks or 0
+    nodes = opts.nodes_min or 0
+    if cli_opts.nodes_min is None and ntasks and nodes > ntasks:
+        nodes = 0  # the allocation's node count came from the environment: fewer tasks than nodes
+    try:
+        environment = export_environment(opts.export, environ)
+        nodelist = hostlist.expand(opts.nodelist) if opts.nodelist else []
+    except ValueError as exc:
+        raise CliError(f"srun: error: {exc}") from None
+
+    def pattern(value: str | None) -> str:
+        return "/dev/null" if value == "none" else value or ""
+
+    work_dir = os.path.normpath(os.path.join(cwd, opts.chdir)) if opts.chdir else cwd
+    spec = pb.StepSpec(
+        argv=list(command),
+        name=opts.job_name or os.path.basename(command[0]),
+        num_tasks=ntasks,
+        num_nodes=nodes,
+        cpus_per_task=opts.cpus_per_task or 0,
+        stdout_pattern=pattern(opts.output),
+        stderr_pattern=pattern(opts.error),
+        environment=environment,
+        unbuffered=bool(opts.unbuffered),
+        label=bool(opts.label),
+        overlap=bool(opts.overlap),
+        work_dir=work_dir,
+        nodelist=nodelist,
+    )
+    return spec, opts
+
+
+def main(argv: list[str]) -> int:
+    import trio
+
+    environ = dict(os.environ)
+    try:
+        job_id = step_job_id(argv, environ)
+        if job_id is not None:
+            step_spec, _opts = prepare_step(argv, environ, os.getcwd())
+        else:
+            spec, opts = prepare(argv, environ, os.getcwd())
     except CliError as exc:
         print(exc.message, file=sys.stderr)
         return exc.exit_code
-    import trio
+    if job_id is not None:
+        try:
+            return trio.run(run_step, job_id, step_spec)
+        except CliError as exc:
+            print(exc.message, file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            return 130
 
     try:
         return trio.run(_run, spec, bool(getattr(opts, "label", False)))
@@ -174,3 +267,177 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
     except RpcError as exc:
         print(f"srun: error: {node.name}: lost output stream: {exc.message}", file=sys.stderr)
         results.append((1, 0))
+
+
+# ---------------------------------------------------------------- job steps
+
+
+class OutputWriter:
+    """Writes task output to this process's stdout/stderr, with ``--label`` prefixes on whole lines."""
+
+    def __init__(self, label: bool) -> None:
+        self.label = label
+        self._partial: dict[tuple[int, str], bytes] = {}
+
+    def write(self, task: int, stream: str, data: bytes) -> None:
+        out = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+        if self.label:
+            key = (task, stream)
+            lines = (self._partial.pop(key, b"") + data).splitlines(keepends=True)
+            if lines and not lines[-1].endswith(b"\n"):
+                self._partial[key] = lines.pop()
+            data = b"".join(f"{task}: ".encode() + line for line in lines)
+        out.write(data)
+        out.flush()
+
+    def close(self) -> None:
+        for (task, stream), rest in sorted(self._partial.items()):
+            out = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+            out.write(f"{task}: ".encode() + rest + b"\n")
+            out.flush()
+        self._partial.clear()
+
+
+def _ranks(first: int, count: int) -> str:
+    return f"task {first}" if count == 1 else f"tasks {first}-{first + count - 1}"
+
+
+async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
+    """Create the step, launch it on its nodes, forward its output; returns srun's exit code."""
+    import contextlib
+    import signal
+
+    import trio
+
+    from spur.auth.identity import identity_metadata
+    from spur.core.nurseries import helper_nursery
+    from spur.rpc.channel import open_channel
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError
+    from spur.rpc.stub import agent_stub, controller_stub
+
+    md = identity_metadata()
+    target = controller_targets()[0]
+    try:
+        async with open_channel(target, metadata_provider=lambda: md) as ch:
+            ctl = controller_stub(ch)
+            try:
+                resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
+            except RpcError as exc:
+                raise CliError(
+                    f"srun: error: Unable to create step for job {job_id}: {exc.message}"
+                ) from None
+            step, job = resp.step, resp.job
+            names = [a.node for a in step.allocation]
+            nodes = {
+                n.name: n for n in (await ctl.GetNodes(pb.GetNodesRequest(names=names), timeout=10)).nodes
+            }
+    except RpcError as exc:
+        raise CliError(f"srun: error: {exc.message}") from None
+    missing = [n for n in names if n not in nodes]
+    if missing:
+        raise CliError(f"srun: error: step {job_id}.{step.step_id}: unknown node(s) {','.join(missing)}")
+
+    placements: list[tuple[str, int, int]] = []  # (node, first rank, tasks)
+    rank = 0
+    for a in step.allocation:
+        placements.append((a.node, rank, a.tasks))
+        rank += a.tasks
+    writer = OutputWriter(spec.label)
+    results: dict[str, tuple[int, int]] = {}
+    failures: list[str] = []
+
+    async with contextlib.AsyncExitStack() as stack:
+        stubs = {}
+        for name in names:
+            node = nodes[name]
+            channel = await stack.enter_async_context(
+                open_channel(f"{node.address}:{node.port}", connect_timeout=5.0, metadata_provider=lambda: md)
+            )
+            stubs[name] = agent_stub(channel)
+
+        async def launch(name: str, first: int) -> None:
+            request = pb.LaunchStepRequest(job=job, step=step, node=name, first_task=first)
+            try:
+                await stubs[name].LaunchStep(request, timeout=30)
+            except RpcError as exc:
+                failures.append(
+                    f"srun: error: {name}: cannot launch step {job_id}.{step.step_id}: {exc.message}"
+                )
+
+        async def cancel_step() -> None:
+            with trio.move_on_after(10):
+                async with trio.open_nursery() as nursery:
+                    for name in names:
+                        nursery.start_soon(_signal_step, stubs[name], job_id, step.step_id)
+
+        async with trio.open_nursery() as nursery:
+            for name, first, _count in placements:
+                nursery.start_soon(launch, name, first)
+        if failures:
+            for line in failures:
+                print(line, file=sys.stderr)
+            await cancel_step()
+            return 1
+
+        async def stream(name: str) -> None:
+            request = pb.StreamOutputRequest(job_id=job_id, step_id=step.step_id, follow=True)
+            try:
+                async for chunk in stubs[name].StreamOutput(request):
+                    if chunk.stream == "exit":
+                        results[name] = (chunk.exit_code, chunk.signal)
+                    else:
+                        writer.write(chunk.task, chunk.stream, chunk.data)
+            except RpcError as exc:
+                print(f"srun: error: {name}: lost output stream: {exc.message}", file=sys.stderr)
+                results[name] = (1, 0)
+
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with helper_nursery() as nursery:
+
+                async def on_signal() -> None:
+                    async for _ in signals:
+                        print("srun: forcing job termination", file=sys.stderr)
+                        await cancel_step()
+
+                nursery.start_soon(on_signal)
+                async with trio.open_nursery() as streams:
+                    for name in names:
+                        streams.start_soon(stream, name)
+                nursery.cancel_scope.cancel()
+        writer.close()
+
+    exit_code, sig = 0, 0
+    for name, first, count in placements:
+        code, node_sig = results.get(name, (1, 0))
+        if node_sig:
+            print(f"srun: error: {name}: {_ranks(first, count)}: {_signal_name(node_sig)}", file=sys.stderr)
+        elif code:
+            print(
+                f"srun: error: {name}: {_ranks(first, count)}: Exited with exit code {code}", file=sys.stderr
+            )
+        exit_code, sig = max(exit_code, code), sig or node_sig
+    return 128 + sig if sig else exit_code
+
+
+async def _signal_step(stub, job_id: int, step_id: int) -> None:
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError
+
+    try:
+        await stub.SignalJob(pb.SignalJobRequest(job_id=job_id, signal=0, step_id=step_id), timeout=10)
+    except RpcError:
+        pass  # gone already, or unreachable: the controller's cancel of the job still reaches it
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    if signum == signal.SIGKILL:
+        return "Killed"
+    if signum == signal.SIGTERM:
+        return "Terminated"
+    try:
+        return signal.strsignal(signum) or f"signal {signum}"
+    except ValueError:
+        return f"signal {signum}"

@@ -122,6 +122,8 @@ class JobOptions:
     wait: bool | None = None
     wait_secs: int | None = None
     comment: str | None = None
+    wckey: str | None = None
+    ntasks_per_gpu: int | None = None
     nice: int | None = None
     quiet: bool | None = None
     verbose: int | None = None
@@ -211,8 +213,12 @@ def _nodes(value: str | None, _cur: JobOptions) -> dict[str, Any]:
 
 def _mem(field_name: str) -> _Parser:
     def parse(value: str | None, _cur: JobOptions) -> dict[str, Any]:
+        text = (value or "").strip()
+        # Slurm accepts a trailing B after the unit ("2GB", "512MB"), as submitit writes it.
+        if len(text) >= 3 and text[-1] in "bB" and text[-2] in "kmgtKMGT" and text[-3].isdigit():
+            text = text[:-1]
         try:
-            return {field_name: parse_memory_mb(value or "")}
+            return {field_name: parse_memory_mb(text)}
         except ResourceError:
             raise _BadValue from None
 
@@ -374,6 +380,8 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("wait", "W", "none", _flag("wait"), _SB),
     _Opt("wait", "W", "required", _int_field("wait_secs", 0, MAX_COUNT), _SR),
     _Opt("comment", None, "required", _str("comment")),
+    _Opt("wckey", None, "required", _nonempty("wckey")),
+    _Opt("ntasks-per-gpu", None, "required", _count("ntasks_per_gpu")),
     _Opt("nice", None, "optional", _nice),
     _Opt("quiet", "Q", "none", _flag("quiet")),
     _Opt("verbose", "v", "none", _verbose),
@@ -592,6 +600,7 @@ ENV_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
         ("SBATCH_SIGNAL", "signal"),
         ("SBATCH_TIMELIMIT", "time"),
         ("SBATCH_WAIT", "wait"),
+        ("SBATCH_WCKEY", "wckey"),
     ),
     "srun": (
         ("SLURM_ACCOUNT", "account"),
@@ -972,6 +981,7 @@ def build_job_spec(
     environ: Mapping[str, str],
     command: str = "sbatch",
     script_path: str | None = None,
+    now: float | None = None,
 ) -> JobSpec:
     """Fill a :class:`JobSpec` from merged options.
 
@@ -982,8 +992,10 @@ def build_job_spec(
     replacing any ``gpu`` items; ``gpus_total`` comes from ``--gpus``; ``time_limit_secs`` is 0 when
     not given (partition default applies) and -1 for UNLIMITED; host lists are expanded; output
     patterns are kept unexpanded ("" means the default). ``num_nodes`` is the minimum node count
-    (or the size of ``--nodelist`` when -N is absent). Options without a JobSpec field (array,
-    dependency, begin, signal, mail, ...) stay in ``opts`` for the caller.
+    (or the size of ``--nodelist`` when -N is absent). ``array``, ``dependency`` and ``signal``
+    are stored as given (validated); ``begin_time`` is ``--begin`` resolved against ``now``
+    (default: the current time); ``no_requeue`` is set by ``--no-requeue``; salloc specs are
+    ``allocation_only``. Options without a JobSpec field (mail, verbosity, ...) stay in ``opts``.
     """
     work_dir = os.path.normpath(os.path.join(cwd, opts.chdir)) if opts.chdir else cwd
     gres = [format_gres(g) for g in parse_gres([opts.gres])] if opts.gres else []
@@ -999,6 +1011,16 @@ def build_job_spec(
     else:
         num_nodes = 1
     time_limit = 0 if opts.time_limit is None else opts.time_limit
+    begin_time = 0.0
+    if opts.begin:
+        import time as _time
+
+        try:
+            begin_time = parse_begin_time(opts.begin, _time.time() if now is None else now)
+        except TimeSpecError as exc:
+            raise JobOptionError(
+                f"{command}: error: Invalid --begin specification: {opts.begin}", command=command
+            ) from exc
     return JobSpec(
         name=default_job_name(opts, argv, command, script_path),
         script=script,
@@ -1027,6 +1049,18 @@ def build_job_spec(
         hold=bool(opts.hold),
         comment=opts.comment or "",
         constraint=_split_constraint(opts.constraint) if opts.constraint else [],
+        array=opts.array or "",
+        dependency=opts.dependency or "",
+        begin_time=begin_time,
+        no_requeue=opts.requeue is False,
+        signal=opts.signal or "",
+        open_mode=opts.open_mode or "",
+        qos=opts.qos or "",
+        wckey=opts.wckey or "",
+        gpus_per_task=parse_gpus(opts.gpus_per_task).count if opts.gpus_per_task else 0,
+        kill_on_invalid_dep=bool(opts.kill_on_invalid_dep),
+        ntasks_per_gpu=opts.ntasks_per_gpu or 0,
+        allocation_only=command == "salloc",
     )
 
 

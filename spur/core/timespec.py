@@ -199,7 +199,7 @@ _ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _US_DATE_RE = re.compile(r"(\d{1,2})[./]?(\d{1,2})(?:[./]?(\d{2}))?")
 
 
-def parse_begin_time(spec: str, now: float) -> float:
+def parse_begin_time(spec: str, now: float, *, past: bool = False) -> float:
     """Parse a ``--begin`` value into a unix time, relative to ``now`` in local time (Slurm's parse_time).
 
     Accepts ``now[{+|-}count[seconds|minutes|hours|days|weeks]]``, ``HH:MM[:SS] [AM|PM]``,
@@ -302,7 +302,7 @@ def parse_begin_time(spec: str, now: float) -> float:
     if hour == -1:
         hour, minute, second = 0, 0, 0
     if date is None:
-        if (hour, minute) > (now_dt.hour, now_dt.minute):
+        if past or (hour, minute) > (now_dt.hour, now_dt.minute):
             date = (now_dt.month, now_dt.day, now_dt.year)
         else:
             t = now_dt + timedelta(days=1)
@@ -310,7 +310,10 @@ def parse_begin_time(spec: str, now: float) -> float:
     mon, day, year = date
     if year is None:
         later = (mon, day, hour, minute) > (now_dt.month, now_dt.day, now_dt.hour, now_dt.minute)
-        year = now_dt.year if later else now_dt.year + 1
+        if past:
+            year = now_dt.year - 1 if later else now_dt.year
+        else:
+            year = now_dt.year if later else now_dt.year + 1
     try:
         result = datetime(year, mon, day, hour, minute, second)
     except ValueError:

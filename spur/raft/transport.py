@@ -39,9 +39,7 @@ class RaftHandler(Protocol):
 
     async def on_append_entries(self, request: pb.AppendEntriesRequest) -> pb.AppendEntriesResponse: ...
 
-    async def on_install_snapshot(
-        self, request: pb.InstallSnapshotRequest
-    ) -> pb.InstallSnapshotResponse: ...
+    async def on_install_snapshot(self, request: pb.InstallSnapshotRequest) -> pb.InstallSnapshotResponse: ...
 
 
 class RaftService:
@@ -51,7 +49,9 @@ class RaftService:
         self._handler = handler
         self._faults = faults
 
-    async def RequestVote(self, request: pb.RequestVoteRequest, context: CallContext) -> pb.RequestVoteResponse:
+    async def RequestVote(
+        self, request: pb.RequestVoteRequest, context: CallContext
+    ) -> pb.RequestVoteResponse:
         return await self._serve(request.candidate_id, self._handler.on_request_vote, request)
 
     async def AppendEntries(
@@ -90,7 +90,9 @@ class PeerClients:
             delay = self._faults.delay_of(self._node_id, peer)
             if self._faults.drops(self._node_id, peer):
                 await trio.sleep(timeout)
-                raise RpcError(StatusCode.DEADLINE_EXCEEDED, f"message to member {peer} dropped (fault switch)")
+                raise RpcError(
+                    StatusCode.DEADLINE_EXCEEDED, f"message to member {peer} dropped (fault switch)"
+                )
             if delay:
                 await trio.sleep(delay)
         return await getattr(stub, method)(request, timeout=timeout)

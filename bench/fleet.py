@@ -1,0 +1,291 @@
+"""A simulated large cluster against one real controller.
+
+    python -m bench.fleet [--nodes 5000] [--heartbeat 30] [--rate 100] [--duration 60] [--runtime-mean 1]
+                          [--rss-jobs 20000] [--no-fsync]
+
+Phase 1 (fleet): starts spurctld (node_timeout_secs 90), then ``python -m integration.fleet`` with
+``--nodes`` virtual nodes heartbeating every ``--heartbeat`` seconds (spread evenly), waits until all are
+registered, and submits a steady ``--rate`` jobs/s for ``--duration`` seconds (each job 1 CPU, run time
+exponential with mean ``--runtime-mean``). Reports controller CPU (share of one core, from
+/proc/<pid>/stat) and RSS, heartbeat RPC latency as the fleet saw it, nodes the controller holds DOWN
+although they kept heartbeating (false DOWN), jobs completed/s and the pending backlog. The full run of
+the issue is ``--duration 300``; a false DOWN needs ``node_timeout_secs`` (90 s) without a heartbeat,
+so only runs longer than that can show one.
+
+Phase 2 (RSS): a fresh controller (no nodes) takes ``--rss-jobs`` submissions, then half of them are
+cancelled (so they move to history); prints RSS empty / all pending / half in history.
+``--rss-jobs 100000`` is the issue's figure (takes several minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bench.common import BenchController, Profiler, controller, percentile, print_table
+from integration.harness import wait_for
+from spur.rpc.proto import spur_pb2 as pb
+
+SPEC = pb.JobSpec(name="fleet", script="#!/bin/sh\ntrue\n", work_dir="/tmp", cpus_per_task=1)
+
+
+class _Client:
+    """A few controller channels held for the whole benchmark (round-robin)."""
+
+    def __init__(self, address: str, channels: int = 4) -> None:
+        self.address = address
+        self.n = channels
+        self.stubs: list[Any] = []
+        self._i = 0
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        from spur.auth.identity import identity_metadata
+        from spur.rpc.channel import open_channel
+        from spur.rpc.stub import controller_stub
+
+        md = identity_metadata()
+        async with trio.open_nursery() as nursery:
+
+            async def hold(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                async with open_channel(self.address, metadata_provider=lambda: md) as ch:
+                    self.stubs.append(controller_stub(ch))
+                    task_status.started()
+                    await trio.sleep_forever()
+
+            for _ in range(self.n):
+                await nursery.start(hold)
+            task_status.started()
+
+    async def call(self, method: str, request: Any, timeout: float = 60) -> Any:
+        stub = self.stubs[self._i % len(self.stubs)]
+        self._i += 1
+        return await getattr(stub, method)(request, timeout=timeout)
+
+
+def _fleet_stats(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> dict[str, Any]:
+    client = _Client(ctl.address)
+    submit_lat: list[float] = []
+    submit_errors = 0
+    samples: list[tuple[float, int, int]] = []  # (t, pending, down)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+
+        async def submit() -> None:
+            nonlocal submit_errors
+            began = trio.current_time()
+            try:
+                await client.call("SubmitJob", pb.SubmitJobRequest(spec=SPEC))
+                submit_lat.append(trio.current_time() - began)
+            except Exception:
+                submit_errors += 1
+
+        async def sampler() -> None:
+            while True:
+                await trio.sleep(5)
+                jobs = await client.call("GetJobs", pb.GetJobsRequest(states=["PENDING"]))
+                nodes = await client.call("GetNodes", pb.GetNodesRequest())
+                down = sum("down" in n.state.lower() for n in nodes.nodes)
+                samples.append((trio.current_time(), len(jobs.jobs), down))
+
+        before = _fleet_stats(stats_file)
+        cpu0, wall0 = ctl.cpu_secs(), time.monotonic()
+        nursery.start_soon(sampler)
+        t0 = trio.current_time()
+        total = int(args.rate * args.duration)
+        for i in range(total):
+            await trio.sleep_until(t0 + i / args.rate)
+            nursery.start_soon(submit)
+        await trio.sleep_until(t0 + args.duration)
+        cpu1, wall1 = ctl.cpu_secs(), time.monotonic()
+        after = _fleet_stats(stats_file)
+        rss = ctl.rss_mb()
+        jobs = (await client.call("GetJobs", pb.GetJobsRequest(include_finished=True))).jobs
+        nodes = (await client.call("GetNodes", pb.GetNodesRequest())).nodes
+        nursery.cancel_scope.cancel()
+    by_state: dict[str, int] = {}
+    for j in jobs:
+        by_state[j.state] = by_state.get(j.state, 0) + 1
+    elapsed = wall1 - wall0
+    return {
+        "elapsed": elapsed,
+        "cpu_share": (cpu1 - cpu0) / elapsed,
+        "rss_mb": rss,
+        "submitted": total - submit_errors,
+        "submit_errors": submit_errors,
+        "submit_p50_ms": 1000 * percentile(submit_lat, 0.5),
+        "submit_p99_ms": 1000 * percentile(submit_lat, 0.99),
+        "completed_per_s": (after.get("completed", 0) - before.get("completed", 0)) / elapsed,
+        "by_state": by_state,
+        "backlog_max": max((p for _, p, _ in samples), default=0),
+        "backlog_end": by_state.get("PENDING", 0),
+        "down_max": max((d for _, _, d in samples), default=0),
+        "down_end": sum("down" in n.state.lower() for n in nodes),
+        "nodes": len(nodes),
+        "fleet": after,
+        "heartbeats_in_window": after.get("heartbeats", 0) - before.get("heartbeats", 0),
+    }
+
+
+def fleet_phase(args: argparse.Namespace) -> None:
+    with controller(
+        wal_fsync=not args.no_fsync, heartbeat_interval_secs=int(args.heartbeat), node_timeout_secs=90
+    ) as ctl:
+        stats_file = ctl.root / "fleet.json"
+        log = open(ctl.root / "fleet.log", "wb")
+        fleet = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "integration.fleet",
+                "--controller",
+                ctl.address,
+                "--nodes",
+                str(args.nodes),
+                "--heartbeat",
+                str(args.heartbeat),
+                "--runtime-mean",
+                str(args.runtime_mean),
+                "--connections",
+                str(args.connections),
+                "--stats-file",
+                str(stats_file),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            began = time.monotonic()
+            cpu_before = ctl.cpu_secs()
+            wait_for(
+                lambda: fleet.poll() is None and _fleet_stats(stats_file).get("registered") == args.nodes,
+                timeout=600,
+                interval=0.5,
+                what=f"{args.nodes} virtual nodes to register",
+            )
+            register_secs = time.monotonic() - began
+            register_cpu = ctl.cpu_secs() - cpu_before
+            rss_idle = ctl.rss_mb()
+            if args.profile:
+                with Profiler(ctl.pid, args.duration) as prof:
+                    r = trio.run(_workload, ctl, args, stats_file)
+            else:
+                r = trio.run(_workload, ctl, args, stats_file)
+        finally:
+            fleet.kill()
+            fleet.wait()
+            log.close()
+    f = r["fleet"]
+    print(
+        f"\nfleet: {args.nodes} virtual nodes, heartbeat every {args.heartbeat:g}s, {args.rate:g} jobs/s for "
+        f"{args.duration:g}s, run time exp(mean {args.runtime_mean:g}s), fsync={'off' if args.no_fsync else 'on'}"
+    )
+    rows = [
+        ("registration of all nodes", f"{register_secs:.1f} s ({args.nodes / register_secs:.0f} nodes/s)"),
+        ("controller CPU while registering", f"{register_cpu / register_secs * 100:.0f}% of one core"),
+        ("controller RSS after registration", f"{rss_idle:.0f} MiB"),
+        ("controller CPU under load", f"{r['cpu_share'] * 100:.0f}% of one core"),
+        ("controller RSS at end", f"{r['rss_mb']:.0f} MiB"),
+        (
+            "heartbeats in window",
+            f"{r['heartbeats_in_window']} ({r['heartbeats_in_window'] / r['elapsed']:.0f}/s)",
+        ),
+        (
+            "heartbeat RPC latency p50/p99/max",
+            f"{f.get('heartbeat_p50_ms', 0):.1f} / {f.get('heartbeat_p99_ms', 0):.1f} / "
+            f"{f.get('heartbeat_max_ms', 0):.1f} ms",
+        ),
+        ("heartbeat failures (fleet)", f"{f.get('heartbeat_failures', 0)}"),
+        ("false DOWN nodes (max sampled / end)", f"{r['down_max']} / {r['down_end']} of {r['nodes']}"),
+        ("submit latency p50/p99", f"{r['submit_p50_ms']:.1f} / {r['submit_p99_ms']:.1f} ms"),
+        ("jobs submitted (errors)", f"{r['submitted']} ({r['submit_errors']})"),
+        ("jobs completed/s", f"{r['completed_per_s']:.1f}"),
+        ("scheduler backlog (PENDING) max / end", f"{r['backlog_max']} / {r['backlog_end']}"),
+        ("job states at end", " ".join(f"{k}={v}" for k, v in sorted(r["by_state"].items()))),
+    ]
+    print_table(["figure", "value"], rows)
+    if args.profile:
+        print("\nprofile of spurctld under load (py-spy):")
+        prof.print_top(40)
+
+
+async def _rss_load(ctl: BenchController, jobs: int, clients: int) -> list[tuple[str, float]]:
+    client = _Client(ctl.address, channels=4)
+    out = [("empty", ctl.rss_mb())]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        ids: list[int] = []
+
+        async def worker(n: int) -> None:
+            for _ in range(n):
+                ids.append((await client.call("SubmitJob", pb.SubmitJobRequest(spec=SPEC))).job_id)
+
+        began = time.monotonic()
+        async with trio.open_nursery() as inner:
+            for i in range(clients):
+                inner.start_soon(worker, jobs // clients + (i < jobs % clients))
+        submit_rate = jobs / (time.monotonic() - began)
+        out.append((f"{jobs} pending (submitted at {submit_rate:.0f}/s)", ctl.rss_mb()))
+        half = sorted(ids)[: jobs // 2]
+
+        async def canceller(chunk: list[int]) -> None:
+            for job_id in chunk:
+                await client.call("CancelJob", pb.CancelJobRequest(job_id=job_id))
+
+        async with trio.open_nursery() as inner:
+            for i in range(clients):
+                inner.start_soon(canceller, half[i::clients])
+        out.append((f"{jobs - len(half)} pending + {len(half)} cancelled (history)", ctl.rss_mb()))
+        nursery.cancel_scope.cancel()
+    return out
+
+
+def rss_phase(args: argparse.Namespace) -> None:
+    # A long scheduler interval: this phase measures memory, not planning (kicks still run passes).
+    with controller(wal_fsync=False, scheduler_interval_secs=60) as ctl:
+        rows = trio.run(_rss_load, ctl, args.rss_jobs, 32)
+    base = rows[0][1]
+    print_table(
+        ["controller holding", "RSS MiB", "KiB/job over empty"],
+        [
+            (what, rss, (rss - base) * 1024 / args.rss_jobs if i else 0.0)
+            for i, (what, rss) in enumerate(rows)
+        ],
+        title=f"controller RSS with {args.rss_jobs} jobs (wal_fsync off, no nodes)",
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--heartbeat", type=float, default=30.0)
+    ap.add_argument("--rate", type=float, default=100.0, help="jobs submitted per second")
+    ap.add_argument("--duration", type=float, default=60.0, help="seconds of steady load (issue: 300)")
+    ap.add_argument("--runtime-mean", type=float, default=1.0)
+    ap.add_argument("--connections", type=int, default=8, help="fleet's HTTP/2 connections to the controller")
+    ap.add_argument("--rss-jobs", type=int, default=20000, help="jobs for the RSS phase (0 skips it)")
+    ap.add_argument("--no-fsync", action="store_true", help="controller.wal_fsync = false in the fleet phase")
+    ap.add_argument("--skip-fleet", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
+    args = ap.parse_args(argv)
+    if not args.skip_fleet:
+        fleet_phase(args)
+    if args.rss_jobs:
+        rss_phase(args)
+
+
+if __name__ == "__main__":
+    main()

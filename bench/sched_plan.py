@@ -1,0 +1,259 @@
+"""Backfill plan time and the controller's snapshot cost for large queues and clusters.
+
+    python -m bench.sched_plan [--full] [--sizes 1000x100,10000x1000] [--repeat 3] [--no-state]
+
+For each ``JOBSxNODES`` size, a synthetic busy cluster (about 90% of CPUs used by running jobs; a fifth
+of the nodes have 8 GPUs) and a pending queue of mixed jobs: 1-16 nodes, 1-64 CPUs, time limits from
+10 minutes to unlimited, a fifth asking for GPUs (some of a given model), a few exclusive, and about
+half of them in array-like groups (consecutive ids, same shape, priority and submit time).
+
+- ``plan``: one ``spur_sched_backfill.plan`` pass, with the controller's default ``max_job_test`` of
+  1000 and uncapped (0). The plugin gives reservations to the first ``reservation_depth`` (default 100)
+  blocked jobs only; later jobs can start now but hold nothing (see the plugin's README).
+- ``build_snapshot``: ``spur.state.sched_view.build_snapshot`` over a ClusterState holding the same
+  nodes, running and pending jobs (the controller-side cost paid before every pass).
+
+Default sizes fit in a few minutes on 2 cores; ``--full`` runs the whole matrix 1k/10k/100k jobs x
+100/1k/10k nodes. Figures are medians over ``--repeat`` runs; nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+from bench.common import median, print_table
+from spur.core.job import GpuDevice, JobSpec, Node, NodeAllocation
+from spur.core.scheduling import NodeView, PartitionView, PendingView, RunningView, SchedSnapshot
+
+DEFAULT_SIZES = "1000x100,1000x1000,10000x1000,10000x10000,100000x1000"
+FULL_SIZES = ",".join(f"{j}x{n}" for j in (1000, 10_000, 100_000) for n in (100, 1000, 10_000))
+NOW = 1_000_000.0
+CPUS, MEM = 64, 256_000
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One pending job's request (shared by the members of an array-like group)."""
+
+    gpu: bool
+    num_nodes: int
+    cpus: int
+    mem_per_cpu: int
+    gpus_per_node: int
+    gpu_type: str
+    time_limit: int
+    exclusive: bool
+    priority: int
+    submit_time: float
+
+
+def _shapes(jobs: int, rng: random.Random) -> list[Shape]:
+    out: list[Shape] = []
+    while len(out) < jobs:
+        gpu = rng.random() < 0.2
+        shape = Shape(
+            gpu=gpu,
+            num_nodes=1 if rng.random() < 0.85 else rng.choice([2, 4, 8, 16]),
+            cpus=rng.choice([1, 2, 4, 8, 16, 32, 64]),
+            mem_per_cpu=rng.choice([0, 1000, 2000]),
+            gpus_per_node=rng.choice([1, 2, 4, 8]) if gpu else 0,
+            gpu_type=rng.choice(["", "a100", "h100"]) if gpu else "",
+            time_limit=rng.choice([600, 3600, 14400, 86400, -1]),
+            exclusive=rng.random() < 0.03,
+            priority=rng.randint(1, 1000),
+            submit_time=NOW - rng.randint(0, 86400),
+        )
+        group = rng.choice([1, 1, 1, 10, 100]) if rng.random() < 0.5 else 1  # array-like groups
+        out.extend([shape] * min(group, jobs - len(out)))
+    return out
+
+
+def _running(nodes: int, rng: random.Random) -> list[tuple[str, int, list[int], float]]:
+    """(node, cpus, gpus, end_time) of running jobs filling about 90% of the CPUs."""
+    out = []
+    gpu_nodes = nodes // 5
+    for k in range(nodes):
+        name = f"n{k + 1:05d}"
+        free = CPUS
+        gpus_free = list(range(8 if k < gpu_nodes else 0))
+        while free > CPUS * 0.1:
+            c = min(free, rng.choice([1, 2, 4, 8, 16, 32]))
+            g = [gpus_free.pop() for _ in range(min(len(gpus_free), rng.choice([0, 1, 2])))]
+            end = float("inf") if rng.random() < 0.02 else NOW + rng.choice([60, 600, 3600, 7200, 86400])
+            out.append((name, c, g, end))
+            free -= c
+    return out
+
+
+def plugin_snapshot(jobs: int, nodes: int, seed: int, max_job_test: int) -> SchedSnapshot:
+    rng = random.Random(seed)
+    gpu_nodes = nodes // 5
+    used: dict[str, tuple[int, set[int], int]] = {}
+    running = []
+    next_id = 1
+    for name, c, g, end in _running(nodes, rng):
+        cpus, gpus, count = used.get(name, (0, set(), 0))
+        used[name] = (cpus + c, gpus | set(g), count + 1)
+        running.append(RunningView(next_id, end, (NodeAllocation(name, c, c * 2000, g, 1),)))
+        next_id += 1
+    views = []
+    for k in range(nodes):
+        name = f"n{k + 1:05d}"
+        cpus, gpus, count = used.get(name, (0, set(), 0))
+        total_gpus = 8 if k < gpu_nodes else 0
+        views.append(
+            NodeView(
+                name=name,
+                cpus_total=CPUS,
+                cpus_free=CPUS - cpus,
+                mem_total_mb=MEM,
+                mem_free_mb=MEM - cpus * 2000,
+                gpus_free=tuple(i for i in range(total_gpus) if i not in gpus),
+                gpus_total=total_gpus,
+                gpu_models=("a100",) * 4 + ("h100",) * 4 if total_gpus else (),
+                partitions=("cpu", "gpu") if total_gpus else ("cpu",),
+                running_jobs=count,
+            )
+        )
+    pending = []
+    for s in _shapes(jobs, rng):
+        pending.append(
+            PendingView(
+                job_id=next_id,
+                priority=s.priority,
+                submit_time=s.submit_time,
+                partition="gpu" if s.gpu else "cpu",
+                num_nodes=s.num_nodes,
+                cpus_per_task=s.cpus,
+                mem_per_cpu_mb=s.mem_per_cpu,
+                gpus_per_node=s.gpus_per_node,
+                gpu_type=s.gpu_type,
+                time_limit_secs=s.time_limit,
+                exclusive=s.exclusive,
+            )
+        )
+        next_id += 1
+    parts = (
+        PartitionView("cpu", tuple(v.name for v in views)),
+        PartitionView("gpu", tuple(v.name for v in views[:gpu_nodes])),
+    )
+    return SchedSnapshot(
+        now=NOW,
+        pending=tuple(pending),
+        nodes=tuple(views),
+        running=tuple(running),
+        partitions=parts,
+        max_job_test=max_job_test,
+    )
+
+
+def cluster_state(jobs: int, nodes: int, seed: int):
+    """A ClusterState with the same cluster, built by applying commands (pure, no I/O)."""
+    from spur.core.job import Partition
+    from spur.state import commands as c
+    from spur.state.machine import ClusterState
+
+    rng = random.Random(seed)
+    state = ClusterState(history_max_jobs=1000)
+    gpu_nodes = nodes // 5
+    names = [f"n{k + 1:05d}" for k in range(nodes)]
+    state.apply_command(
+        c.ConfigurePartitions(
+            [
+                Partition("cpu", is_default=True, nodes_expr="ALL"),
+                Partition("gpu", nodes_expr=",".join(names[:gpu_nodes]) or "n00001"),
+            ]
+        )
+    )
+    for k, name in enumerate(names):
+        gpus = [GpuDevice(i, "nvidia", "a100" if i < 4 else "h100") for i in range(8 if k < gpu_nodes else 0)]
+        state.apply_command(c.RegisterNode(Node(name, "127.0.0.1", 6818, CPUS, MEM, gpus), NOW))
+    for name, cpus, gpus, _end in _running(nodes, rng):
+        spec = JobSpec(
+            name="r", script="#!/bin/sh\n", work_dir="/tmp", cpus_per_task=cpus, time_limit_secs=3600
+        )
+        job_id = state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", NOW))
+        state.apply_command(c.StartJob(job_id, [NodeAllocation(name, cpus, cpus * 2000, gpus, 1)], NOW, 0))
+    for s in _shapes(jobs, rng):
+        spec = JobSpec(
+            name="p",
+            script="#!/bin/sh\n",
+            work_dir="/tmp",
+            partition="gpu" if s.gpu else "cpu",
+            num_nodes=s.num_nodes,
+            cpus_per_task=s.cpus,
+            mem_per_cpu_mb=s.mem_per_cpu,
+            gres=[f"gpu:{s.gpu_type}:{s.gpus_per_node}" if s.gpu_type else f"gpu:{s.gpus_per_node}"]
+            if s.gpu
+            else [],
+            time_limit_secs=s.time_limit,
+            exclusive=s.exclusive,
+        )
+        state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", s.submit_time))
+    return state
+
+
+def _time(fn, repeat: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return median(times), result
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default=DEFAULT_SIZES, help="comma list of JOBSxNODES")
+    ap.add_argument("--full", action="store_true", help=f"all of {FULL_SIZES}")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-state", action="store_true", help="skip the build_snapshot timing")
+    ap.add_argument("--depth", type=int, default=None, help="reservation_depth option (plugin default 100)")
+    args = ap.parse_args(argv)
+    from spur_sched_backfill import plan
+
+    from spur.state.sched_view import build_snapshot
+
+    options = {} if args.depth is None else {"reservation_depth": args.depth}
+    rows = []
+    for size in (FULL_SIZES if args.full else args.sizes).split(","):
+        jobs, nodes = (int(x) for x in size.lower().split("x"))
+        row: list[object] = [jobs, nodes]
+        for cap in (1000, 0):
+            snap = plugin_snapshot(jobs, nodes, args.seed, cap)
+            took, result = _time(lambda snap=snap: plan(snap, options), args.repeat)
+            row += [took * 1000, f"{len(result.assignments)}/{result.jobs_tested}"]  # type: ignore[attr-defined]
+        if args.no_state:
+            row += ["-", "-"]
+        else:
+            t0 = time.perf_counter()
+            state = cluster_state(jobs, nodes, args.seed)
+            setup = time.perf_counter() - t0
+            took, snap = _time(lambda state=state: build_snapshot(state, NOW, max_job_test=1000), args.repeat)
+            row += [took * 1000, f"{setup:.1f}"]
+        rows.append(row)
+        print(f"  done {jobs}x{nodes}", file=sys.stderr, flush=True)
+    print_table(
+        [
+            "pending",
+            "nodes",
+            "plan ms (max_job_test 1000)",
+            "started/tested",
+            "plan ms (uncapped)",
+            "started/tested",
+            "build_snapshot ms",
+            "state setup s",
+        ],
+        rows,
+        title=f"backfill plan per cycle, reservation_depth {args.depth or '100 (default)'}, ~90% CPUs busy, "
+        f"median of {args.repeat}",
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
