@@ -1,6 +1,6 @@
 """Submission throughput of one controller over the gRPC API.
 
-    python -m bench.submit_throughput [--jobs 1000] [--clients 1,8,64] [--repeat 3] [--fsync on,off]
+    python -m bench.submit_throughput [--jobs 500] [--clients 1,8,64] [--repeat 3] [--fsync on,off]
                                       [--modes separate,pipelined] [--profile]
 
 Starts a real spurctld (no agents, so jobs stay pending) for every run, so each run starts from an
@@ -77,7 +77,7 @@ def profile(jobs: int, seconds: float) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--jobs", type=int, default=500)
     ap.add_argument("--clients", default="1,8,64")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--fsync", default="on,off", help="WAL fsync settings to run: on, off or on,off")

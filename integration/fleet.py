@@ -39,7 +39,15 @@ from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext, Server
 from spur.rpc.status import RpcError, StatusCode
 
-__all__ = ["Fleet", "FleetConfig", "FleetStats", "RuntimeFn", "exponential_runtime", "fixed_runtime"]
+__all__ = [
+    "Fleet",
+    "FleetConfig",
+    "FleetError",
+    "FleetStats",
+    "RuntimeFn",
+    "exponential_runtime",
+    "fixed_runtime",
+]
 
 log = logging.getLogger("integration.fleet")
 
@@ -122,6 +130,10 @@ class _SimJob:
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     ending_signal: int | None = None
     finished: trio.Event = field(default_factory=trio.Event)
+
+
+class FleetError(Exception):
+    """The fleet cannot start (e.g. its controller does not answer)."""
 
 
 class Fleet:
@@ -315,11 +327,17 @@ class Fleet:
 
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         from spur.auth.identity import identity_metadata
+        from spur.rpc.channel import open_channel
         from spur.rpc.stub import controller_stub
 
         server = Server()
         server.add_service(pb.DESCRIPTOR.services_by_name["Agent"], _AgentService(self))
         md = identity_metadata()
+        async with open_channel(self.cfg.controller, metadata_provider=lambda: md) as probe:
+            try:
+                await controller_stub(probe).GetControllers(pb.Empty(), timeout=10)
+            except RpcError as exc:
+                raise FleetError(f"controller {self.cfg.controller} does not answer: {exc.message}") from None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self.port = await nursery.start(server.serve, self.cfg.listen_host, self.cfg.listen_port)
@@ -421,10 +439,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     fleet = Fleet(cfg)
 
+    failed: list[FleetError] = []
+
     async def run() -> None:
         async with trio.open_nursery() as nursery:
             began = time.monotonic()
-            await nursery.start(fleet.run)
+            try:
+                await nursery.start(fleet.run)
+            except FleetError as exc:
+                print(f"fleet: {exc}", file=sys.stderr)
+                failed.append(exc)
+                return
             up_secs = time.monotonic() - began
             print(f"fleet up: {cfg.nodes} nodes registered in {up_secs:.1f}s, port {fleet.port}", flush=True)
             while True:
@@ -439,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(run)
     except KeyboardInterrupt:
         return 130
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

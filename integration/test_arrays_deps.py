@@ -59,7 +59,11 @@ def test_afterok_chain_runs_in_order_and_failure_blocks_the_rest(cluster: Cluste
     order = tmp_path / "order"
     go = tmp_path / "go"
     a = cluster.cli(
-        "sbatch", "--parsable", "--wrap", f"while [ ! -e {go} ]; do sleep 0.1; done; echo a >> {order}", cwd=tmp_path
+        "sbatch",
+        "--parsable",
+        "--wrap",
+        f"while [ ! -e {go} ]; do sleep 0.1; done; echo a >> {order}",
+        cwd=tmp_path,
     ).stdout.strip()
     b = cluster.cli(
         "sbatch", "--parsable", "-d", f"afterok:{a}", "--wrap", f"echo b >> {order}; exit 1", cwd=tmp_path
@@ -67,8 +71,10 @@ def test_afterok_chain_runs_in_order_and_failure_blocks_the_rest(cluster: Cluste
     c = cluster.cli(
         "sbatch", "--parsable", f"--dependency=afterok:{b}", "--wrap", f"echo c >> {order}", cwd=tmp_path
     ).stdout.strip()
-    wait_for(lambda: cluster.cli("squeue", "-h", "-j", b, "-o", "%r").stdout.strip() == "Dependency",
-             what="b to wait on its dependency")
+    wait_for(
+        lambda: cluster.cli("squeue", "-h", "-j", b, "-o", "%r").stdout.strip() == "Dependency",
+        what="b to wait on its dependency",
+    )
     go.touch()
     cluster.wait_job(int(b), "FAILED", timeout=60)
     wait_for(

@@ -174,7 +174,11 @@ def test_requeue_finished_job_and_requeuehold():
     finish(log, j, code=1)
     log(c.UpdateJob(j, 1000, 150.0, action="requeuehold"))
     job = log.state.jobs[j]
-    assert job.state is JobState.PENDING and job.reason == "JobHeldUser" and j not in log.state.finished_job_ids()
+    assert (
+        job.state is JobState.PENDING
+        and job.reason == "JobHeldUser"
+        and j not in log.state.finished_job_ids()
+    )
 
 
 def test_suspend_and_resume_account_suspended_time():
@@ -230,8 +234,16 @@ def test_allocation_only_job_finishes_on_the_first_report():
     log = Log()
     register(log, "n1")
     register(log, "n2")
-    j = log(c.SubmitJob(JobSpec(interactive=True, allocation_only=True, work_dir="/tmp", num_nodes=2),
-                        "a", 1000, 1000, "a", 1.0))
+    j = log(
+        c.SubmitJob(
+            JobSpec(interactive=True, allocation_only=True, work_dir="/tmp", num_nodes=2),
+            "a",
+            1000,
+            1000,
+            "a",
+            1.0,
+        )
+    )
     assert not isinstance(j, Rejected)
     log(c.StartJob(j, [NodeAllocation("n1", 1), NodeAllocation("n2", 1)], 1.0, 1))
     log(c.JobExited(j, "n1", 3, 0, 2.0))

@@ -13,7 +13,7 @@ USAGE = """Usage: scontrol <command> [args]
   update NodeName=LIST State=DRAIN|RESUME|DOWN|UNDRAIN [Reason=TEXT]
   update JobId=ID [TimeLimit=T] [Partition=P] [Priority=N] [Nice=N] [Name=S] [Comment=S]
   hold|uhold|release|requeue|requeuehold|suspend|resume JOB_LIST
-  ping | version
+  ping | reconfigure | version
 """
 JOB_ACTIONS = ("hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume")
 
@@ -187,9 +187,23 @@ def main(argv: list[str]) -> int:
         return update(rest)
     if cmd == "ping":
         return ping()
+    if cmd == "reconfigure":
+        return reconfigure()
     if cmd in JOB_ACTIONS:
         return job_action(cmd, rest)
     return _err(f"invalid keyword: {argv[0]}")
+
+
+def reconfigure() -> int:
+    """Ask the leader to re-read its config file and apply the live sections."""
+    from spur.rpc.proto import spur_pb2 as pb
+
+    try:
+        resp = with_controller(lambda stub: stub.Reconfigure(pb.Empty(), timeout=30))
+    except CliError as exc:
+        return _err(f"slurm_reconfigure error: {exc.message}")
+    print(f"reconfigured by controller {resp.node_id}: {', '.join(resp.applied)}")
+    return 0
 
 
 def show(rest: list[str]) -> int:
@@ -346,8 +360,11 @@ def ping() -> int:
         print(f"Slurmctld(primary) at localhost is DOWN ({exc.message})")
         return 1
     for c in resp.controllers:
+        if not c.healthy:
+            print(f"Slurmctld(node {c.node_id}) at {c.address} is DOWN")
+            continue
         print(
             f"Slurmctld({c.role}) at {c.address} is UP  node_id={c.node_id} term={c.term} "
             f"commit={c.commit_index} applied={c.applied_index}"
         )
-    return 0
+    return 0 if all(c.healthy for c in resp.controllers) else 1

@@ -59,8 +59,13 @@ class Controller:
         listen: tuple[str, int] | None = None,
         node_id: int = 1,
         clock: Clock | None = None,
+        config_path: str | Path | None = None,
+        overrides: dict[str, Any] | None = None,
     ) -> None:
+        self._overrides = dict(overrides or {})
         self.cfg = cfg
+        self.config_path = config_path
+        self.node_id = node_id
         self.clock = clock or Clock()
         self.state_dir = Path(state_dir or cfg.controller.state_dir)
         self.listen = listen
@@ -75,11 +80,47 @@ class Controller:
             state_machine=self.machine,
             peers=list(cfg.controller.peers),
             snapshot_every=cfg.controller.snapshot_every,
+            election_timeout=(
+                cfg.controller.election_timeout_min_ms / 1000,
+                cfg.controller.election_timeout_max_ms / 1000,
+            ),
+            heartbeat_interval=cfg.controller.heartbeat_ms / 1000,
         )
         # Leader-only, not replicated: when each node last talked to us (trio clock).
         self.last_seen: dict[str, float] = {}
         self.bound_port: int | None = None
         self.plugin_manager: Any = None
+        self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running
+
+    # ------------------------------------------------------------------ identity in the group
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.role is Role.LEADER
+
+    @property
+    def client_address(self) -> str:
+        """The address other controllers and clients use for this one's gRPC service."""
+        host, _port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
+        peers = list(self.cfg.controller.peers)
+        if peers:
+            host = _split(peers[self.node_id - 1], 6821)[0]
+        elif host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        return f"{host}:{self.bound_port}"
+
+    def leader_address(self) -> str | None:
+        """Client address of the current leader, when known (None during an election)."""
+        if self.is_leader:
+            return self.client_address
+        leader = self.raft.leader_id
+        return self.state.controllers.get(leader) if leader is not None else None
+
+    async def leader_stub(self) -> Any:
+        address = self.leader_address()
+        if address is None:
+            raise RpcError(StatusCode.UNAVAILABLE, "no controller leader is known (election in progress)")
+        return await self.peer_pool.stub(address)
 
     # ------------------------------------------------------------------ change signalling
 
@@ -104,7 +145,9 @@ class Controller:
         try:
             result = await self.raft.propose(c.encode(cmd))
         except NotLeader as exc:
-            raise RpcError(StatusCode.UNAVAILABLE, f"not the leader (leader: {exc.leader_hint})") from None
+            raise RpcError(
+                StatusCode.UNAVAILABLE, f"not the leader; retry (leader: {exc.leader_hint})"
+            ) from None
         except StorageError as exc:
             raise RpcError(StatusCode.UNAVAILABLE, f"state could not be made durable: {exc}") from None
         if isinstance(result, Rejected):
@@ -145,12 +188,54 @@ class Controller:
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
         server = Server()
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.raft.run)
+        from spur.controller.pool import controller_pool
+
+        raft_listen = (
+            _split(self.cfg.controller.raft_listen_addr, 6821) if self.cfg.controller.peers else None
+        )
+        async with controller_pool() as self.peer_pool, trio.open_nursery() as nursery:
+            await nursery.start(self.raft.run, raft_listen)
             self.bound_port = await nursery.start(server.serve, host, port)
             nursery.start_soon(self._leadership_watch, name="leadership-watch")
+            nursery.start_soon(self._announce_self, name="announce-self")
             log.info("spurctld listening on %s:%s (state in %s)", host, self.bound_port, self.state_dir)
             task_status.started(self.bound_port)
+
+    async def reconfigure(self) -> list[str]:
+        """Re-read the config file and apply its live sections (leader only; followers keep theirs).
+
+        Live: [scheduler] (interval, max_job_test; the plugin is fixed at start), [[partitions]],
+        and the node heartbeat/timeout settings. A bad file changes nothing and raises an RpcError
+        naming the problem.
+        """
+        from dataclasses import replace
+
+        from spur.config import ConfigError, load_config
+
+        if self.config_path is None:
+            raise RpcError(StatusCode.FAILED_PRECONDITION, "spurctld was started without a config file (-f)")
+        try:
+            new = load_config(self.config_path, overrides=self._overrides)
+        except ConfigError as exc:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, str(exc)) from None
+        if new.scheduler.plugin != self.cfg.scheduler.plugin:
+            raise RpcError(
+                StatusCode.FAILED_PRECONDITION,
+                "scheduler.plugin cannot change while running; restart spurctld",
+            )
+        controller = replace(
+            self.cfg.controller,
+            heartbeat_interval_secs=new.controller.heartbeat_interval_secs,
+            node_timeout_secs=new.controller.node_timeout_secs,
+            kill_grace_secs=new.controller.kill_grace_secs,
+        )
+        self.cfg = replace(
+            self.cfg, scheduler=new.scheduler, partitions=new.partitions, controller=controller
+        )
+        await self.propose(c.ConfigurePartitions(self.configured_partitions()))
+        self.kick_scheduler()
+        log.info("reconfigured from %s: scheduler, partitions, node timeouts", self.config_path)
+        return ["scheduler", "partitions", "controller.node_timeouts"]
 
     async def _leadership_watch(self) -> None:
         role = self.raft.role
@@ -163,6 +248,24 @@ class Controller:
                 log.info("stepped down (term %s); leader duties cancelled", self.raft.term)
             else:
                 role = await self.raft.wait_role_change(role)
+
+    async def _announce_self(self) -> None:
+        """Keep this controller's client address in the replicated state (via the leader)."""
+        from spur.rpc.proto import spur_pb2 as pb
+
+        while True:
+            if self.state.controllers.get(self.node_id) != self.client_address:
+                try:
+                    if self.is_leader:
+                        await self.propose(c.AnnounceController(self.node_id, self.client_address))
+                    elif self.leader_address() is not None:
+                        stub = await self.leader_stub()
+                        info = pb.ControllerInfo(node_id=self.node_id, address=self.client_address)
+                        await stub.RegisterController(info, timeout=5)
+                except RpcError as exc:
+                    log.debug("announcing this controller failed (will retry): %s", exc)
+            with trio.move_on_after(1.0):
+                await self.wait_change()
 
     async def _lead(self, duties: trio.Nursery) -> None:
         from spur.controller.duties import Dispatcher, HealthSweep, SchedulerLoop

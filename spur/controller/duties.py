@@ -7,12 +7,12 @@ propose commands with the outcome of their side effects; they never change state
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
+from spur.controller.pool import ChannelPool, agent_pool
 from spur.core.job import Job, JobState
-from spur.core.nurseries import helper_nursery
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
@@ -35,9 +35,9 @@ class SchedulerLoop:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        interval = self.ctl.cfg.scheduler.interval_secs
         seen_index = -1
         while True:
+            interval = self.ctl.cfg.scheduler.interval_secs  # re-read: scontrol reconfigure may change it
             with trio.move_on_after(interval):
                 await self.ctl.scheduler_kick.wait()
             self.ctl.scheduler_kick = trio.Event()
@@ -67,7 +67,9 @@ class SchedulerLoop:
             plan = ctl.plugin_manager.hook.spur_schedule(snapshot=snapshot, options={})
             for assignment in plan.assignments:
                 result = await ctl.raft_propose_quiet(
-                    c.StartJob(assignment.job_id, list(assignment.allocation), ctl.clock.wall(), ctl.raft.term)
+                    c.StartJob(
+                        assignment.job_id, list(assignment.allocation), ctl.clock.wall(), ctl.raft.term
+                    )
                 )
                 started += result is True
             reasons.update(plan.reasons)
@@ -92,47 +94,6 @@ class SchedulerLoop:
                 reasons.pop(job_id)
 
 
-class AgentPool:
-    """One lazily connected channel per agent address, closed with the pool.
-
-    Each channel lives in a task of the pool's own nursery, so callers in any task may ask for a
-    stub while the channel's nursery stays correctly nested.
-    """
-
-    def __init__(self) -> None:
-        self._stubs: dict[str, Any] = {}
-        self._lock = trio.Lock()
-        self._nursery: trio.Nursery | None = None
-        self._cm = helper_nursery()
-
-    async def __aenter__(self) -> AgentPool:
-        self._nursery = await self._cm.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        assert self._nursery is not None
-        self._nursery.cancel_scope.cancel()
-        return await self._cm.__aexit__(*exc)
-
-    async def _hold(
-        self, target: str, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        from spur.rpc.channel import open_channel
-        from spur.rpc.stub import agent_stub
-
-        async with open_channel(target, connect_timeout=3.0) as channel:
-            task_status.started(agent_stub(channel))
-            await trio.sleep_forever()
-
-    async def stub(self, address: str, port: int) -> Any:
-        key = f"{address}:{port}"
-        async with self._lock:
-            if key not in self._stubs:
-                assert self._nursery is not None
-                self._stubs[key] = await self._nursery.start(self._hold, key)
-        return self._stubs[key]
-
-
 class Dispatcher:
     """Launches newly allocated jobs on their agents and delivers cancellations.
 
@@ -147,14 +108,14 @@ class Dispatcher:
         self._cancel_sent: set[tuple[int, int]] = set()  # (job id, restarts): one cancel per run
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with AgentPool() as pool, trio.open_nursery() as nursery:
+        async with agent_pool() as pool, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 self._spawn_work(pool, nursery)
                 with trio.move_on_after(1.0):
                     await self.ctl.wait_change()
 
-    def _spawn_work(self, pool: AgentPool, nursery: trio.Nursery) -> None:
+    def _spawn_work(self, pool: ChannelPool, nursery: trio.Nursery) -> None:
         for job in list(self.ctl.state.jobs.values()):
             if not job.state.holds_resources:
                 continue
@@ -180,7 +141,7 @@ class Dispatcher:
             rank += a.tasks
         return targets
 
-    async def _launch(self, pool: AgentPool, job_id: int) -> None:
+    async def _launch(self, pool: ChannelPool, job_id: int) -> None:
         from spur.controller.convert import job_to_proto
 
         ctl = self.ctl
@@ -197,7 +158,7 @@ class Dispatcher:
             for node_name, first_task, batch in self._launch_targets(job):
                 node = ctl.state.nodes[node_name]
                 req = pb.LaunchJobRequest(
-                    job=info, node=node_name, first_task=first_task, batch=batch, fence_term=job.alloc_term
+                    job=info, node=node_name, first_task=first_task, batch=batch, fence_term=ctl.raft.term
                 )
                 error = await self._call_launch(pool, node.address, node.port, req)
                 if error is not None:
@@ -218,7 +179,7 @@ class Dispatcher:
             self._busy.discard((job_id, "launch"))
 
     async def _call_launch(
-        self, pool: AgentPool, address: str, port: int, req: pb.LaunchJobRequest
+        self, pool: ChannelPool, address: str, port: int, req: pb.LaunchJobRequest
     ) -> tuple[StatusCode, str] | None:
         delay = 0.5
         for attempt in range(LAUNCH_ATTEMPTS):
@@ -234,7 +195,7 @@ class Dispatcher:
             delay *= 2
         return StatusCode.UNAVAILABLE, "unreachable"
 
-    async def _cancel(self, pool: AgentPool, job_id: int) -> None:
+    async def _cancel(self, pool: ChannelPool, job_id: int) -> None:
         """Signal every node of the allocation (batch script and steps alike) to end the job.
 
         Which agents' reports finish the job: the batch node for a batch job, every node for an
@@ -253,7 +214,8 @@ class Dispatcher:
                 try:
                     stub = await pool.stub(node.address, node.port)
                     await stub.SignalJob(
-                        pb.SignalJobRequest(job_id=job_id, signal=0, grace_secs=grace), timeout=AGENT_CALL_TIMEOUT
+                        pb.SignalJobRequest(job_id=job_id, signal=0, grace_secs=grace),
+                        timeout=AGENT_CALL_TIMEOUT,
                     )
                 except RpcError as exc:
                     if exc.code is StatusCode.NOT_FOUND:
@@ -263,7 +225,10 @@ class Dispatcher:
                             )
                     else:
                         log.warning(
-                            "job %s: cancel on %s failed: %s (node sweep will settle it)", job_id, alloc.node, exc
+                            "job %s: cancel on %s failed: %s (node sweep will settle it)",
+                            job_id,
+                            alloc.node,
+                            exc,
                         )
                         return
             if job.spec.allocation_only:
@@ -283,10 +248,9 @@ class HealthSweep:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        timeout = float(self.ctl.cfg.controller.node_timeout_secs)
-        period = max(1.0, timeout / 6)
         while True:
-            await trio.sleep(period)
+            timeout = float(self.ctl.cfg.controller.node_timeout_secs)  # re-read after reconfigure
+            await trio.sleep(max(1.0, timeout / 6))
             await self.sweep(timeout)
 
     async def sweep(self, timeout: float) -> list[str]:

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except PluginNotFound as exc:
         print(f"spurctld: error: {exc}", file=sys.stderr)
         return 1
-    controller = Controller(cfg, listen=listen, node_id=node_id)
+    controller = Controller(cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides)
     controller.plugin_manager = plugin_manager
 
     async def run() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -32,6 +33,21 @@ def _caller(context: CallContext) -> Identity:
         raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
 
 
+def leader_only(method):
+    """Serve on the leader; on a follower, forward the call (with the caller's metadata) to it.
+
+    Writes must be proposed by the leader, and reads are linearizable only there (ReadIndex).
+    """
+
+    @functools.wraps(method)
+    async def serve(self: ControllerService, request, context: CallContext):
+        if self.ctl.is_leader:
+            return await method(self, request, context)
+        return await self.forward(method.__name__, request, context)
+
+    return serve
+
+
 def _require_admin(context: CallContext) -> Identity:
     ident = _caller(context)
     if not ident.is_admin:
@@ -43,8 +59,16 @@ class ControllerService:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
 
+    async def forward(self, method: str, request, context: CallContext):
+        stub = await self.ctl.leader_stub()
+        remaining = context.time_remaining() if context.deadline is not None else None
+        return await getattr(stub, method)(
+            request, timeout=remaining or 30.0, metadata=dict(context.metadata)
+        )
+
     # ------------------------------------------------------------------ jobs
 
+    @leader_only
     async def SubmitJob(self, request: pb.SubmitJobRequest, context: CallContext) -> pb.SubmitJobResponse:
         ident = _caller(context)
         spec = convert.spec_from_proto(request.spec)
@@ -80,6 +104,7 @@ class ControllerService:
             jobs = [j for j in jobs if j.partition in parts]
         return jobs
 
+    @leader_only
     async def GetJobs(self, request: pb.GetJobsRequest, context: CallContext) -> pb.GetJobsResponse:
         await self.ctl.raft.read_barrier()
         jobs = self._select_jobs(request)
@@ -103,6 +128,7 @@ class ControllerService:
                     return
             await self.ctl.wait_change()
 
+    @leader_only
     async def CancelJob(self, request: pb.CancelJobRequest, context: CallContext) -> pb.CancelJobResponse:
         ident = _caller(context)
         task = request.array_task_id if request.HasField("array_task_id") else None
@@ -122,13 +148,15 @@ class ControllerService:
             raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied")
         if job.state is not JobState.RUNNING or not job.launched:
             raise RpcError(StatusCode.FAILED_PRECONDITION, "Job is not running: cannot signal it")
-        await self._tell_agents(job, pb.SignalJobRequest(job_id=job.job_id, signal=signal, batch_only=batch_only))
+        await self._tell_agents(
+            job, pb.SignalJobRequest(job_id=job.job_id, signal=signal, batch_only=batch_only)
+        )
 
     async def _tell_agents(self, job, request: pb.SignalJobRequest) -> None:
         """Send ``request`` to every agent of the job's allocation; unknown-job answers are fine."""
-        from spur.controller.duties import AgentPool
+        from spur.controller.pool import agent_pool
 
-        async with AgentPool() as pool:
+        async with agent_pool() as pool:
             for a in job.allocation:
                 node = self.ctl.state.nodes[a.node]
                 stub = await pool.stub(node.address, node.port)
@@ -138,6 +166,7 @@ class ControllerService:
                     if exc.code is not StatusCode.NOT_FOUND:
                         raise
 
+    @leader_only
     async def UpdateJob(self, request: pb.UpdateJobRequest, context: CallContext) -> pb.UpdateJobResponse:
         ident = _caller(context)
 
@@ -166,6 +195,7 @@ class ControllerService:
         self.ctl.kick_scheduler()
         return pb.UpdateJobResponse(job_ids=ids)
 
+    @leader_only
     async def CreateStep(self, request: pb.CreateStepRequest, context: CallContext) -> pb.CreateStepResponse:
         ident = _caller(context)
         spec = convert.step_spec_from_proto(request.spec)
@@ -206,6 +236,7 @@ class ControllerService:
             os=node.os,
         )
 
+    @leader_only
     async def GetNodes(self, request: pb.GetNodesRequest, context: CallContext) -> pb.GetNodesResponse:
         state = self.ctl.state
         names = sorted(state.nodes)
@@ -217,6 +248,7 @@ class ControllerService:
             names = wanted
         return pb.GetNodesResponse(nodes=[self._node_info(n) for n in names])
 
+    @leader_only
     async def GetPartitions(
         self, request: pb.GetPartitionsRequest, context: CallContext
     ) -> pb.GetPartitionsResponse:
@@ -231,6 +263,7 @@ class ControllerService:
             partitions=[convert.partition_to_proto(p, state.partition_nodes(p)) for p in parts]
         )
 
+    @leader_only
     async def UpdateNode(self, request: pb.UpdateNodeRequest, context: CallContext) -> pb.Empty:
         _require_admin(context)
         names = _expand_names([request.nodes])
@@ -245,7 +278,11 @@ class ControllerService:
     ) -> pb.RegisterNodeResponse:
         if not request.name:
             raise RpcError(StatusCode.INVALID_ARGUMENT, "node name is required")
-        address = request.address or context.peer.rsplit(":", 1)[0].strip("[]")
+        if not request.address:  # forwarded, the leader would see the forwarding controller as the peer
+            request.address = context.peer.rsplit(":", 1)[0].strip("[]")
+        if not self.ctl.is_leader:
+            return await self.forward("RegisterNode", request, context)
+        address = request.address
         node = convert.node_from_register(request, address)
         await self.ctl.propose(c.RegisterNode(node, self.ctl.clock.wall()))
         self.ctl.last_seen[request.name] = trio.current_time()
@@ -264,6 +301,7 @@ class ControllerService:
             cluster_name=self.ctl.cfg.cluster_name,
         )
 
+    @leader_only
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
         node = self.ctl.state.nodes.get(request.name)
         if node is None:
@@ -274,6 +312,7 @@ class ControllerService:
             self.ctl.kick_scheduler()
         return pb.HeartbeatResponse(known=True)
 
+    @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
         if request.HasField("step_id"):
             await self.ctl.propose(
@@ -305,20 +344,54 @@ class ControllerService:
         self.ctl.kick_scheduler()
         return pb.Empty()
 
-    async def GetControllers(self, request: pb.Empty, context: CallContext) -> pb.GetControllersResponse:
+    async def GetControllerStatus(self, request: pb.Empty, context: CallContext) -> pb.ControllerInfo:
         st = self.ctl.raft.status()
-        addr = f"{self.ctl.listen[0] if self.ctl.listen else ''}:{self.ctl.bound_port}"
-        info = pb.ControllerInfo(
+        return pb.ControllerInfo(
             node_id=st["node_id"],
-            address=addr,
+            address=self.ctl.client_address,
             role=str(st["role"]),
             term=st["term"],
             commit_index=st["commit_index"],
             applied_index=st["applied_index"],
             healthy=True,
-            leader_address=addr if str(st["role"]) == "leader" else "",
+            leader_address=self.ctl.leader_address() or "",
         )
-        return pb.GetControllersResponse(controllers=[info])
+
+    async def GetControllers(self, request: pb.Empty, context: CallContext) -> pb.GetControllersResponse:
+        """Every controller's own view (role, term, indexes); unreachable ones are listed unhealthy."""
+        mine = await self.GetControllerStatus(request, context)
+        known = dict(self.ctl.state.controllers)
+        known[self.ctl.node_id] = self.ctl.client_address
+        for i, peer in enumerate(self.ctl.cfg.controller.peers, start=1):
+            known.setdefault(i, f"(raft {peer})")
+        infos = []
+        for node_id in sorted(known):
+            if node_id == self.ctl.node_id:
+                infos.append(mine)
+                continue
+            address = known[node_id]
+            try:
+                if address.startswith("(raft"):
+                    raise RpcError(StatusCode.UNAVAILABLE, "client address not announced yet")
+                stub = await self.ctl.peer_pool.stub(address)
+                with trio.fail_after(2):
+                    infos.append(await stub.GetControllerStatus(pb.Empty(), timeout=2))
+            except (RpcError, trio.TooSlowError):
+                infos.append(
+                    pb.ControllerInfo(node_id=node_id, address=address, role="unreachable", healthy=False)
+                )
+        return pb.GetControllersResponse(controllers=infos)
+
+    @leader_only
+    async def RegisterController(self, request: pb.ControllerInfo, context: CallContext) -> pb.Empty:
+        await self.ctl.propose(c.AnnounceController(request.node_id, request.address))
+        return pb.Empty()
+
+    @leader_only
+    async def Reconfigure(self, request: pb.Empty, context: CallContext) -> pb.ReconfigureResponse:
+        _require_admin(context)
+        applied = await self.ctl.reconfigure()
+        return pb.ReconfigureResponse(applied=applied, node_id=self.ctl.node_id)
 
 
 def _expand_names(exprs: list[str]) -> list[str]:

@@ -684,7 +684,9 @@ class RaftNode:
                 try:
                     await self._campaign()
                 except StorageError as exc:
-                    log.warning("raft node %d cannot persist its candidacy (retrying): %s", self._node_id, exc)
+                    log.warning(
+                        "raft node %d cannot persist its candidacy (retrying): %s", self._node_id, exc
+                    )
 
     async def _pre_vote(self) -> bool:
         """Would a majority vote for us in the next term? Changes nobody's term or vote."""
@@ -827,8 +829,9 @@ class RaftNode:
             try:
                 return await self._append_from_leader(request)
             except StorageError as exc:
+                # Not an acknowledgement; but we did accept this leader's term, which keeps it leader.
                 log.warning("raft node %d cannot store entries from the leader: %s", self._node_id, exc)
-                raise RpcError(StatusCode.UNAVAILABLE, f"member {self._node_id} cannot store entries: {exc}") from None
+                return pb.AppendEntriesResponse(term=self._term, success=False, storage_failed=True)
 
     async def _append_from_leader(self, request: pb.AppendEntriesRequest) -> pb.AppendEntriesResponse:
         await self._accept_leader(request.term, request.leader_id)
@@ -935,11 +938,13 @@ class RaftNode:
             if peer.next_index <= self._last_index() and peer.inflight < limit:
                 self._send_entries(peer, term, nursery, heartbeat=False)
                 continue
-            if not peer.hb_inflight and (peer.read_wanted or now - peer.last_sent >= self._heartbeat):
+            # Compare against the same sum the timer waits for (a - b >= c and a >= b + c can disagree).
+            due = peer.last_sent + self._heartbeat
+            if not peer.hb_inflight and (peer.read_wanted or now >= due):
                 self._send_entries(peer, term, nursery, heartbeat=True)
                 continue
             peer.wake = trio.Event()
-            with trio.move_on_at(peer.last_sent + self._heartbeat if not peer.hb_inflight else math.inf):
+            with trio.move_on_at(due if not peer.hb_inflight else math.inf):
                 await peer.wake.wait()
 
     def _send_entries(self, peer: _Peer, term: int, nursery: trio.Nursery, *, heartbeat: bool) -> None:
@@ -1022,7 +1027,11 @@ class RaftNode:
         elif epoch == peer.epoch:
             peer.epoch += 1
             peer.probing = True
-            peer.next_index = max(peer.match_index + 1, self._retry_index(reply))
+            if reply.storage_failed:
+                peer.next_index = peer.match_index + 1
+                peer.backoff_until = trio.current_time() + self._heartbeat
+            else:
+                peer.next_index = max(peer.match_index + 1, self._retry_index(reply))
 
     def _acknowledged(self, peer: _Peer, sent: tuple[float, int]) -> None:
         """`peer` answered, in our term, a request sent at `sent` (time, sequence number)."""

@@ -87,7 +87,9 @@ class Member:
 class Cluster:
     """A running in-process cluster; made by `open_cluster`."""
 
-    def __init__(self, nursery: trio.Nursery, directory: Path, size: int, node_options: dict[str, Any]) -> None:
+    def __init__(
+        self, nursery: trio.Nursery, directory: Path, size: int, node_options: dict[str, Any]
+    ) -> None:
         self.nursery = nursery
         self.faults = FaultSwitch()
         self.peers = [f"127.0.0.1:{port}" for port in free_ports(size)]
@@ -178,7 +180,7 @@ class Cluster:
                     await node.wait_for(predicate)
                     nursery.cancel_scope.cancel()
 
-                async def wake_on_cluster() -> None:
+                async def wake_on_cluster(changed: trio.Event = changed) -> None:
                     await changed.wait()
                     nursery.cancel_scope.cancel()
 

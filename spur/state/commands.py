@@ -151,6 +151,14 @@ class JobExited:
 
 
 @dataclass
+class AnnounceController:
+    """Where clients reach controller ``node_id`` (its gRPC address); used for forwarding and status."""
+
+    node_id: int
+    address: str
+
+
+@dataclass
 class SetPendingReasons:
     """Scheduler's explanation for each pending job that did not start (squeue's REASON)."""
 
@@ -175,6 +183,7 @@ COMMANDS: dict[str, type] = {
         StepExited,
         JobExited,
         SetPendingReasons,
+        AnnounceController,
     )
 }
 

@@ -77,7 +77,9 @@ def _one(kind: str, target_job: Job, delay_secs: float, now: float) -> DepStatus
     return DepStatus.NEVER
 
 
-def dependency_status(job: Job, jobs: Mapping[int, Job], jobs_by_array: Mapping[int, list[Job]], now: float) -> DepStatus:
+def dependency_status(
+    job: Job, jobs: Mapping[int, Job], jobs_by_array: Mapping[int, list[Job]], now: float
+) -> DepStatus:
     """Evaluate ``job.spec.dependency`` against the current jobs."""
     try:
         dep = _parse(job.spec.dependency)
@@ -104,7 +106,9 @@ def dependency_status(job: Job, jobs: Mapping[int, Job], jobs_by_array: Mapping[
                 matches = _targets(jobs_by_array, jobs, target)
             if not matches:
                 # The target aged out of the history: it finished long ago, so only its outcome is unknown.
-                statuses.append(DepStatus.SATISFIED if cond.type in ("after", "afterany") else DepStatus.NEVER)
+                statuses.append(
+                    DepStatus.SATISFIED if cond.type in ("after", "afterany") else DepStatus.NEVER
+                )
                 continue
             statuses.extend(_one(cond.type, m, target.delay_minutes * 60, now) for m in matches)
         if DepStatus.NEVER in statuses:

@@ -66,6 +66,8 @@ class ClusterState:
         self._usage: dict[str, Usage] = {}
         self._finished: deque[int] = deque()
         self.array_tasks: dict[int, list[Job]] = {}
+        # Raft node id -> the address clients use for that controller.
+        self.controllers: dict[int, str] = {}
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -88,6 +90,7 @@ class ClusterState:
             "jobs": [to_plain(j) for j in self.jobs.values()],
             "nodes": [to_plain(n) for n in self.nodes.values()],
             "partitions": [to_plain(p) for p in self.partitions.values()],
+            "controllers": {str(k): v for k, v in self.controllers.items()},
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -98,6 +101,7 @@ class ClusterState:
         self.jobs = {j["job_id"]: from_plain(Job, j) for j in body["jobs"]}
         self.nodes = {n["name"]: from_plain(Node, n) for n in body["nodes"]}
         self.partitions = {p["name"]: from_plain(Partition, p) for p in body["partitions"]}
+        self.controllers = {int(k): v for k, v in body.get("controllers", {}).items()}
         self._rebuild_derived()
 
     def _rebuild_derived(self) -> None:
@@ -270,7 +274,9 @@ class ClusterState:
             except ValueError as exc:
                 return Rejected("INVALID_ARGUMENT", str(exc))
             if len(ids) > MAX_ARRAY_TASKS:
-                return Rejected("INVALID_ARGUMENT", f"job array of {len(ids)} tasks exceeds {MAX_ARRAY_TASKS}")
+                return Rejected(
+                    "INVALID_ARGUMENT", f"job array of {len(ids)} tasks exceeds {MAX_ARRAY_TASKS}"
+                )
             task_ids, max_running = list(ids), limit_running or 0
         first = self.next_job_id
         self.next_job_id += len(task_ids)
@@ -477,7 +483,9 @@ class ClusterState:
         if any(not admin and cmd.requester_uid != j.uid for j in targets):
             return Rejected("PERMISSION_DENIED", "Access/permission denied")
         if cmd.priority is not None and not admin:
-            return Rejected("PERMISSION_DENIED", "Access/permission denied: only an administrator may set Priority")
+            return Rejected(
+                "PERMISSION_DENIED", "Access/permission denied: only an administrator may set Priority"
+            )
         for job in targets:
             error = self._check_update(job, cmd, admin)
             if error:
@@ -496,13 +504,20 @@ class ClusterState:
         if cmd.time_limit_secs is not None:
             if not pending:
                 return Rejected(
-                    "FAILED_PRECONDITION", "Job is no longer pending execution: its time limit is fixed at launch"
+                    "FAILED_PRECONDITION",
+                    "Job is no longer pending execution: its time limit is fixed at launch",
                 )
             part = self.partitions.get(cmd.partition or job.partition)
-            if part is None or (not admin and _resolve_time_limit(cmd.time_limit_secs or UNLIMITED, part) is None):
-                return Rejected("INVALID_ARGUMENT", "Requested time limit is invalid (missing or exceeds some limit)")
+            if part is None or (
+                not admin and _resolve_time_limit(cmd.time_limit_secs or UNLIMITED, part) is None
+            ):
+                return Rejected(
+                    "INVALID_ARGUMENT", "Requested time limit is invalid (missing or exceeds some limit)"
+                )
         if cmd.nice is not None and cmd.nice < 0 and not admin:
-            return Rejected("PERMISSION_DENIED", "Access/permission denied: only an administrator may set a negative nice")
+            return Rejected(
+                "PERMISSION_DENIED", "Access/permission denied: only an administrator may set a negative nice"
+            )
         action = cmd.action
         if action in ("hold", "uhold", "release") and not pending:
             return Rejected("FAILED_PRECONDITION", "Job is no longer pending execution")
@@ -512,15 +527,21 @@ class ClusterState:
             if job.spec.interactive:
                 return Rejected("FAILED_PRECONDITION", "Only batch jobs are accepted or processed")
             if job.state in (JobState.PENDING, JobState.COMPLETING):
-                return Rejected("FAILED_PRECONDITION", "Job is pending execution" if pending else "Job is completing")
+                return Rejected(
+                    "FAILED_PRECONDITION", "Job is pending execution" if pending else "Job is completing"
+                )
         if action == "suspend":
             if not admin:
-                return Rejected("PERMISSION_DENIED", "Access/permission denied: suspend requires an administrator")
+                return Rejected(
+                    "PERMISSION_DENIED", "Access/permission denied: suspend requires an administrator"
+                )
             if job.state is not JobState.RUNNING or not job.launched:
                 return Rejected("FAILED_PRECONDITION", "Job is not running")
         if action == "resume":
             if not admin:
-                return Rejected("PERMISSION_DENIED", "Access/permission denied: resume requires an administrator")
+                return Rejected(
+                    "PERMISSION_DENIED", "Access/permission denied: resume requires an administrator"
+                )
             if job.state is not JobState.SUSPENDED:
                 return Rejected("FAILED_PRECONDITION", "Job is not suspended")
         if action not in ("", "hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume"):
@@ -599,7 +620,9 @@ class ClusterState:
         per_node = [tasks // count + (1 if i < tasks % count else 0) for i in range(count)]
         cpt = spec.cpus_per_task or job.spec.cpus_per_task
         allocation = [
-            NodeAllocation(node=a.node, cpus=min(a.cpus, n * cpt), mem_mb=a.mem_mb, gpus=list(a.gpus), tasks=n)
+            NodeAllocation(
+                node=a.node, cpus=min(a.cpus, n * cpt), mem_mb=a.mem_mb, gpus=list(a.gpus), tasks=n
+            )
             for a, n in zip(chosen, per_node, strict=True)
         ]
         step = Step(step_id=job.next_step_id, spec=spec, start_time=cmd.time, allocation=allocation)
@@ -657,6 +680,12 @@ class ClusterState:
         else:
             final, reason = JobState.COMPLETED, None
         self._finish(job, final, cmd.end_time, reason)
+        return True
+
+    def _apply_AnnounceController(self, cmd: c.AnnounceController) -> Any:
+        if cmd.node_id < 1 or not cmd.address:
+            return Rejected("INVALID_ARGUMENT", "controller announcement needs a node id and an address")
+        self.controllers[cmd.node_id] = cmd.address
         return True
 
     def _apply_SetPendingReasons(self, cmd: c.SetPendingReasons) -> Any:

@@ -55,7 +55,9 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
     offered = dict(running_per_array)
     eligible: list[Job] = []
     blocked: dict[int, str] = {}
-    for job in sorted((j for j in state.jobs.values() if j.state is JobState.PENDING), key=lambda j: j.job_id):
+    for job in sorted(
+        (j for j in state.jobs.values() if j.state is JobState.PENDING), key=lambda j: j.job_id
+    ):
         reason = ineligible_reason(job, state.jobs, state.array_tasks, running_per_array, now)
         if reason is None and job.array_max_running:
             if offered.get(job.array_job_id, 0) >= job.array_max_running:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nraft.proto\x12\x0cspur.raft.v1\"2\n\x05\x45ntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"y\n\x12RequestVoteRequest\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\r\x12\x16\n\x0elast_log_index\x18\x03 \x01(\x04\x12\x15\n\rlast_log_term\x18\x04 \x01(\x04\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\"9\n\x13RequestVoteResponse\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x14\n\x0cvote_granted\x18\x02 \x01(\x08\"\xa3\x01\n\x14\x41ppendEntriesRequest\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x11\n\tleader_id\x18\x02 \x01(\r\x12\x16\n\x0eprev_log_index\x18\x03 \x01(\x04\x12\x15\n\rprev_log_term\x18\x04 \x01(\x04\x12$\n\x07\x65ntries\x18\x05 \x03(\x0b\x32\x13.spur.raft.v1.Entry\x12\x15\n\rleader_commit\x18\x06 \x01(\x04\"z\n\x15\x41ppendEntriesResponse\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x0f\n\x07success\x18\x02 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x03 \x01(\x04\x12\x16\n\x0e\x63onflict_index\x18\x04 \x01(\x04\x12\x15\n\rconflict_term\x18\x05 \x01(\x04\"\x8c\x01\n\x16InstallSnapshotRequest\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x11\n\tleader_id\x18\x02 \x01(\r\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x11\n\tlast_term\x18\x04 \x01(\x04\x12\x0e\n\x06offset\x18\x05 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x07 \x01(\x08\"<\n\x17InstallSnapshotResponse\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\x32\x94\x02\n\x04Raft\x12R\n\x0bRequestVote\x12 .spur.raft.v1.RequestVoteRequest\x1a!.spur.raft.v1.RequestVoteResponse\x12X\n\rAppendEntries\x12\".spur.raft.v1.AppendEntriesRequest\x1a#.spur.raft.v1.AppendEntriesResponse\x12^\n\x0fInstallSnapshot\x12$.spur.raft.v1.InstallSnapshotRequest\x1a%.spur.raft.v1.InstallSnapshotResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nraft.proto\x12\x0cspur.raft.v1\"2\n\x05\x45ntry\x12\r\n\x05index\x18\x01 \x01(\x04\x12\x0c\n\x04term\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"y\n\x12RequestVoteRequest\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\r\x12\x16\n\x0elast_log_index\x18\x03 \x01(\x04\x12\x15\n\rlast_log_term\x18\x04 \x01(\x04\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\"9\n\x13RequestVoteResponse\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x14\n\x0cvote_granted\x18\x02 \x01(\x08\"\xa3\x01\n\x14\x41ppendEntriesRequest\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x11\n\tleader_id\x18\x02 \x01(\r\x12\x16\n\x0eprev_log_index\x18\x03 \x01(\x04\x12\x15\n\rprev_log_term\x18\x04 \x01(\x04\x12$\n\x07\x65ntries\x18\x05 \x03(\x0b\x32\x13.spur.raft.v1.Entry\x12\x15\n\rleader_commit\x18\x06 \x01(\x04\"\x92\x01\n\x15\x41ppendEntriesResponse\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x0f\n\x07success\x18\x02 \x01(\x08\x12\x13\n\x0bmatch_index\x18\x03 \x01(\x04\x12\x16\n\x0e\x63onflict_index\x18\x04 \x01(\x04\x12\x15\n\rconflict_term\x18\x05 \x01(\x04\x12\x16\n\x0estorage_failed\x18\x06 \x01(\x08\"\x8c\x01\n\x16InstallSnapshotRequest\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x11\n\tleader_id\x18\x02 \x01(\r\x12\x12\n\nlast_index\x18\x03 \x01(\x04\x12\x11\n\tlast_term\x18\x04 \x01(\x04\x12\x0e\n\x06offset\x18\x05 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x06 \x01(\x0c\x12\x0c\n\x04\x64one\x18\x07 \x01(\x08\"<\n\x17InstallSnapshotResponse\x12\x0c\n\x04term\x18\x01 \x01(\x04\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\x32\x94\x02\n\x04Raft\x12R\n\x0bRequestVote\x12 .spur.raft.v1.RequestVoteRequest\x1a!.spur.raft.v1.RequestVoteResponse\x12X\n\rAppendEntries\x12\".spur.raft.v1.AppendEntriesRequest\x1a#.spur.raft.v1.AppendEntriesResponse\x12^\n\x0fInstallSnapshot\x12$.spur.raft.v1.InstallSnapshotRequest\x1a%.spur.raft.v1.InstallSnapshotResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,12 +39,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REQUESTVOTERESPONSE']._serialized_end=260
   _globals['_APPENDENTRIESREQUEST']._serialized_start=263
   _globals['_APPENDENTRIESREQUEST']._serialized_end=426
-  _globals['_APPENDENTRIESRESPONSE']._serialized_start=428
-  _globals['_APPENDENTRIESRESPONSE']._serialized_end=550
-  _globals['_INSTALLSNAPSHOTREQUEST']._serialized_start=553
-  _globals['_INSTALLSNAPSHOTREQUEST']._serialized_end=693
-  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_start=695
-  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_end=755
-  _globals['_RAFT']._serialized_start=758
-  _globals['_RAFT']._serialized_end=1034
+  _globals['_APPENDENTRIESRESPONSE']._serialized_start=429
+  _globals['_APPENDENTRIESRESPONSE']._serialized_end=575
+  _globals['_INSTALLSNAPSHOTREQUEST']._serialized_start=578
+  _globals['_INSTALLSNAPSHOTREQUEST']._serialized_end=718
+  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_start=720
+  _globals['_INSTALLSNAPSHOTRESPONSE']._serialized_end=780
+  _globals['_RAFT']._serialized_start=783
+  _globals['_RAFT']._serialized_end=1059
 # @@protoc_insertion_point(module_scope)

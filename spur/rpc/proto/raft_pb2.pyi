@@ -55,18 +55,20 @@ class AppendEntriesRequest(_message.Message):
     def __init__(self, term: _Optional[int] = ..., leader_id: _Optional[int] = ..., prev_log_index: _Optional[int] = ..., prev_log_term: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ..., leader_commit: _Optional[int] = ...) -> None: ...
 
 class AppendEntriesResponse(_message.Message):
-    __slots__ = ("term", "success", "match_index", "conflict_index", "conflict_term")
+    __slots__ = ("term", "success", "match_index", "conflict_index", "conflict_term", "storage_failed")
     TERM_FIELD_NUMBER: _ClassVar[int]
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_INDEX_FIELD_NUMBER: _ClassVar[int]
     CONFLICT_TERM_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_FAILED_FIELD_NUMBER: _ClassVar[int]
     term: int
     success: bool
     match_index: int
     conflict_index: int
     conflict_term: int
-    def __init__(self, term: _Optional[int] = ..., success: _Optional[bool] = ..., match_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., conflict_term: _Optional[int] = ...) -> None: ...
+    storage_failed: bool
+    def __init__(self, term: _Optional[int] = ..., success: _Optional[bool] = ..., match_index: _Optional[int] = ..., conflict_index: _Optional[int] = ..., conflict_term: _Optional[int] = ..., storage_failed: _Optional[bool] = ...) -> None: ...
 
 class InstallSnapshotRequest(_message.Message):
     __slots__ = ("term", "leader_id", "last_index", "last_term", "offset", "data", "done")

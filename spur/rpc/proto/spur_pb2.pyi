@@ -552,6 +552,14 @@ class GetControllersResponse(_message.Message):
     controllers: _containers.RepeatedCompositeFieldContainer[ControllerInfo]
     def __init__(self, controllers: _Optional[_Iterable[_Union[ControllerInfo, _Mapping]]] = ...) -> None: ...
 
+class ReconfigureResponse(_message.Message):
+    __slots__ = ("applied", "node_id")
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    applied: _containers.RepeatedScalarFieldContainer[str]
+    node_id: int
+    def __init__(self, applied: _Optional[_Iterable[str]] = ..., node_id: _Optional[int] = ...) -> None: ...
+
 class LaunchJobRequest(_message.Message):
     __slots__ = ("job", "node", "first_task", "batch", "fence_term")
     JOB_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,64 @@
+"""Long-lived gRPC channels to other daemons (agents, peer controllers), one per address."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from spur.core.nurseries import helper_nursery
+
+
+class ChannelPool:
+    """One lazily connected channel per address, closed with the pool.
+
+    Each channel lives in a task of the pool's own nursery, so callers in any task may ask for a
+    stub while the channel's nursery stays correctly nested.
+    """
+
+    def __init__(self, make_stub: Callable[[Any], Any], *, connect_timeout: float = 3.0) -> None:
+        self._make_stub = make_stub
+        self._connect_timeout = connect_timeout
+        self._stubs: dict[str, Any] = {}
+        self._lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self._cm = helper_nursery()
+
+    async def __aenter__(self) -> ChannelPool:
+        self._nursery = await self._cm.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._nursery is not None
+        self._nursery.cancel_scope.cancel()
+        return await self._cm.__aexit__(*exc)
+
+    async def _hold(
+        self, target: str, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        from spur.rpc.channel import open_channel
+
+        async with open_channel(target, connect_timeout=self._connect_timeout) as channel:
+            task_status.started(self._make_stub(channel))
+            await trio.sleep_forever()
+
+    async def stub(self, address: str, port: int | None = None) -> Any:
+        key = address if port is None else f"{address}:{port}"
+        async with self._lock:
+            if key not in self._stubs:
+                assert self._nursery is not None
+                self._stubs[key] = await self._nursery.start(self._hold, key)
+        return self._stubs[key]
+
+
+def agent_pool() -> ChannelPool:
+    from spur.rpc.stub import agent_stub
+
+    return ChannelPool(agent_stub)
+
+
+def controller_pool() -> ChannelPool:
+    from spur.rpc.stub import controller_stub
+
+    return ChannelPool(controller_stub)
