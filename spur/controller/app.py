@@ -154,6 +154,16 @@ class Controller:
             raise RpcError(StatusCode[result.code], result.message)
         return result
 
+    async def read_barrier(self) -> None:
+        """Wait until local state reflects every write committed before the call (leader only);
+        losing or being unable to confirm leadership becomes UNAVAILABLE so clients retry elsewhere."""
+        from spur.raft.node import NotLeader
+
+        try:
+            await self.raft.read_barrier()
+        except NotLeader as exc:
+            raise RpcError(StatusCode.UNAVAILABLE, f"not the leader; retry ({exc})") from None
+
     async def raft_propose_quiet(self, cmd: Any) -> Any:
         """Like ``propose`` for leader tasks: a refusal is logged and returned, not raised."""
         try:

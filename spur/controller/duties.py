@@ -106,6 +106,7 @@ class Dispatcher:
         self.ctl = ctl
         self._busy: set[tuple[int, str]] = set()
         self._cancel_sent: set[tuple[int, int]] = set()  # (job id, restarts): one cancel per run
+        self._active: set[int] = set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with agent_pool() as pool, trio.open_nursery() as nursery:
@@ -116,9 +117,14 @@ class Dispatcher:
                     await self.ctl.wait_change()
 
     def _spawn_work(self, pool: ChannelPool, nursery: trio.Nursery) -> None:
-        for job in list(self.ctl.state.jobs.values()):
-            if not job.state.holds_resources:
-                continue
+        active = self.ctl.state.active_jobs()
+        now_active = {job.job_id for job in active}
+        for job_id in self._active - now_active:
+            job = self.ctl.state.jobs.get(job_id)
+            if job is not None and job.state.is_terminal and len(job.allocation) > 1:
+                nursery.start_soon(self._clean_up, pool, job, name=f"cleanup-{job_id}")
+        self._active = now_active
+        for job in active:
             if not job.launched and (job.job_id, "launch") not in self._busy:
                 self._busy.add((job.job_id, "launch"))
                 nursery.start_soon(self._launch, pool, job.job_id, name=f"launch-{job.job_id}")
@@ -130,6 +136,22 @@ class Dispatcher:
             ):
                 self._busy.add((job.job_id, "cancel"))
                 nursery.start_soon(self._cancel, pool, job.job_id, name=f"cancel-{job.job_id}")
+
+    async def _clean_up(self, pool: ChannelPool, job: Job) -> None:
+        """A multi-node job ended: make sure no step of it lingers on the other nodes."""
+        request = pb.SignalJobRequest(
+            job_id=job.job_id, signal=0, grace_secs=float(self.ctl.cfg.controller.kill_grace_secs)
+        )
+        for alloc in job.allocation[1:]:
+            node = self.ctl.state.nodes.get(alloc.node)
+            if node is None or node.down:
+                continue
+            try:
+                stub = await pool.stub(node.address, node.port)
+                await stub.SignalJob(request, timeout=AGENT_CALL_TIMEOUT)
+            except RpcError as exc:
+                if exc.code is not StatusCode.NOT_FOUND:
+                    log.info("job %s: cleanup on %s failed: %s", job.job_id, alloc.node, exc)
 
     def _launch_targets(self, job: Job) -> list[tuple[str, int, bool]]:
         """(node, first global task rank, batch) for each agent that must start something."""

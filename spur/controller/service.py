@@ -24,6 +24,8 @@ log = logging.getLogger("spur.controller")
 
 # Slurm's MinJobAge: finished jobs stay visible to squeue for this long.
 MIN_JOB_AGE_SECS = 300.0
+# Metadata header asking for a read of this controller's own (possibly stale) state, not the leader's.
+LOCAL_READ_KEY = "x-spur-local-read"
 
 
 def _caller(context: CallContext) -> Identity:
@@ -104,9 +106,14 @@ class ControllerService:
             jobs = [j for j in jobs if j.partition in parts]
         return jobs
 
-    @leader_only
     async def GetJobs(self, request: pb.GetJobsRequest, context: CallContext) -> pb.GetJobsResponse:
-        await self.ctl.raft.read_barrier()
+        """Linearizable on the leader (ReadIndex); followers forward. With the ``x-spur-local-read: 1``
+        header any controller answers from its own applied state instead (possibly stale; for
+        diagnostics and the HA tests that compare every member's state)."""
+        if context.metadata.get(LOCAL_READ_KEY) != "1":
+            if not self.ctl.is_leader:
+                return await self.forward("GetJobs", request, context)
+            await self.ctl.read_barrier()
         jobs = self._select_jobs(request)
         return pb.GetJobsResponse(jobs=[convert.job_to_proto(j, include_script=False) for j in jobs])
 
