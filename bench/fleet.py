@@ -1,7 +1,7 @@
 """A simulated large cluster against one real controller.
 
     python -m bench.fleet [--nodes 5000] [--heartbeat 30] [--rate 100] [--duration 60] [--runtime-mean 1]
-                          [--rss-jobs 20000] [--no-fsync]
+                          [--rss-jobs 10000] [--no-fsync]
 
 Phase 1 (fleet): starts spurctld (node_timeout_secs 90), then ``python -m integration.fleet`` with
 ``--nodes`` virtual nodes heartbeating every ``--heartbeat`` seconds (spread evenly), waits until all are
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of steady load (issue: 300)")
     ap.add_argument("--runtime-mean", type=float, default=1.0)
     ap.add_argument("--connections", type=int, default=8, help="fleet's HTTP/2 connections to the controller")
-    ap.add_argument("--rss-jobs", type=int, default=20000, help="jobs for the RSS phase (0 skips it)")
+    ap.add_argument("--rss-jobs", type=int, default=10000, help="jobs for the RSS phase (0 skips it)")
     ap.add_argument("--no-fsync", action="store_true", help="controller.wal_fsync = false in the fleet phase")
     ap.add_argument("--skip-fleet", action="store_true")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")

@@ -97,6 +97,7 @@ class TrackedJob:
     nursery: trio.Nursery | None = None
     reported: bool = False
     streamed: bool = False
+    run: int = 0  # the job's restart count when launched: a requeued job is a new run of the same id
 
     @property
     def key(self) -> UnitKey:
@@ -203,6 +204,24 @@ class Executor:
     def knows(self, job_id: int, step_id: int | None = None) -> bool:
         return (job_id, step_id) in self._jobs or (self.tombstones / dir_name(job_id, step_id)).exists()
 
+    def _tombstone_run(self, job_id: int, step_id: int | None) -> int:
+        """The run whose end this node recorded for the unit; -1 when none (0 for old empty stones)."""
+        try:
+            text = (self.tombstones / dir_name(job_id, step_id)).read_text().strip()
+        except OSError:
+            return -1
+        return int(text) if text.isdigit() else 0
+
+    def _known_run(self, job_id: int, step_id: int | None, run: int) -> bool:
+        """True when this run of the unit was already launched here (so a launch is a duplicate)."""
+        existing = self._jobs.get((job_id, step_id))
+        if existing is not None:
+            if existing.run < run and existing.finished.is_set():
+                self._cleanup(existing)  # an earlier run, reported and requeued by the controller
+            else:
+                return True
+        return self._tombstone_run(job_id, step_id) >= run
+
     # ------------------------------------------------------------------ launch
 
     async def launch(self, request: spur_pb2.LaunchJobRequest) -> bool:
@@ -212,7 +231,12 @@ class Executor:
         """
         script = "" if request.job.spec.interactive else request.job.spec.script
         return await self._start_unit(
-            request.job.job_id, None, lambda: self._resolve(request), script, request.job.suspended_secs
+            request.job.job_id,
+            None,
+            lambda: self._resolve(request),
+            script,
+            request.job.suspended_secs,
+            run=request.job.restarts,
         )
 
     async def launch_step(self, request: spur_pb2.LaunchStepRequest) -> bool:
@@ -226,6 +250,7 @@ class Executor:
             lambda: self._resolve_step(request),
             "",
             request.job.suspended_secs,
+            run=request.job.restarts,
         )
 
     async def _start_unit(
@@ -235,19 +260,22 @@ class Executor:
         resolve: Callable[[], LaunchSpec],
         script: str,
         suspended_secs: float,
+        *,
+        run: int = 0,
     ) -> bool:
         assert self._nursery is not None, "Executor.run() is not running"
-        if self.knows(job_id, step_id):
+        if self._known_run(job_id, step_id, run):
             return True
         jobdir = JobDir(self.jobs_dir / dir_name(job_id, step_id))
         if jobdir.exists():  # left by a launch that was interrupted before tracking began
             await self._adopt(jobdir)
             return True
-        job = TrackedJob(job_id, jobdir, None, step_id)
+        job = TrackedJob(job_id, jobdir, None, step_id, run=run)
         self._jobs[job.key] = job  # reserve the key before any await
         try:
             try:
                 jobdir.create()
+                jobdir.write("run.json", {"run": run})
                 spec = resolve()
                 job.spec = spec
                 jobdir.write("spec.json", spec.to_json())
@@ -312,6 +340,7 @@ class Executor:
         data = jobdir.read("spec.json")
         spec = LaunchSpec.from_json(data) if data else None
         job = TrackedJob(jobdir.job_id, jobdir, spec, jobdir.step_id)
+        job.run = int((jobdir.read("run.json") or {}).get("run", 0))
         self._jobs[key] = job
         kill = jobdir.read("kill.json") or {}
         job.kill_reason = kill.get("reason")
@@ -522,6 +551,23 @@ class Executor:
                 reason = "requeue" if job.step_id is None else "cancel"
                 self._begin_termination(job, reason, grace if grace > 0 else self.kill_grace)
 
+    def set_time_limit(self, job_id: int, secs: int) -> None:
+        """Give every running unit of the job a new time limit (seconds from its start; <= 0 unlimited).
+
+        The change is saved in each unit's spec so a restarted agent keeps it. UnknownJob if none.
+        """
+        units = self._select(job_id, None, False)
+        for job in units:
+            if job.spec is None or job.finished.is_set():
+                continue
+            had_limit = job.spec.time_limit_secs > 0
+            job.spec.time_limit_secs = secs
+            job.jobdir.write("spec.json", job.spec.to_json())
+            if secs > 0 and not had_limit and job.nursery is not None:
+                job.nursery.start_soon(self._enforce_time_limit, job)
+        log.info("job %d: time limit set to %ss", job_id, secs)
+        self.suspensions.get(job_id).poke()
+
     def suspend(self, job_id: int) -> None:
         """SIGSTOP every running unit of the job; its time limit stops running. UnknownJob if none."""
         units = self._select(job_id, None, False)
@@ -636,7 +682,7 @@ class Executor:
         if self._jobs.get(job.key) is not job:
             return
         with contextlib.suppress(OSError):
-            (self.tombstones / dir_name(job.job_id, job.step_id)).touch()
+            (self.tombstones / dir_name(job.job_id, job.step_id)).write_text(str(job.run))
         job.jobdir.remove()
         del self._jobs[job.key]
         if not self.units_of(job.job_id):

@@ -151,9 +151,12 @@ class AgentServicer:
                 self.executor.resume(request.job_id)
             elif request.action == "requeue":
                 self.executor.requeue(request.job_id, request.grace_secs)
+            elif request.action == "set_time_limit":
+                self.executor.set_time_limit(request.job_id, request.time_limit_secs)
             else:
                 raise ValueError(
-                    f"unknown SignalJob action {request.action!r} (expected suspend, resume or requeue)"
+                    f"unknown SignalJob action {request.action!r} "
+                    "(expected suspend, resume, requeue or set_time_limit)"
                 )
         except UnknownJob as e:
             raise RpcError(StatusCode.NOT_FOUND, str(e)) from None

@@ -39,6 +39,10 @@ class Suspension:
         self.changed.set()
         self.changed = trio.Event()
 
+    def poke(self) -> None:
+        """Wake whoever waits on ``changed`` (e.g. time-limit enforcement after the limit moved)."""
+        self._notify()
+
 
 class SuspensionBook:
     """The :class:`Suspension` of every job this agent runs something of."""

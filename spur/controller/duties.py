@@ -137,6 +137,19 @@ class Dispatcher:
                 self._busy.add((job.job_id, "cancel"))
                 nursery.start_soon(self._cancel, pool, job.job_id, name=f"cancel-{job.job_id}")
 
+    async def _send_time_limit(self, pool: ChannelPool, job: Job) -> None:
+        request = pb.SignalJobRequest(
+            job_id=job.job_id, action="set_time_limit", time_limit_secs=job.time_limit_secs
+        )
+        for alloc in job.allocation:
+            node = self.ctl.state.nodes[alloc.node]
+            try:
+                stub = await pool.stub(node.address, node.port)
+                await stub.SignalJob(request, timeout=AGENT_CALL_TIMEOUT)
+            except RpcError as exc:
+                if exc.code is not StatusCode.NOT_FOUND:
+                    log.warning("job %s: time limit update on %s failed: %s", job.job_id, alloc.node, exc)
+
     async def _clean_up(self, pool: ChannelPool, job: Job) -> None:
         """A multi-node job ended: make sure no step of it lingers on the other nodes."""
         request = pb.SignalJobRequest(
@@ -197,6 +210,10 @@ class Dispatcher:
                         )
                     return
             await ctl.raft_propose_quiet(c.JobLaunched(job_id, job.alloc_term))
+            current = ctl.state.jobs.get(job_id)
+            if current is not None and current.time_limit_secs != info.time_limit_secs:
+                # scontrol update TimeLimit= landed while the launch was in flight
+                await self._send_time_limit(pool, current)
         finally:
             self._busy.discard((job_id, "launch"))
 

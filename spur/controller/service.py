@@ -195,10 +195,15 @@ class ControllerService:
             action=action,
         )
         ids = await self.ctl.propose(cmd)
-        if action in ("suspend", "resume"):
-            for job_id in ids:
-                job = self.ctl.state.jobs[job_id]
+        for job_id in ids:
+            job = self.ctl.state.jobs[job_id]
+            if action in ("suspend", "resume"):
                 await self._tell_agents(job, pb.SignalJobRequest(job_id=job_id, action=action))
+            if cmd.time_limit_secs is not None and job.state.holds_resources and job.launched:
+                limit = pb.SignalJobRequest(
+                    job_id=job_id, action="set_time_limit", time_limit_secs=job.time_limit_secs
+                )
+                await self._tell_agents(job, limit)
         self.ctl.kick_scheduler()
         return pb.UpdateJobResponse(job_ids=ids)
 

@@ -34,16 +34,18 @@ import trio
 from google.protobuf.message import DecodeError, Message
 
 from spur.core.nurseries import helper_nursery
-from spur.rpc.status import RpcError, StatusCode, decode_grpc_message, status_from_http
+from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone, deadline_after
 from spur.rpc.wire import (
     ACCEPT_ENCODING,
     CONTENT_TYPE,
+    InvalidTarget,
     MessageDecoder,
     decode_headers,
     encode_timeout,
     frame_message,
-    user_metadata,
+    parse_target,
+    response_status,
     validate_metadata,
 )
 
@@ -62,36 +64,8 @@ _HIGH_WATER = 1024 * 1024
 _open_tcp_stream = trio.open_tcp_stream
 
 
-class InvalidTarget(ValueError):
-    """A channel target that is not ``host:port``, ``http://host:port`` or ``[v6addr]:port``."""
-
-
 class _Refused(RpcError):
     """UNAVAILABLE for a call the server certainly did not process: safe to retry once."""
-
-
-def parse_target(target: str) -> tuple[str, int]:
-    """Split a target into ``(host, port)``; raises :class:`InvalidTarget` saying what is wrong."""
-    rest = target.strip()
-    for prefix in ("http://", "dns:///"):
-        if rest.startswith(prefix):
-            rest = rest[len(prefix) :]
-    if rest.startswith("https://"):
-        raise InvalidTarget(f"invalid target {target!r}: TLS (https://) is not supported")
-    rest = rest.rstrip("/")
-    if rest.startswith("["):
-        host, sep, port_text = rest[1:].partition("]:")
-        if not sep:
-            raise InvalidTarget(f"invalid target {target!r}: expected [ipv6-address]:port")
-    else:
-        host, sep, port_text = rest.rpartition(":")
-        if not sep or ":" in host:
-            raise InvalidTarget(f"invalid target {target!r}: expected host:port")
-    if not host:
-        raise InvalidTarget(f"invalid target {target!r}: missing host")
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise InvalidTarget(f"invalid target {target!r}: port must be a number from 1 to 65535")
-    return host, int(port_text)
 
 
 @asynccontextmanager
@@ -497,27 +471,7 @@ class _ClientCall:
 
     def final_status(self) -> RpcError | None:
         """The status the server's headers/trailers say (None for OK)."""
-        headers = self.headers or {}
-        trailers = self.trailers or {}
-        http_status = headers.get(":status", "")
-        if "grpc-status" not in trailers:
-            if http_status and http_status != "200":
-                code = status_from_http(int(http_status)) if http_status.isdigit() else StatusCode.UNKNOWN
-                return RpcError(code, f"HTTP status {http_status} from {self.conn.authority}")
-            if headers and not headers.get("content-type", "").startswith(CONTENT_TYPE):
-                return RpcError(
-                    StatusCode.UNKNOWN, f"unexpected content-type {headers.get('content-type')!r}"
-                )
-            return RpcError(StatusCode.INTERNAL, "server ended the stream without a grpc-status")
-        raw = trailers["grpc-status"]
-        try:
-            code = StatusCode(int(raw))
-        except ValueError:
-            return RpcError(StatusCode.UNKNOWN, f"invalid grpc-status {raw!r}")
-        if code == StatusCode.OK:
-            return None
-        message = decode_grpc_message(trailers.get("grpc-message", ""))
-        return RpcError(code, message, user_metadata(trailers))
+        return response_status(self.headers, self.trailers, self.conn.authority)
 
     def finish(self, status: RpcError | None) -> None:
         if self.done:

@@ -11,9 +11,12 @@ import struct
 import zlib
 from collections.abc import Iterable
 
-from spur.rpc.status import RpcError, StatusCode
+from spur.rpc.status import RpcError, StatusCode, decode_grpc_message, status_from_http
 
 __all__ = [
+    "InvalidTarget",
+    "parse_target",
+    "response_status",
     "CONTENT_TYPE",
     "ACCEPT_ENCODING",
     "frame_message",
@@ -151,3 +154,60 @@ def validate_metadata(metadata: dict[str, str]) -> list[tuple[str, str]]:
 
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+
+
+class InvalidTarget(ValueError):
+    """A channel target that is not ``host:port``, ``http://host:port`` or ``[v6addr]:port``."""
+
+
+def parse_target(target: str) -> tuple[str, int]:
+    """Split a target into ``(host, port)``; raises :class:`InvalidTarget` saying what is wrong."""
+    rest = target.strip()
+    for prefix in ("http://", "dns:///"):
+        if rest.startswith(prefix):
+            rest = rest[len(prefix) :]
+    if rest.startswith("https://"):
+        raise InvalidTarget(f"invalid target {target!r}: TLS (https://) is not supported")
+    rest = rest.rstrip("/")
+    if rest.startswith("["):
+        host, sep, port_text = rest[1:].partition("]:")
+        if not sep:
+            raise InvalidTarget(f"invalid target {target!r}: expected [ipv6-address]:port")
+    else:
+        host, sep, port_text = rest.rpartition(":")
+        if not sep or ":" in host:
+            raise InvalidTarget(f"invalid target {target!r}: expected host:port")
+    if not host:
+        raise InvalidTarget(f"invalid target {target!r}: missing host")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise InvalidTarget(f"invalid target {target!r}: port must be a number from 1 to 65535")
+    return host, int(port_text)
+
+
+def response_status(
+    headers: dict[str, str] | None, trailers: dict[str, str] | None, authority: str
+) -> RpcError | None:
+    """The outcome of a call from its response headers and trailers (None for OK).
+
+    A trailers-only response passes its headers as ``trailers``. A missing grpc-status maps the HTTP
+    status (or says the server sent none); an unknown grpc-status is UNKNOWN.
+    """
+    headers = headers or {}
+    trailers = trailers or {}
+    http_status = headers.get(":status", "")
+    if "grpc-status" not in trailers:
+        if http_status and http_status != "200":
+            code = status_from_http(int(http_status)) if http_status.isdigit() else StatusCode.UNKNOWN
+            return RpcError(code, f"HTTP status {http_status} from {authority}")
+        if headers and not headers.get("content-type", "").startswith(CONTENT_TYPE):
+            return RpcError(StatusCode.UNKNOWN, f"unexpected content-type {headers.get('content-type')!r}")
+        return RpcError(StatusCode.INTERNAL, "server ended the stream without a grpc-status")
+    raw = trailers["grpc-status"]
+    try:
+        code = StatusCode(int(raw))
+    except ValueError:
+        return RpcError(StatusCode.UNKNOWN, f"invalid grpc-status {raw!r}")
+    if code == StatusCode.OK:
+        return None
+    message = decode_grpc_message(trailers.get("grpc-message", ""))
+    return RpcError(code, message, user_metadata(trailers))

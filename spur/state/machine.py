@@ -509,10 +509,16 @@ class ClusterState:
             if cmd.partition not in self.partitions:
                 return Rejected("INVALID_ARGUMENT", "Invalid partition name specified")
         if cmd.time_limit_secs is not None:
-            if not pending:
+            if job.state.is_terminal or job.state is JobState.COMPLETING:
+                return Rejected("FAILED_PRECONDITION", "Job/step already completing or completed")
+            current = job.time_limit_secs
+            raising = cmd.time_limit_secs == UNLIMITED or (
+                current != UNLIMITED and cmd.time_limit_secs > current
+            )
+            if not pending and raising and not admin:
                 return Rejected(
-                    "FAILED_PRECONDITION",
-                    "Job is no longer pending execution: its time limit is fixed at launch",
+                    "PERMISSION_DENIED",
+                    "Access/permission denied: only an administrator may raise the time limit of a running job",
                 )
             part = self.partitions.get(cmd.partition or job.partition)
             if part is None or (

@@ -593,20 +593,22 @@ class LaunchStepRequest(_message.Message):
     def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., step: _Optional[_Union[StepInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ...) -> None: ...
 
 class SignalJobRequest(_message.Message):
-    __slots__ = ("job_id", "signal", "grace_secs", "step_id", "batch_only", "action")
+    __slots__ = ("job_id", "signal", "grace_secs", "step_id", "batch_only", "action", "time_limit_secs")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     GRACE_SECS_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_SECS_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
     grace_secs: float
     step_id: int
     batch_only: bool
     action: str
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ..., step_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., action: _Optional[str] = ...) -> None: ...
+    time_limit_secs: int
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ..., step_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., action: _Optional[str] = ..., time_limit_secs: _Optional[int] = ...) -> None: ...
 
 class StreamOutputRequest(_message.Message):
     __slots__ = ("job_id", "follow", "step_id")
