@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import signal
 import time
@@ -67,6 +68,9 @@ __all__ = ["Executor", "TrackedJob", "UnitKey", "UnknownJob"]
 
 log = logging.getLogger("spur.agent.executor")
 
+# How often a shim watched through its pidfd is also checked directly.
+_SHIM_RECHECK_SECS = 2.0
+_SHIM_RECHECK_MAX_SECS = 30.0
 _SHIM_START_TIMEOUT = 30.0  # real seconds to wait for a shim's shim.json (systemd, or adopted mid-start)
 _POLL = 0.02
 _TOMBSTONE_TTL = 7 * 86400
@@ -79,6 +83,14 @@ REQUEUED = "requeued"
 
 class UnknownJob(Exception):
     """No job (or step) with this id on this agent."""
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 @dataclass(eq=False)
@@ -142,6 +154,7 @@ class Executor:
         cluster_name: Callable[[], str] = lambda: "spur",
         clock: Clock | None = None,
         interactive_retention: float = 600.0,
+        shim_recheck_secs: float | None = _SHIM_RECHECK_SECS,
     ) -> None:
         self.jobs_dir = state_dir / "jobs"
         self.tombstones = state_dir / "done"
@@ -153,6 +166,9 @@ class Executor:
         self.cluster_name = cluster_name
         self.clock = clock or Clock()
         self.interactive_retention = interactive_retention
+        # Besides waiting on a shim's pidfd, look at the process directly this often (doubling up to
+        # _SHIM_RECHECK_MAX_SECS), so a missed wake-up cannot strand a finished job. None: never.
+        self.shim_recheck_secs = shim_recheck_secs
         self.suspensions = SuspensionBook(state_dir / "suspend")
         self._jobs: dict[UnitKey, TrackedJob] = {}
         self._nursery: trio.Nursery | None = None
@@ -404,7 +420,17 @@ class Executor:
             self._reap(job)
             return
         try:
-            await trio.lowlevel.wait_readable(fd)
+            recheck = self.shim_recheck_secs
+            while True:
+                with trio.move_on_after(recheck if recheck is not None else math.inf):
+                    await trio.lowlevel.wait_readable(fd)
+                    break
+                recheck = min((recheck or _SHIM_RECHECK_SECS) * 2, _SHIM_RECHECK_MAX_SECS)
+                # A missed wake-up must not strand a finished job: look at the process itself too.
+                if job.child is not None and job.child.poll() is not None:
+                    break
+                if not process_matches(job.shim) or _is_zombie(int(job.shim["pid"])):
+                    break
         finally:
             os.close(fd)
         self._reap(job)

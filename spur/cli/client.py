@@ -41,17 +41,63 @@ def controller_targets() -> list[str]:
     return [DEFAULT_CONTROLLER]
 
 
-def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float = 30.0) -> T:
-    """Run ``body(stub)`` against the first reachable controller; RpcError -> CliError."""
-    import trio
+def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float | None = 30.0) -> T:
+    """Run ``body(stub)`` against the first reachable controller; RpcError -> CliError.
 
+    Unary-only bodies run on a blocking socket client (no Trio import: half the cold start of a
+    query command); a body that needs a stream or a timer is run under Trio instead. Bodies must
+    not write before they stream, since the Trio run starts them again.
+    """
     from spur.auth.identity import identity_metadata
-    from spur.rpc.channel import open_channel
     from spur.rpc.status import RpcError, StatusCode
-    from spur.rpc.stub import controller_stub
 
     md = identity_metadata()
     targets = controller_targets()
+    try:
+        try:
+            return _run_blocking(body, targets, md)
+        except _NeedsTrio:
+            return _run_trio(body, targets, md)
+    except RpcError as exc:
+        if exc.code is StatusCode.UNAVAILABLE:
+            raise CliError(f"Unable to contact slurm controller (connect failure): {exc.message}") from None
+        raise CliError(exc.message) from None
+
+
+class _NeedsTrio(Exception):
+    pass
+
+
+def _run_blocking(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[str, str]) -> T:
+    from spur.rpc.blocking import BlockingChannel, NeedsEventLoop, blocking_controller_stub, drive
+    from spur.rpc.status import RpcError, StatusCode
+
+    last: RpcError | None = None
+    for target in targets:
+        try:
+            with BlockingChannel(target, metadata=md) as ch:
+                stub = blocking_controller_stub(ch)
+
+                async def call() -> T:
+                    return await body(stub)  # body may be a lambda returning the stub's awaitable
+
+                return drive(call())
+        except NeedsEventLoop:
+            raise _NeedsTrio() from None
+        except RpcError as exc:
+            if exc.code is not StatusCode.UNAVAILABLE:
+                raise
+            last = exc
+    assert last is not None
+    raise last
+
+
+def _run_trio(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[str, str]) -> T:
+    import trio
+
+    from spur.rpc.channel import open_channel
+    from spur.rpc.status import RpcError, StatusCode
+    from spur.rpc.stub import controller_stub
 
     async def run() -> T:
         last: RpcError | None = None
@@ -66,12 +112,7 @@ def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float = 30.
         assert last is not None
         raise last
 
-    try:
-        return trio.run(run)
-    except RpcError as exc:
-        if exc.code is StatusCode.UNAVAILABLE:
-            raise CliError(f"Unable to contact slurm controller (connect failure): {exc.message}") from None
-        raise CliError(exc.message) from None
+    return trio.run(run)
 
 
 def fail(prog: str, message: str, exit_code: int = 1) -> int:

@@ -219,7 +219,7 @@ class ControllerService:
 
     # ------------------------------------------------------------------ nodes and partitions
 
-    def _node_info(self, name: str) -> pb.NodeInfo:
+    def _node_info(self, name: str, partitions: dict[str, list[str]] | None = None) -> pb.NodeInfo:
         state = self.ctl.state
         node = state.nodes[name]
         used = state.usage(name)
@@ -237,7 +237,7 @@ class ControllerService:
             alloc_gpus=len(used.gpus),
             last_heartbeat=0.0,
             registered_time=node.registered_time,
-            partitions=state.partitions_of(name),
+            partitions=(partitions if partitions is not None else state.node_partitions()).get(name, []),
             version=node.version,
             boot_time=node.boot_time,
             features=node.features,
@@ -258,7 +258,8 @@ class ControllerService:
             if unknown:
                 raise RpcError(StatusCode.NOT_FOUND, f"Node {unknown[0]} not found")
             names = wanted
-        return pb.GetNodesResponse(nodes=[self._node_info(n) for n in names])
+        membership = state.node_partitions()
+        return pb.GetNodesResponse(nodes=[self._node_info(n, membership) for n in names])
 
     @leader_only
     async def GetPartitions(

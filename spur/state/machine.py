@@ -136,7 +136,15 @@ class ClusterState:
         return sorted(n for n in self.nodes if n in members)
 
     def partitions_of(self, node_name: str) -> list[str]:
-        return [p.name for p in self.partitions.values() if node_name in self.partition_nodes(p)]
+        return self.node_partitions().get(node_name, [])
+
+    def node_partitions(self) -> dict[str, list[str]]:
+        """Node name -> names of the partitions it belongs to (one hostlist expansion per partition)."""
+        out: dict[str, list[str]] = {}
+        for part in self.partitions.values():
+            for name in self.partition_nodes(part):
+                out.setdefault(name, []).append(part.name)
+        return out
 
     def usage(self, node_name: str) -> Usage:
         return self._usage.setdefault(node_name, Usage())
