@@ -94,8 +94,10 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
                 submit_errors += 1
 
         async def sampler() -> None:
+            # Sparse on purpose: GetNodes/GetJobs over thousands of records are costly for the controller
+            # (GetNodes grows with nodes x partition size), so frequent samples would skew what is measured.
             while True:
-                await trio.sleep(5)
+                await trio.sleep(15)
                 jobs = await client.call("GetJobs", pb.GetJobsRequest(states=["PENDING"]))
                 nodes = await client.call("GetNodes", pb.GetNodesRequest())
                 down = sum("down" in n.state.lower() for n in nodes.nodes)
