@@ -308,7 +308,9 @@ class HACluster:
         async def run() -> Any:
             with trio.fail_after(timeout + 1):
                 async with open_channel(
-                    self.member(node_id).address, connect_timeout=min(timeout, 2.0), metadata_provider=lambda: md
+                    self.member(node_id).address,
+                    connect_timeout=min(timeout, 2.0),
+                    metadata_provider=lambda: md,
                 ) as ch:
                     return await getattr(controller_stub(ch), method)(request, timeout=timeout)
 
@@ -509,7 +511,9 @@ async def workload(
             index = preferred[0]
             while True:
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"submissions still failing after {give_up_after}s: {history.errors}")
+                    raise AssertionError(
+                        f"submissions still failing after {give_up_after}s: {history.errors}"
+                    )
                 call = time.monotonic()
                 try:
                     resp = await attempt(stubs, index, "SubmitJob", request)

@@ -75,7 +75,6 @@ def check(submits: Iterable[Submit], reads: Iterable[Read], final_ids: Sequence[
     if dup_final:
         problems.append(f"job ids listed more than once in the final state: {sorted(dup_final)[:10]}")
     final = sorted(set(final_ids))
-    position = {job_id: k for k, job_id in enumerate(final)}
     acked = [s for s in submits if s.job_id is not None]
     twice = [i for i, n in Counter(s.job_id for s in acked).items() if n > 1]
     if twice:

@@ -15,7 +15,9 @@ def _proc_state(pid: int) -> str:
 def test_lowering_a_running_jobs_time_limit_takes_effect(cluster: Cluster, tmp_path: Path):
     cluster.start_agent("node1")
     cluster.wait_nodes("node1")
-    job_id = int(cluster.cli("sbatch", "--parsable", "-t", "10", "--wrap", "exec sleep 300", cwd=tmp_path).stdout)
+    job_id = int(
+        cluster.cli("sbatch", "--parsable", "-t", "10", "--wrap", "exec sleep 300", cwd=tmp_path).stdout
+    )
     running = cluster.wait_job(job_id, "RUNNING")
     wait_for(lambda: cluster.job(job_id).spec.name and running, what="job start")
     cluster.call("UpdateJob", pb.UpdateJobRequest(job_id=job_id, time_limit_secs=3))

@@ -1,7 +1,7 @@
 """spurd's client side of the Controller service, over one channel per configured controller.
 
-Calls go to the controller that last answered; when it is unreachable (UNAVAILABLE) the next one is
-tried, once around the list, before the error is raised. Any other status is the controller's answer
+Calls go to the controller that last answered; when it is unreachable (UNAVAILABLE) or does not answer
+in time (DEADLINE_EXCEEDED) the next one is tried, once around the list, before the error is raised. Any other status is the controller's answer
 and is raised as is. Followers forward writes to the leader, so any reachable controller will do.
 """
 
@@ -69,7 +69,9 @@ class ControllerLink:
                     request, timeout=timeout or self.call_timeout
                 )
             except RpcError as e:
-                if e.code != StatusCode.UNAVAILABLE:
+                # An isolated or overloaded controller times out rather than refusing: move on too.
+                # Every agent call (register, heartbeat, report) is idempotent, so a retry is safe.
+                if e.code not in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED):
                     raise
                 last = e
                 continue

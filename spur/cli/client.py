@@ -76,12 +76,7 @@ def _run_blocking(body: Callable[[Any], Awaitable[T]], targets: list[str], md: d
     for target in targets:
         try:
             with BlockingChannel(target, metadata=md) as ch:
-                stub = blocking_controller_stub(ch)
-
-                async def call() -> T:
-                    return await body(stub)  # body may be a lambda returning the stub's awaitable
-
-                return drive(call())
+                return drive(_call(body, blocking_controller_stub(ch)))
         except NeedsEventLoop:
             raise _NeedsTrio() from None
         except RpcError as exc:
@@ -90,6 +85,11 @@ def _run_blocking(body: Callable[[Any], Awaitable[T]], targets: list[str], md: d
             last = exc
     assert last is not None
     raise last
+
+
+async def _call(body: Callable[[Any], Awaitable[T]], stub: Any) -> T:
+    """A coroutine around ``body``, which may be a lambda returning the stub's awaitable."""
+    return await body(stub)
 
 
 def _run_trio(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[str, str]) -> T:
