@@ -78,7 +78,7 @@ class Harness:
         self.report_count += 1
 
     def make(
-        self, *, clock: Clock | None = None, grace: float = 0.5, shim_recheck_secs: float | None = 2.0
+        self, *, clock: Clock | None = None, grace: float = 0.5, shim_recheck_secs: float | None = None
     ) -> Executor:
         return Executor(
             shim_recheck_secs=shim_recheck_secs,
@@ -147,6 +147,20 @@ async def test_batch_script_output_and_exit_code(harness: Harness) -> None:
     assert (harness.work / "spur-1.out").read_text() == "hello from 1 on n1\noops\n"
     assert harness.reports[1] == report
     assert (harness.state_dir / "jobs" / "1" / "report.json").exists()
+
+
+async def test_a_missed_pidfd_wakeup_does_not_strand_the_job(harness: Harness, monkeypatch) -> None:
+    import spur.agent.executor as executor_module
+
+    async def never_readable(fd: int) -> None:  # as if the kernel's wake-up were lost
+        await trio.sleep_forever()
+
+    monkeypatch.setattr(executor_module.trio.lowlevel, "wait_readable", never_readable)
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make(shim_recheck_secs=0.05)) as ex:
+            await ex.launch(make_request(1, harness.work, script="#!/bin/sh\nexit 4\n"))
+            report = await ex.wait_finished(1)
+    assert report.exit_code == 4
 
 
 async def test_separate_stderr_truncate_and_stdin(harness: Harness) -> None:
@@ -280,8 +294,7 @@ def test_long_time_limit_with_mock_clock(harness: Harness) -> None:
 
     async def scenario() -> pb.JobStatusReport:
         with trio.fail_after(24 * 3600):  # mock seconds; still bounds the test in real time
-            # no direct re-checks of the shim: their timers would make the mock clock crawl
-            async with running(harness.make(clock=wall, grace=600, shim_recheck_secs=None)) as ex:
+            async with running(harness.make(clock=wall, grace=600)) as ex:
                 request = make_request(14, harness.work, script="#!/bin/sh\necho ready\nsleep 100\n")
                 request.job.time_limit_secs = 2 * 3600
                 request.job.start_time = wall.wall()

@@ -69,7 +69,7 @@ __all__ = ["Executor", "TrackedJob", "UnitKey", "UnknownJob"]
 log = logging.getLogger("spur.agent.executor")
 
 # How often a shim watched through its pidfd is also checked directly.
-_SHIM_RECHECK_SECS = 2.0
+SHIM_RECHECK_SECS = 2.0
 _SHIM_RECHECK_MAX_SECS = 30.0
 _SHIM_START_TIMEOUT = 30.0  # real seconds to wait for a shim's shim.json (systemd, or adopted mid-start)
 _POLL = 0.02
@@ -154,7 +154,7 @@ class Executor:
         cluster_name: Callable[[], str] = lambda: "spur",
         clock: Clock | None = None,
         interactive_retention: float = 600.0,
-        shim_recheck_secs: float | None = _SHIM_RECHECK_SECS,
+        shim_recheck_secs: float | None = None,
     ) -> None:
         self.jobs_dir = state_dir / "jobs"
         self.tombstones = state_dir / "done"
@@ -425,7 +425,7 @@ class Executor:
                 with trio.move_on_after(recheck if recheck is not None else math.inf):
                     await trio.lowlevel.wait_readable(fd)
                     break
-                recheck = min((recheck or _SHIM_RECHECK_SECS) * 2, _SHIM_RECHECK_MAX_SECS)
+                recheck = min((recheck or SHIM_RECHECK_SECS) * 2, _SHIM_RECHECK_MAX_SECS)
                 # A missed wake-up must not strand a finished job: look at the process itself too.
                 if job.child is not None and job.child.poll() is not None:
                     break

@@ -175,7 +175,7 @@ async def run_agent(
     from spur.agent.backends import select_backend
     from spur.agent.controller_link import local_address_towards, open_controller_link
     from spur.agent.discovery import discover
-    from spur.agent.executor import Executor, gpu_ordinals_from
+    from spur.agent.executor import SHIM_RECHECK_SECS, Executor, gpu_ordinals_from
     from spur.agent.registration import Registrar
     from spur.agent.reporter import Reporter, report_key
     from spur.agent.service import AgentServicer
@@ -215,6 +215,7 @@ async def run_agent(
             kill_grace=opts.kill_grace,
             gpu_ordinals=gpu_ordinals_from(hardware.gpus),
             cluster_name=lambda: cluster["name"],
+            shim_recheck_secs=SHIM_RECHECK_SECS,
         )
         await nursery.start(reporter.run)
         try:

@@ -1,0 +1,88 @@
+"""Memory and snapshot cost of the replicated state at large job counts.
+
+    python -m bench.state_memory [--jobs 100000] [--finished 0.5] [--repeat 3]
+
+Applies ``--jobs`` SubmitJob commands (sbatch-sized scripts and environments) to a fresh ClusterState
+exactly as the Raft log would, finishes a fraction of them (history), then reports the process RSS
+growth, the bytes per job, and the time and size of a snapshot and of restoring it (what a Raft
+snapshot, and InstallSnapshot to a new follower, cost at that size). Figures only; nothing asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import time
+
+from spur.core.job import JobSpec, Node, NodeAllocation
+from spur.state import commands as c
+from spur.state.machine import ClusterState
+
+SCRIPT = "#!/bin/bash\n#SBATCH -J work\n#SBATCH -t 10\nsrun python train.py --epochs 10 --lr 3e-4\n"
+
+
+def rss_mb() -> float:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def fill(jobs: int, finished: float) -> ClusterState:
+    state = ClusterState(history_max_jobs=jobs)
+    env = {f"VAR{i}": "x" * 20 for i in range(30)}  # a typical exported environment, ~30 variables
+    state.apply(1, c.encode(c.RegisterNode(Node(name="n1", cpus=1_000_000, memory_mb=0), 0.0)))
+    index = 2
+    done = int(jobs * finished)
+    for i in range(jobs):
+        spec = JobSpec(name=f"job{i}", script=SCRIPT, work_dir="/home/u/run", environment=dict(env))
+        state.apply(index, c.encode(c.SubmitJob(spec, "u", 1000, 1000, "u", float(i))))
+        index += 1
+        if i < done:
+            state.apply(index, c.encode(c.StartJob(i + 1, [NodeAllocation("n1", 1)], float(i), 1)))
+            state.apply(index + 1, c.encode(c.JobExited(i + 1, "n1", 0, 0, float(i) + 1)))
+            index += 2
+    return state
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--finished", type=float, default=0.5, help="fraction of jobs moved to history")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    gc.collect()
+    before = rss_mb()
+    started = time.perf_counter()
+    state = fill(args.jobs, args.finished)
+    fill_secs = time.perf_counter() - started
+    gc.collect()
+    grown = rss_mb() - before
+
+    snap_times, restore_times = [], []
+    data = b""
+    for _ in range(args.repeat):
+        t = time.perf_counter()
+        data = state.snapshot()
+        snap_times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ClusterState().restore(data)
+        restore_times.append(time.perf_counter() - t)
+
+    pending = sum(1 for j in state.jobs.values() if not j.state.is_terminal)
+    rows = [
+        ("jobs in state (pending / history)", f"{len(state.jobs)} ({pending} / {len(state.jobs) - pending})"),
+        ("apply rate (commands/s)", f"{(args.jobs * (1 + 2 * args.finished)) / fill_secs:,.0f}"),
+        ("RSS growth", f"{grown:.0f} MiB ({grown * 2**20 / args.jobs / 1024:.1f} KiB per job)"),
+        ("snapshot size", f"{len(data) / 2**20:.0f} MiB ({len(data) / args.jobs:.0f} B per job)"),
+        ("snapshot time (median)", f"{statistics.median(snap_times):.2f} s"),
+        ("restore time (median)", f"{statistics.median(restore_times):.2f} s"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
