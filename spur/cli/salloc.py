@@ -26,6 +26,7 @@ import sys
 from collections.abc import Mapping
 
 from spur.cli.client import CliError, controller_targets
+from spur.cli.option_layers import parse_option_layers
 
 PROG = "salloc"
 TERMINAL = frozenset(
@@ -35,23 +36,10 @@ TERMINAL = frozenset(
 
 def prepare(argv: list[str], environ: Mapping[str, str], cwd: str):  # -> (JobSpec, JobOptions, command)
     """Parse ``salloc ARGS`` into the allocation's JobSpec, the options and the command; CliError."""
-    from spur.core.job_options import (
-        JobOptionError,
-        build_job_spec,
-        merge_options,
-        options_from_env,
-        parse_job_options,
-    )
+    from spur.core.job_options import JobOptionError, build_job_spec
 
-    try:
-        cli_opts, command = parse_job_options(argv, command=PROG)
-        env_opts = options_from_env(environ, command=PROG)
-    except JobOptionError as exc:
-        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
-    if cli_opts.help:
-        print("Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]")
-        raise SystemExit(0)
-    opts = merge_options(env_opts, cli_opts)
+    usage = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
+    opts, _cli_opts, command = parse_option_layers(PROG, argv, environ, usage)
     command = list(command) or [environ.get("SHELL") or "/bin/sh"]
     try:
         spec = build_job_spec(opts, script="", argv=[], cwd=cwd, environ=environ, command=PROG)

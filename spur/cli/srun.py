@@ -18,30 +18,18 @@ import socket
 import sys
 
 from spur.cli.client import CliError, controller_targets
+from spur.cli.option_layers import parse_option_layers
 
 PROG = "srun"
+USAGE = "Usage: srun [OPTIONS...] executable [args...]"
 
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)
-    from spur.core.job_options import (
-        JobOptionError,
-        build_job_spec,
-        merge_options,
-        options_from_env,
-        parse_job_options,
-    )
+    from spur.core.job_options import JobOptionError, build_job_spec
 
-    try:
-        cli_opts, command = parse_job_options(argv, command=PROG)
-        env_opts = options_from_env(environ, command=PROG)
-    except JobOptionError as exc:
-        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
-    if cli_opts.help:
-        print("Usage: srun [OPTIONS...] executable [args...]")
-        raise SystemExit(0)
+    opts, _cli_opts, command = parse_option_layers(PROG, argv, environ, USAGE)
     if not command:
         raise CliError("srun: fatal: No command given to execute.", exit_code=1)
-    opts = merge_options(env_opts, cli_opts)
     try:
         spec = build_job_spec(opts, script="", argv=command, cwd=cwd, environ=environ)
     except (JobOptionError, ValueError) as exc:
@@ -73,28 +61,13 @@ def step_job_id(argv: list[str], environ: dict[str, str]) -> int | None:
 def prepare_step(argv: list[str], environ: dict[str, str], cwd: str):  # -> (pb.StepSpec, JobOptions)
     """Build the StepSpec of ``srun ARGS`` inside an allocation (pure apart from parsing); CliError."""
     from spur.core import hostlist
-    from spur.core.job_options import (
-        JobOptionError,
-        export_environment,
-        merge_options,
-        options_from_env,
-        parse_job_options,
-    )
+    from spur.core.job_options import export_environment
     from spur.rpc.proto import spur_pb2 as pb
 
-    try:
-        cli_opts, command = parse_job_options(argv, command=PROG)
-        env_opts = options_from_env(environ, command=PROG)
-    except JobOptionError as exc:
-        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
-    if cli_opts.help:
-        print("Usage: srun [OPTIONS...] executable [args...]")
-        raise SystemExit(0)
+    # Inside an allocation SLURM_JOB_NAME names the job, not each of its steps (Slurm ignores it too).
+    opts, cli_opts, command = parse_option_layers(PROG, argv, environ, USAGE, drop_env=("job_name",))
     if not command:
         raise CliError("srun: fatal: No command given to execute.", exit_code=1)
-    # Inside an allocation SLURM_JOB_NAME names the job, not each of its steps (Slurm ignores it too).
-    env_opts.job_name = None
-    opts = merge_options(env_opts, cli_opts)
     ntasks = opts.ntasks or 0
     nodes = opts.nodes_min or 0
     if cli_opts.nodes_min is None and ntasks and nodes > ntasks:

@@ -1,0 +1,37 @@
+"""Command-line options over the input environment, as srun and salloc read them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from spur.cli.client import CliError
+
+
+def parse_option_layers(
+    prog: str,
+    argv: list[str],
+    environ: Mapping[str, str],
+    usage: str,
+    *,
+    drop_env: Sequence[str] = (),
+) -> tuple[Any, Any, list[str]]:
+    """Return (merged options, command-line options, positional args); CliError on a bad option.
+
+    The command line overrides ``prog``'s input environment variables; ``drop_env`` names option
+    fields the environment must not set (srun inside an allocation ignores SLURM_JOB_NAME).
+    ``--help`` prints ``usage`` and exits 0.
+    """
+    from spur.core.job_options import JobOptionError, merge_options, options_from_env, parse_job_options
+
+    try:
+        cli_opts, rest = parse_job_options(argv, command=prog)
+        env_opts = options_from_env(environ, command=prog)
+    except JobOptionError as exc:
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
+    if cli_opts.help:
+        print(usage)
+        raise SystemExit(0)
+    for name in drop_env:
+        setattr(env_opts, name, None)
+    return merge_options(env_opts, cli_opts), cli_opts, list(rest)
