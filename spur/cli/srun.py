@@ -21,6 +21,8 @@ from spur.cli.client import CliError, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "srun"
+# How long srun waits for an allocated node's agent to receive the job's launch before giving up.
+LAUNCH_WAIT_SECS = 60.0
 USAGE = "Usage: srun [OPTIONS...] executable [args...]"
 
 
@@ -215,31 +217,43 @@ async def _follow(ctl, ch, job_id: int, label: bool) -> int:
 
 
 async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
+    import trio
+
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
-    from spur.rpc.status import RpcError
+    from spur.rpc.status import RpcError, StatusCode
     from spur.rpc.stub import agent_stub
 
     out, err = sys.stdout.buffer, sys.stderr.buffer
-    try:
-        async with open_channel(f"{node.address}:{node.port}") as ch:
-            async for chunk in agent_stub(ch).StreamOutput(
-                pb.StreamOutputRequest(job_id=job_id, follow=True)
-            ):
-                if chunk.stream == "exit":
-                    results.append((chunk.exit_code, chunk.signal))
-                    continue
-                stream = out if chunk.stream == "stdout" else err
-                data = chunk.data
-                if label:
-                    data = b"".join(
-                        f"{chunk.task}: ".encode() + line for line in data.splitlines(keepends=True)
-                    )
-                stream.write(data)
-                stream.flush()
-    except RpcError as exc:
-        print(f"srun: error: {node.name}: lost output stream: {exc.message}", file=sys.stderr)
-        results.append((1, 0))
+    # The job shows RUNNING once allocated; its launch may reach this node's agent a moment later.
+    deadline = trio.current_time() + LAUNCH_WAIT_SECS
+    delay = 0.05
+    while True:
+        try:
+            async with open_channel(f"{node.address}:{node.port}") as ch:
+                async for chunk in agent_stub(ch).StreamOutput(
+                    pb.StreamOutputRequest(job_id=job_id, follow=True)
+                ):
+                    if chunk.stream == "exit":
+                        results.append((chunk.exit_code, chunk.signal))
+                        continue
+                    stream = out if chunk.stream == "stdout" else err
+                    data = chunk.data
+                    if label:
+                        data = b"".join(
+                            f"{chunk.task}: ".encode() + line for line in data.splitlines(keepends=True)
+                        )
+                    stream.write(data)
+                    stream.flush()
+            return
+        except RpcError as exc:
+            if exc.code is StatusCode.NOT_FOUND and trio.current_time() < deadline:
+                await trio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            print(f"srun: error: {node.name}: lost output stream: {exc.message}", file=sys.stderr)
+            results.append((1, 0))
+            return
 
 
 # ---------------------------------------------------------------- job steps
