@@ -163,6 +163,18 @@ async def test_a_missed_pidfd_wakeup_does_not_strand_the_job(harness: Harness, m
     assert report.exit_code == 4
 
 
+async def test_launch_completes_when_its_caller_is_cancelled(harness: Harness) -> None:
+    # The controller that sent LaunchJob died mid-call: its handler is cancelled, the job must still be
+    # supervised and reported.
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make()) as ex:
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await ex.launch(make_request(1, harness.work, script="#!/bin/sh\nexit 5\n"))
+            report = await ex.wait_finished(1)
+    assert report.exit_code == 5
+
+
 async def test_separate_stderr_truncate_and_stdin(harness: Harness) -> None:
     (harness.work / "in.txt").write_text("from stdin\n")
     (harness.work / "out-2.log").write_text("old content that must be truncated\n")

@@ -303,13 +303,17 @@ class Executor:
                     f"cannot prepare the job directory {jobdir.path}: {e.strerror or e}"
                 ) from e
             self.suspensions.note_known(job_id, suspended_secs)
-            job.shim, job.child = await self.backend.start(jobdir, spec)
+            # Shielded from here on: the caller (a LaunchJob handler) is cancelled when the controller
+            # that sent it dies, and a shim started without supervision would never be reported.
+            with trio.CancelScope(shield=True):
+                job.shim, job.child = await self.backend.start(jobdir, spec)
         except (LaunchError, BackendError) as e:
             log.warning("%s: launch failed: %s", job.name, e)
             self._finish(job, self._failure_report(job, str(e), launch_failed=True))
             raise
         log.info("%s: started (%s backend)", job.name, self.backend.name)
-        await self._nursery.start(self._supervise, job)
+        with trio.CancelScope(shield=True):
+            await self._nursery.start(self._supervise, job)
         return False
 
     def _user(self, job: spur_pb2.JobInfo, node: str) -> UserInfo:
