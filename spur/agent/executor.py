@@ -320,20 +320,15 @@ class Executor:
         return resolve_user(job.uid, job.user, euid=os.geteuid(), node=node)
 
     def _resolve(self, request: spur_pb2.LaunchJobRequest) -> LaunchSpec:
-        node = request.node or self.node_name
-        return build_launch_spec(
-            request,
-            node=node,
-            user=self._user(request.job, node),
-            cluster_name=self.cluster_name(),
-            euid=os.geteuid(),
-            gpu_ordinals=self.gpu_ordinals,
-            received_at=self.clock.wall(),
-        )
+        return self._resolve_with(build_launch_spec, request)
 
     def _resolve_step(self, request: spur_pb2.LaunchStepRequest) -> LaunchSpec:
+        return self._resolve_with(build_step_launch_spec, request)
+
+    def _resolve_with(self, build: Callable[..., LaunchSpec], request: Any) -> LaunchSpec:
+        """Run a launch-spec builder for a job or step request with this node's facts."""
         node = request.node or self.node_name
-        return build_step_launch_spec(
+        return build(
             request,
             node=node,
             user=self._user(request.job, node),
