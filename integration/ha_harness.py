@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from integration.harness import BIN, Proc, free_port, wait_for
+from integration.harness import BIN, Proc, free_port, spurd_argv, wait_for
 
 # Fast timeouts for tests (the daemon defaults, 1000-2000 ms and 200 ms, are what bench/ measures).
 FAST_TIMEOUTS = {"election_timeout_min_ms": 500, "election_timeout_max_ms": 1000, "heartbeat_ms": 100}
@@ -253,26 +253,7 @@ class HACluster:
 
     def start_agent(self, name: str, cpus: int = 2, memory_mb: int = 4000) -> Proc:
         port = self.agent_ports.setdefault(name, free_port())
-        controllers = [arg for a in self.addresses for arg in ("--controller", a)]
-        argv = [
-            str(BIN / "spurd"),
-            "-D",
-            *controllers,
-            "--listen",
-            f"{self.host_address}:{port}",
-            "--name",
-            name,
-            "--address",
-            self.host_address,
-            "--state-dir",
-            str(self.root / f"agent-{name}"),
-            "--cpus",
-            str(cpus),
-            "--memory-mb",
-            str(memory_mb),
-            "--kill-grace",
-            "2",
-        ]
+        argv = spurd_argv(self.root, name, list(self.addresses), self.host_address, port, cpus, memory_mb)
         proc = Proc(argv, self.root / f"spurd-{name}.log", self.env).start()
         self.agents[name] = proc
         return proc

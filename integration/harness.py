@@ -46,6 +46,39 @@ def wait_for(
     )
 
 
+def spurd_argv(
+    root: Path,
+    name: str,
+    controllers: list[str],
+    host: str,
+    port: int,
+    cpus: int,
+    memory_mb: int,
+    extra: list[str] | None = None,
+) -> list[str]:
+    """The command line of a test agent: fixed resources, 2 s kill grace, state under ``root``."""
+    return [
+        str(BIN / "spurd"),
+        "-D",
+        *(arg for address in controllers for arg in ("--controller", address)),
+        "--listen",
+        f"{host}:{port}",
+        "--name",
+        name,
+        "--address",
+        host,
+        "--state-dir",
+        str(root / f"agent-{name}"),
+        "--cpus",
+        str(cpus),
+        "--memory-mb",
+        str(memory_mb),
+        "--kill-grace",
+        "2",
+        *(extra or []),
+    ]
+
+
 @dataclass
 class Proc:
     argv: list[str]
@@ -134,27 +167,7 @@ class Cluster:
         self, name: str, cpus: int = 2, memory_mb: int = 4000, extra: list[str] | None = None
     ) -> Proc:
         port = self.agent_ports.setdefault(name, free_port())
-        argv = [
-            str(BIN / "spurd"),
-            "-D",
-            "--controller",
-            self.address,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--name",
-            name,
-            "--address",
-            "127.0.0.1",
-            "--state-dir",
-            str(self.root / f"agent-{name}"),
-            "--cpus",
-            str(cpus),
-            "--memory-mb",
-            str(memory_mb),
-            "--kill-grace",
-            "2",
-            *(extra or []),
-        ]
+        argv = spurd_argv(self.root, name, [self.address], "127.0.0.1", port, cpus, memory_mb, extra)
         proc = Proc(argv, self.root / f"spurd-{name}.log", self.env).start()
         self.agents[name] = proc
         return proc
