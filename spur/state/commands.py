@@ -188,10 +188,29 @@ COMMANDS: dict[str, type] = {
 }
 
 
+def registry() -> dict[str, type]:
+    """Every command the log codec knows: the core ones above plus each state domain's."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        from spur.state.domains import DOMAINS
+
+        merged = dict(COMMANDS)
+        for domain in DOMAINS:
+            for cls in domain.commands:
+                if cls.__name__ in merged and merged[cls.__name__] is not cls:
+                    raise TypeError(f"state command name {cls.__name__} is declared twice")
+                merged[cls.__name__] = cls
+        _REGISTRY = merged
+    return _REGISTRY
+
+
+_REGISTRY: dict[str, type] | None = None
+
+
 def encode(cmd: Any) -> bytes:
     """Serialize a command for the log."""
     name = type(cmd).__name__
-    if name not in COMMANDS:
+    if registry().get(name) is not type(cmd):
         raise TypeError(f"not a state command: {name}")
     return json.dumps({"type": name, "body": to_plain(cmd)}, separators=(",", ":")).encode()
 
@@ -199,7 +218,7 @@ def encode(cmd: Any) -> bytes:
 def decode(data: bytes) -> Any:
     """Inverse of ``encode``; raises ValueError on an unknown command type."""
     obj = json.loads(data)
-    cls = COMMANDS.get(obj.get("type", ""))
+    cls = registry().get(obj.get("type", ""))
     if cls is None:
         raise ValueError(f"unknown state command {obj.get('type')!r}")
     return from_plain(cls, obj["body"])

@@ -26,6 +26,7 @@ from spur.core.job import (
 )
 from spur.core.serde import from_plain, to_plain
 from spur.state import commands as c
+from spur.state.domain import StateDomain
 from spur.state.validation import validate_spec
 
 # Slurm's priority/basic plugin gives the first job a high priority and each later one one less.
@@ -68,6 +69,15 @@ class ClusterState:
         self.array_tasks: dict[int, list[Job]] = {}
         # Raft node id -> the address clients use for that controller.
         self.controllers: dict[int, str] = {}
+        from spur.state.domains import DOMAINS
+
+        self.domains: dict[str, StateDomain] = {}
+        self._domain_of: dict[type, StateDomain] = {}
+        for domain_cls in DOMAINS:
+            domain = domain_cls(self)
+            self.domains[domain.name] = domain
+            for cmd_cls in domain.commands:
+                self._domain_of[cmd_cls] = domain
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -80,6 +90,9 @@ class ClusterState:
         return self.apply_command(cmd)
 
     def apply_command(self, cmd: Any) -> Any:
+        domain = self._domain_of.get(type(cmd))
+        if domain is not None:
+            return domain.apply(cmd)
         handler = getattr(self, f"_apply_{type(cmd).__name__}")
         return handler(cmd)
 
@@ -91,6 +104,7 @@ class ClusterState:
             "nodes": [to_plain(n) for n in self.nodes.values()],
             "partitions": [to_plain(p) for p in self.partitions.values()],
             "controllers": {str(k): v for k, v in self.controllers.items()},
+            "domains": {name: d.snapshot() for name, d in self.domains.items()},
         }
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -102,6 +116,9 @@ class ClusterState:
         self.nodes = {n["name"]: from_plain(Node, n) for n in body["nodes"]}
         self.partitions = {p["name"]: from_plain(Partition, p) for p in body["partitions"]}
         self.controllers = {int(k): v for k, v in body.get("controllers", {}).items()}
+        domains = body.get("domains", {})
+        for name, domain in self.domains.items():
+            domain.restore(domains.get(name))
         self._rebuild_derived()
 
     def _rebuild_derived(self) -> None:
@@ -212,6 +229,8 @@ class ClusterState:
             if not step.state.is_terminal:
                 step.state = JobState.CANCELLED if state is JobState.CANCELLED else state
                 step.end_time = end_time
+        for domain in self.domains.values():
+            domain.on_job_finished(job)
         self._finished.append(job.job_id)
         while len(self._finished) > self.history_max_jobs:
             gone = self.jobs.pop(self._finished.popleft(), None)

@@ -1,0 +1,10 @@
+"""The state domains ``ClusterState`` composes, in a fixed order (snapshot and notification order).
+
+Add a domain by appending its class here; see ``spur.state.domain`` for the contract.
+"""
+
+from __future__ import annotations
+
+from spur.state.domain import StateDomain
+
+DOMAINS: list[type[StateDomain]] = []
