@@ -110,3 +110,14 @@ def test_a_command_name_declared_twice_is_refused(monkeypatch) -> None:
     with pytest.raises(TypeError, match="declared twice"):
         c.registry()
     c._REGISTRY = None
+
+
+def test_the_cluster_id_is_set_once_and_kept_through_snapshots() -> None:
+    state = ClusterState()
+    assert state.cluster_id == ""
+    assert _apply(state, c.InitClusterId("aaaa")) == "aaaa"
+    assert _apply(state, c.InitClusterId("bbbb")) == "aaaa"
+    assert isinstance(_apply(state, c.InitClusterId("")), Rejected)
+    fresh = ClusterState()
+    fresh.restore(state.snapshot())
+    assert fresh.cluster_id == "aaaa"

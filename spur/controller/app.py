@@ -281,6 +281,11 @@ class Controller:
         from spur.controller.duties import Dispatcher, HealthSweep, SchedulerLoop
 
         log.info("leader for term %s", self.raft.term)
+        if not self.state.cluster_id:
+            import uuid
+
+            cluster_id = await self.propose(c.InitClusterId(uuid.uuid4().hex))
+            log.info("cluster id %s", cluster_id)
         wanted = self.configured_partitions()
         if [p for p in self.state.partitions.values()] != wanted:
             await self.propose(c.ConfigurePartitions(wanted))

@@ -165,6 +165,13 @@ class SetPendingReasons:
     reasons: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class InitClusterId:
+    """Name the cluster once: the first leader proposes a random id; later proposals change nothing."""
+
+    cluster_id: str
+
+
 COMMANDS: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -184,6 +191,7 @@ COMMANDS: dict[str, type] = {
         JobExited,
         SetPendingReasons,
         AnnounceController,
+        InitClusterId,
     )
 }
 

@@ -69,6 +69,8 @@ class ClusterState:
         self.array_tasks: dict[int, list[Job]] = {}
         # Raft node id -> the address clients use for that controller.
         self.controllers: dict[int, str] = {}
+        # Random, set once by the first leader (InitClusterId), never changed: tells clusters apart.
+        self.cluster_id = ""
         from spur.state.domains import DOMAINS
 
         self.domains: dict[str, StateDomain] = {}
@@ -104,6 +106,7 @@ class ClusterState:
             "nodes": [to_plain(n) for n in self.nodes.values()],
             "partitions": [to_plain(p) for p in self.partitions.values()],
             "controllers": {str(k): v for k, v in self.controllers.items()},
+            "cluster_id": self.cluster_id,
             "domains": {name: d.snapshot() for name, d in self.domains.items()},
         }
         return json.dumps(body, separators=(",", ":")).encode()
@@ -116,6 +119,7 @@ class ClusterState:
         self.nodes = {n["name"]: from_plain(Node, n) for n in body["nodes"]}
         self.partitions = {p["name"]: from_plain(Partition, p) for p in body["partitions"]}
         self.controllers = {int(k): v for k, v in body.get("controllers", {}).items()}
+        self.cluster_id = body.get("cluster_id", "")
         domains = body.get("domains", {})
         for name, domain in self.domains.items():
             domain.restore(domains.get(name))
@@ -727,6 +731,13 @@ class ClusterState:
             return Rejected("INVALID_ARGUMENT", "controller announcement needs a node id and an address")
         self.controllers[cmd.node_id] = cmd.address
         return True
+
+    def _apply_InitClusterId(self, cmd: c.InitClusterId) -> Any:
+        if not cmd.cluster_id:
+            return Rejected("INVALID_ARGUMENT", "a cluster id must not be empty")
+        if not self.cluster_id:
+            self.cluster_id = cmd.cluster_id
+        return self.cluster_id
 
     def _apply_SetPendingReasons(self, cmd: c.SetPendingReasons) -> Any:
         for key, reason in cmd.reasons.items():
