@@ -29,6 +29,15 @@ from spur.cli.client import CliError, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "salloc"
+USAGE = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
+OPERANDS = "command"
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table of --help, the man page and completion (the parser's own table)."""
+    from spur.cli.jobopt_docs import job_option_docs
+
+    return job_option_docs(PROG)
 TERMINAL = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY"}
 )
@@ -38,8 +47,7 @@ def prepare(argv: list[str], environ: Mapping[str, str], cwd: str):  # -> (JobSp
     """Parse ``salloc ARGS`` into the allocation's JobSpec, the options and the command; CliError."""
     from spur.core.job_options import JobOptionError, build_job_spec
 
-    usage = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
-    opts, _cli_opts, command = parse_option_layers(PROG, argv, environ, usage)
+    opts, _cli_opts, command = parse_option_layers(PROG, argv, environ, USAGE)
     command = list(command) or [environ.get("SHELL") or "/bin/sh"]
     try:
         spec = build_job_spec(opts, script="", argv=[], cwd=cwd, environ=environ, command=PROG)

@@ -12,31 +12,15 @@ from spur.cli.client import CliError, with_controller
 
 PROG = "sbatch"
 
-USAGE = """Usage: sbatch [OPTIONS...] script [args...]
+USAGE = "Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]"
+OPERANDS = "file"
 
-Common options:
-  -J, --job-name=NAME      name of the job
-  -p, --partition=NAME     partition to run in
-  -N, --nodes=N            number of nodes
-  -n, --ntasks=N           number of tasks
-  -c, --cpus-per-task=N    CPUs per task
-      --mem=SIZE           memory per node (K/M/G/T suffix; default MB)
-  -t, --time=LIMIT         time limit (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED)
-  -o, --output=PATTERN     stdout file (%j job id, %x name, %u user, %N node, %A/%a array)
-  -e, --error=PATTERN      stderr file
-  -D, --chdir=DIR          working directory
-      --wrap=COMMAND       wrap a command string in a sh script
-      --gres=LIST          generic resources per node, e.g. gpu:2
-  -G, --gpus=N             GPUs for the whole job
-  -a, --array=SPEC         job array (0-19%4, 1,3,5, 0-15:4)
-  -d, --dependency=LIST    afterok:ID[:ID...], afterany, afternotok, after, singleton
-  -b, --begin=TIME         defer the job until TIME (now+1hour, 16:00, 2026-12-24T08:00)
-  -H, --hold               submit held; release with scontrol release
-      --parsable           print only the job id
-      --test-only          estimate when and where the job would start; submit nothing
-  -W, --wait               wait for the job to finish and exit with its exit code
-  -h, --help               show this help
-"""
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table of --help, the man page and completion (the parser's own table)."""
+    from spur.cli.jobopt_docs import job_option_docs
+
+    return job_option_docs(PROG)
 
 
 def read_script(path: str | None) -> str:
@@ -67,9 +51,9 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         cli_opts, rest = parse_job_options(argv, command=PROG)
     except JobOptionError as exc:
         raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=255) from None
-    if cli_opts.help:
-        print(USAGE, end="")
-        raise SystemExit(0)
+    from spur.cli.cmdinfo import exit_on_meta
+
+    exit_on_meta(PROG, cli_opts)
     if cli_opts.wrap is not None:
         script, script_path, script_args = wrap_command(cli_opts.wrap), None, []
     else:
@@ -80,7 +64,10 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         validate_script(script)
         directive_opts = parse_script_options(parse_sbatch_directives(script), command=PROG)
         env_opts = options_from_env(environ, command=PROG)
-    except (ScriptError, JobOptionError) as exc:
+    except JobOptionError as exc:
+        # Slurm exits 255 for a bad option wherever it comes from (command line, environment, #SBATCH).
+        raise CliError(str(exc) if str(exc).startswith(f"{PROG}:") else f"{PROG}: error: {exc}", 255) from None
+    except ScriptError as exc:
         text = str(exc)
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
     opts = merge_options(directive_opts, env_opts, cli_opts)
@@ -114,7 +101,7 @@ def main(argv: list[str]) -> int:
         return exc.exit_code
     if opts.parsable:
         print(job_id)
-    else:
+    elif not opts.quiet:
         print(f"Submitted batch job {job_id}")
     sys.stdout.flush()
     if opts.wait:

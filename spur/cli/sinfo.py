@@ -322,3 +322,21 @@ def main(argv: list[str]) -> int:
     out += [render(spec, r.value) for r in rows]
     sys.stdout.write("".join(line + "\n" for line in out))
     return 0
+
+
+# ---- documentation hooks (see spur.cli.main): --help, man page and completion read these.
+USAGE = "Usage: sinfo [OPTIONS...]"
+OPTION_HELP = {
+    "noheader": "no headers on output",
+    "Node": "Node-centric format",
+    "format": "format specification",
+    "partition": "report on specific partition",
+    "states": "specify the what states of nodes to view",
+    "nodes": "report on specific node(s)",
+    "long": "long output - displays more information",
+    "list-reasons": "list reason nodes are down or drained",
+    "summarize": "report state summary only",
+    "all": "show all partitions (including hidden and those not accessible)",
+    "verbose": "verbosity level",
+    "json": "produce JSON output",
+}

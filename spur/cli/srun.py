@@ -23,7 +23,15 @@ from spur.cli.option_layers import parse_option_layers
 PROG = "srun"
 # How long srun waits for an allocated node's agent to receive the job's launch before giving up.
 LAUNCH_WAIT_SECS = 60.0
-USAGE = "Usage: srun [OPTIONS...] executable [args...]"
+USAGE = "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
+OPERANDS = "command"
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table of --help, the man page and completion (the parser's own table)."""
+    from spur.cli.jobopt_docs import job_option_docs
+
+    return job_option_docs(PROG)
 
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)
@@ -156,29 +164,47 @@ async def _run(spec, label: bool) -> int:
             except RpcError as exc:
                 raise CliError(f"srun: error: Unable to allocate resources: {exc.message}") from None
             job_id = resp.job_id
+            phase = {"allocated": False}
+            codes: list[int] = []
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async with helper_nursery() as nursery:
-                    nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope)
-                    code = await _follow(ctl, ch, job_id, label)
+                    nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope, phase)
+                    codes.append(await _follow(ctl, ch, job_id, label, phase))
                     nursery.cancel_scope.cancel()
-            return code
+            # No code: a signal cancelled the job (the handler said so); Slurm's srun exits 1 then.
+            return codes[0] if codes else 1
     except RpcError as exc:
         raise CliError(f"srun: error: {exc.message}") from None
 
 
-async def _cancel_on_signal(signals, ctl, job_id: int, scope) -> None:
+# Pending reasons for which Slurm's srun says the partition cannot take the job as it stands.
+PARTITION_LIMIT_REASONS = frozenset({"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit"})
+
+
+async def _cancel_on_signal(signals, ctl, job_id: int, scope, phase: dict[str, bool]) -> None:
+    """On SIGINT/SIGTERM cancel the job and stop following it, with Slurm's words."""
+    import trio
+
     from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError
 
     async for _ in signals:
-        print(f"srun: interrupt: cancelling job {job_id}", file=sys.stderr)
+        if phase["allocated"]:
+            print("srun: forcing job termination", file=sys.stderr, flush=True)
+        else:
+            print(f"srun: Job allocation {job_id} has been revoked", file=sys.stderr, flush=True)
         try:
-            await ctl.CancelJob(pb.CancelJobRequest(job_id=job_id), timeout=10)
+            with trio.move_on_after(10):
+                await ctl.CancelJob(pb.CancelJobRequest(job_id=job_id), timeout=10)
+        except RpcError as exc:
+            print(f"srun: error: could not cancel job {job_id}: {exc.message}", file=sys.stderr)
         finally:
+            print(f"srun: Force Terminated JobId={job_id}", file=sys.stderr, flush=True)
             scope.cancel()
         return
 
 
-async def _follow(ctl, ch, job_id: int, label: bool) -> int:
+async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> int:
     import trio
 
     from spur.rpc.proto import spur_pb2 as pb
@@ -187,9 +213,12 @@ async def _follow(ctl, ch, job_id: int, label: bool) -> int:
     info = None
     async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
         if info.state == "PENDING" and not said_waiting:
-            print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr)
+            if info.reason in PARTITION_LIMIT_REASONS:
+                print("srun: Requested partition configuration not available now", file=sys.stderr)
+            print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
             said_waiting = True
         if info.state in ("RUNNING", "COMPLETING") and info.allocation:
+            phase["allocated"] = True
             if said_waiting:
                 print(f"srun: job {job_id} has been allocated resources", file=sys.stderr)
             break

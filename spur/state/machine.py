@@ -261,13 +261,19 @@ class ClusterState:
         if spec.partition:
             part = self.partitions.get(spec.partition)
             if part is None:
-                return Rejected("INVALID_ARGUMENT", "invalid partition name specified")
+                return Rejected(
+                    "INVALID_ARGUMENT",
+                    f"invalid partition specified: {spec.partition}\nInvalid partition name specified",
+                )
         else:
             part = self.default_partition()
             if part is None:
                 return Rejected("INVALID_ARGUMENT", "no partition specified and no default partition")
         if part.state is PartitionState.INACTIVE:
             return Rejected("FAILED_PRECONDITION", f"partition {part.name} is inactive")
+        refusal, limit_reason = self._feasibility(spec, part)
+        if refusal is not None:
+            return Rejected(refusal.code, refusal.message)
         limit = _resolve_time_limit(spec.time_limit_secs, part)
         if limit is None:
             return Rejected(
@@ -308,7 +314,7 @@ class ClusterState:
                 time_limit_secs=limit,
                 submit_time=cmd.submit_time,
                 priority=0 if spec.hold else self._base_priority(job_id, spec.nice),
-                reason="JobHeldUser" if spec.hold else "None",
+                reason="JobHeldUser" if spec.hold else (limit_reason or "None"),
                 eligible_time=max(cmd.submit_time, spec.begin_time),
             )
             if task_id is not None:
@@ -321,6 +327,23 @@ class ClusterState:
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
         return first
+
+    def partition_members(self, part: Partition) -> list[Node]:
+        """The registered nodes of ``part``."""
+        return [self.nodes[n] for n in self.partition_nodes(part)]
+
+    def _feasibility(self, spec: Any, part: Partition):  # -> (Refusal | None, reason | None)
+        """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
+        from spur.state.feasibility import partition_reason, submit_refusal
+
+        members = self.partition_members(part)
+        configured = None
+        if part.nodes_expr.strip().upper() not in ("ALL", ""):
+            from spur.core.hostlist import expand
+
+            configured = set(expand(part.nodes_expr))
+        refusal = submit_refusal(spec, members, self.nodes, configured, part.enforce_limits)
+        return refusal, (None if refusal else partition_reason(spec, members))
 
     @staticmethod
     def _base_priority(job_id: int, nice: int) -> int:
