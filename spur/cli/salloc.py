@@ -148,7 +148,9 @@ async def _run(spec, command: list[str], ntasks_given: bool) -> int:
             try:
                 resp = await ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
             except RpcError as exc:
-                raise CliError(f"salloc: error: Job submit/allocate failed: {exc.message}") from None
+                from spur.cli.client import submit_failure
+
+                raise CliError(submit_failure(PROG, "Job submit/allocate failed: ", exc.message)) from None
             job_id = resp.job_id
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
                 job = await _wait_for_allocation(ctl, job_id, signals)

@@ -120,24 +120,52 @@ def submit(spec) -> int:
         resp = await stub.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
         return resp.job_id
 
+    from spur.cli.client import submit_failure
+
     try:
         return with_controller(body)
     except CliError as exc:
-        raise CliError(f"sbatch: error: Batch job submission failed: {exc.message}") from None
+        if exc.message.startswith("Unable to contact"):
+            raise CliError(f"sbatch: error: Batch job submission failed: {exc.message}") from None
+        raise CliError(submit_failure(PROG, "Batch job submission failed: ", exc.message)) from None
 
 
-def estimate_start(spec, partitions, nodes, jobs, now: float) -> tuple[float, list[str], int, str]:
+def estimate_start(
+    spec, partitions, nodes, jobs, now: float, prog: str = PROG
+) -> tuple[float, list[str], int, str]:
     """Where and when ``spec`` would start: (time, node names, processors, partition). Pure.
 
     Free CPUs and memory of the partition's usable nodes now; if the job does not fit, the earliest
     end (start + time limit) of running jobs that frees enough. Raises CliError with Slurm's text
     when the request can never fit the partition.
     """
+    from spur.cli.client import submit_failure
+    from spur.state.feasibility import NODE_CONFIG_UNAVAILABLE, partition_reason, submit_refusal
+
     part = next((p for p in partitions if p.name == spec.partition), None) if spec.partition else None
-    if part is None:
+    if part is None and not spec.partition:
         part = next((p for p in partitions if p.is_default), partitions[0] if partitions else None)
-    if part is None or (spec.partition and part.name != spec.partition):
-        raise CliError("sbatch: error: Batch job submission failed: Invalid partition name specified")
+    if part is None:
+        raise CliError(
+            f"{prog}: error: invalid partition specified: {spec.partition}\n"
+            f"{prog}: error: Batch job submission failed: Invalid partition name specified"
+        )
+    # The controller's own checks at submission (spur.state.feasibility), on its current view.
+    in_part = [n for n in nodes if n.name in set(part.nodes)]
+    configured = None
+    if part.nodes_expr.strip().upper() not in ("ALL", ""):
+        from spur.core.hostlist import expand
+
+        configured = set(expand(part.nodes_expr))
+    refusal = submit_refusal(
+        spec, in_part, {n.name: n for n in nodes}, configured, part.enforce_limits or "NO"
+    )
+    if refusal is None and partition_reason(spec, in_part):
+        refusal_text = NODE_CONFIG_UNAVAILABLE  # it would pend on its partition: no start time to give
+    else:
+        refusal_text = refusal.message if refusal else ""
+    if refusal_text:
+        raise CliError(submit_failure(prog, "Batch job submission failed: ", refusal_text))
     tasks = spec.tasks
     want_nodes = max(1, spec.num_nodes)
     per_node_cpus = -(-tasks // want_nodes) * max(1, spec.cpus_per_task)
@@ -153,7 +181,7 @@ def estimate_start(spec, partitions, nodes, jobs, now: float) -> tuple[float, li
     ]
     if len(usable) < want_nodes:
         raise CliError(
-            "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+            f"{prog}: error: Batch job submission failed: Requested node configuration is not available"
         )
     free = {n.name: (n.cpus - n.alloc_cpus, n.memory_mb - n.alloc_mem_mb) for n in usable}
     releases = sorted(
@@ -174,11 +202,11 @@ def estimate_start(spec, partitions, nodes, jobs, now: float) -> tuple[float, li
         c, m = free[node]
         free[node] = (c + cpus, m + mem_mb)
     raise CliError(
-        "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+        f"{prog}: error: Batch job submission failed: Requested node configuration is not available"
     )
 
 
-def dry_run_message(spec) -> str:
+def dry_run_message(spec, prog: str = PROG) -> str:
     """``sbatch --test-only``: Slurm's estimate line, from the controller's current view; submits nothing."""
     import time
 
@@ -195,12 +223,12 @@ def dry_run_message(spec) -> str:
     try:
         partitions, nodes, jobs = with_controller(body)
     except CliError as exc:
-        raise CliError(f"sbatch: error: {exc.message}") from None
+        raise CliError(f"{prog}: error: {exc.message}") from None
     now = time.time()
-    start, names, cpus, part = estimate_start(spec, partitions, nodes, jobs, max(now, spec.begin_time))
+    start, names, cpus, part = estimate_start(spec, partitions, nodes, jobs, max(now, spec.begin_time), prog)
     # The id the job would get: ids are handed out in order and never reused.
     next_id = max((j.job_id for j in jobs), default=0) + 1
     return (
-        f"sbatch: Job {next_id} to start at {format_timestamp(start)} using {cpus} processors on nodes "
+        f"{prog}: Job {next_id} to start at {format_timestamp(start)} using {cpus} processors on nodes "
         f"{compress(names)} in partition {part}"
     )

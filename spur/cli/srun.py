@@ -132,6 +132,15 @@ def main(argv: list[str]) -> int:
         except KeyboardInterrupt:
             return 130
 
+    if opts.test_only:
+        from spur.cli.sbatch import dry_run_message
+
+        try:
+            print(dry_run_message(spec, PROG), file=sys.stderr)
+        except CliError as exc:
+            print(exc.message, file=sys.stderr)
+            return exc.exit_code
+        return 0
     try:
         return trio.run(_run, spec, bool(getattr(opts, "label", False)))
     except CliError as exc:
@@ -162,7 +171,9 @@ async def _run(spec, label: bool) -> int:
             try:
                 resp = await ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
             except RpcError as exc:
-                raise CliError(f"srun: error: Unable to allocate resources: {exc.message}") from None
+                from spur.cli.client import submit_failure
+
+                raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
             job_id = resp.job_id
             phase = {"allocated": False}
             codes: list[int] = []
