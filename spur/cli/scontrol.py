@@ -200,6 +200,10 @@ def main(argv: list[str]) -> int:
         from spur.cli.cmdinfo import handle_meta
 
         return handle_meta("show", "--help" if meta in (None, "-h") else meta)
+    if argv[0].startswith("-"):
+        print(f"scontrol: unrecognized option '{argv[0]}'", file=sys.stderr)
+        print('Try "scontrol --help" for more information', file=sys.stderr)
+        return 1
     cmd, rest = argv[0].lower(), argv[1:]
     if cmd == "version":
         from spur.cli.cmdinfo import version_line

@@ -175,13 +175,14 @@ async def _run(spec, label: bool) -> int:
 
                 raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
             job_id = resp.job_id
-            phase = {"allocated": False}
+            phase = {"allocated": False, "revoked": False}
             codes: list[int] = []
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async with helper_nursery() as nursery:
                     nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope, phase)
                     codes.append(await _follow(ctl, ch, job_id, label, phase))
-                    nursery.cancel_scope.cancel()
+                    if not phase["revoked"]:  # else the signal handler ends the nursery once it has said so
+                        nursery.cancel_scope.cancel()
             # No code: a signal cancelled the job (the handler said so); Slurm's srun exits 1 then.
             return codes[0] if codes else 1
     except RpcError as exc:
@@ -200,6 +201,7 @@ async def _cancel_on_signal(signals, ctl, job_id: int, scope, phase: dict[str, b
     from spur.rpc.status import RpcError
 
     async for _ in signals:
+        phase["revoked"] = True
         if phase["allocated"]:
             print("srun: forcing job termination", file=sys.stderr, flush=True)
         else:
@@ -234,6 +236,8 @@ async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> 
                 print(f"srun: job {job_id} has been allocated resources", file=sys.stderr)
             break
         if info.state not in ("PENDING", "RUNNING", "COMPLETING"):
+            if phase.get("revoked"):
+                return 1  # our own Ctrl-C cancelled it; the signal handler has said so
             raise CliError(f"srun: error: job {job_id} ended {info.state} before it started: {info.reason}")
     nodes = await ctl.GetNodes(pb.GetNodesRequest(names=[a.node for a in info.allocation]), timeout=10)
     results: list[tuple[int, int]] = []
