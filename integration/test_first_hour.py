@@ -75,7 +75,7 @@ TABLE += [
      "sbatch: error: Memory specification can not be satisfied"),
     (["srun", "--mem=100G", "true"], 1, "srun: error: Memory specification can not be satisfied"),
     (["srun", "--test-only", "--gres=gpu:1", "true"], 1,
-     "srun: error: Batch job submission failed: Requested node configuration is not available"),
+     "srun: error: Unable to allocate resources: Requested node configuration is not available"),
     (["salloc", "--mem=100G", "true"], 1, "salloc: error: Memory specification can not be satisfied"),
     (["salloc", "-w", "nosuchnode", "true"], 1, "salloc: error: Job submit/allocate failed: Invalid node name specified"),
     (["sinfo", "-t", "bogus"], 1, 'sinfo: error: Bad state string: "bogus"'),

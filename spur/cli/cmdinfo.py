@@ -212,6 +212,8 @@ def render_usage(doc: CommandDoc) -> str:
             continue
         if opt.short and opt.arg == "required":
             items.append(f"[-{opt.short} {(opt.metavar or 'value').lower()}]")
+        elif opt.short and opt.arg == "optional":
+            items.append(f"[-{opt.short} [{(opt.metavar or 'value').lower()}]]")
         elif opt.short:
             items.append(f"[-{opt.short}]")
         elif opt.arg == "required":

@@ -139,7 +139,7 @@ def estimate_start(
     end (start + time limit) of running jobs that frees enough. Raises CliError with Slurm's text
     when the request can never fit the partition.
     """
-    from spur.cli.client import submit_failure
+    from spur.cli.client import SUBMIT_FAILED, submit_failure
     from spur.state.feasibility import NODE_CONFIG_UNAVAILABLE, partition_reason, submit_refusal
 
     part = next((p for p in partitions if p.name == spec.partition), None) if spec.partition else None
@@ -148,7 +148,7 @@ def estimate_start(
     if part is None:
         raise CliError(
             f"{prog}: error: invalid partition specified: {spec.partition}\n"
-            f"{prog}: error: Batch job submission failed: Invalid partition name specified"
+            f"{prog}: error: {SUBMIT_FAILED[prog]}Invalid partition name specified"
         )
     # The controller's own checks at submission (spur.state.feasibility), on its current view.
     in_part = [n for n in nodes if n.name in set(part.nodes)]
@@ -165,7 +165,7 @@ def estimate_start(
     else:
         refusal_text = refusal.message if refusal else ""
     if refusal_text:
-        raise CliError(submit_failure(prog, "Batch job submission failed: ", refusal_text))
+        raise CliError(submit_failure(prog, SUBMIT_FAILED[prog], refusal_text))
     tasks = spec.tasks
     want_nodes = max(1, spec.num_nodes)
     per_node_cpus = -(-tasks // want_nodes) * max(1, spec.cpus_per_task)
@@ -181,7 +181,7 @@ def estimate_start(
     ]
     if len(usable) < want_nodes:
         raise CliError(
-            f"{prog}: error: Batch job submission failed: Requested node configuration is not available"
+            f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available"
         )
     free = {n.name: (n.cpus - n.alloc_cpus, n.memory_mb - n.alloc_mem_mb) for n in usable}
     releases = sorted(
@@ -202,7 +202,7 @@ def estimate_start(
         c, m = free[node]
         free[node] = (c + cpus, m + mem_mb)
     raise CliError(
-        f"{prog}: error: Batch job submission failed: Requested node configuration is not available"
+        f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available"
     )
 
 
