@@ -245,3 +245,28 @@ def test_doctor_without_a_controller_says_so(tmp_path: Path) -> None:
     proc = subprocess.run([str(BIN / "spur"), "doctor"], env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert "warning: no controller answers at 127.0.0.1:" in proc.stdout
+
+
+def test_completion_offers_job_ids_partitions_and_nodes(one_node: Cluster, tmp_path: Path) -> None:
+    job_id = int(one_node.cli("sbatch", "--parsable", "-H", "--wrap", "true", cwd=tmp_path).stdout.strip())
+    env = one_node.env
+
+    def complete(*words: str) -> list[str]:
+        script = (
+            "source <(spur completion bash)\n"
+            f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+            "_spur_complete; printf '%s\\n' \"${COMPREPLY[@]}\""
+        )
+        out = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    try:
+        assert str(job_id) in complete("scancel", "")
+        assert str(job_id) in complete("spur", "show", "job", "")
+        assert complete("sbatch", "-p", "") == ["default"]
+        assert complete("srun", "--nodelist", "=", "no") == ["node1"]
+        assert complete("scontrol", "show", "node", "") == ["node1"]
+        assert complete("sinfo", "--partition", "d") == ["default"]
+    finally:
+        one_node.cli("scancel", str(job_id))
