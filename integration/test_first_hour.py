@@ -83,6 +83,8 @@ TABLE += [
     # unknown ids
     (["scontrol", "show", "job", "999999"], 1, "slurm_load_jobs error: Invalid job id specified"),
     (["scancel", "999999"], 0, ""),
+    (["squeue", "-j", "999999"], 1, "slurm_load_jobs error: Invalid job id specified"),
+    (["scontrol", "show", "node", "nosuch"], 1, "Node nosuch not found"),
     (["sacct", "-n", "-j", "999999"], 0, ""),
     # spur itself: never a traceback
     (["spur"], 0, "Usage: spur COMMAND"),
@@ -270,3 +272,40 @@ def test_completion_offers_job_ids_partitions_and_nodes(one_node: Cluster, tmp_p
         assert complete("sinfo", "--partition", "d") == ["default"]
     finally:
         one_node.cli("scancel", str(job_id))
+
+
+def test_salloc_waits_with_slurms_words_and_ctrl_c_revokes(one_node: Cluster, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [str(BIN / "salloc"), "-N2", "true"],
+        cwd=tmp_path,
+        env=one_node.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    err = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"queued and waiting for resources\n" not in err:
+            left = deadline - time.monotonic()
+            assert left > 0, err
+            ready, _, _ = select.select([proc.stderr], [], [], left)
+            if ready:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                assert chunk, f"salloc ended early: {err!r}"
+                err += chunk
+        proc.send_signal(signal.SIGINT)
+        _out, rest = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines = (err + rest).decode().splitlines()
+    job_id = int(re.search(r"allocation (\d+)", lines[1]).group(1))
+    assert lines == [
+        "salloc: Requested partition configuration not available now",
+        f"salloc: Pending job allocation {job_id}",
+        f"salloc: job {job_id} queued and waiting for resources",
+        f"salloc: Job allocation {job_id} has been revoked.",
+    ]
+    assert proc.returncode == 1
+    assert one_node.wait_job(job_id, "CANCELLED").state == "CANCELLED"

@@ -185,11 +185,14 @@ async def _wait_for_allocation(ctl, job_id: int, signals):  # -> pb.JobInfo | No
 
     result: list = []
     said_pending = False
+    revoked = False
 
     async with trio.open_nursery() as nursery:
 
         async def cancel_on_signal() -> None:
+            nonlocal revoked
             async for _ in signals:
+                revoked = True
                 _say(f"Job allocation {job_id} has been revoked.")
                 with trio.move_on_after(10):
                     await ctl.CancelJob(pb.CancelJobRequest(job_id=job_id), timeout=10)
@@ -200,6 +203,8 @@ async def _wait_for_allocation(ctl, job_id: int, signals):  # -> pb.JobInfo | No
             nonlocal said_pending
             async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
                 if info.state == "PENDING" and not said_pending:
+                    if info.reason in ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit"):
+                        _say("Requested partition configuration not available now")
                     _say(f"Pending job allocation {job_id}")
                     _say(f"job {job_id} queued and waiting for resources")
                     said_pending = True
@@ -209,6 +214,8 @@ async def _wait_for_allocation(ctl, job_id: int, signals):  # -> pb.JobInfo | No
                     result.append(info)
                     break
                 elif info.state in TERMINAL or info.state == "COMPLETING":
+                    if revoked:
+                        return  # our own Ctrl-C: the signal handler says so and ends the wait
                     _say(
                         f"error: Job allocation {job_id} ended {info.state} before it started: {info.reason}"
                     )
