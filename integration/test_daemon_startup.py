@@ -14,7 +14,9 @@ from integration.harness import BIN, Cluster, free_port, spurd_argv
 pytestmark = pytest.mark.integration
 
 
-def run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+def run(
+    argv: list[str], env: dict[str, str] | None = None, timeout: float = 30
+) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env or dict(os.environ))
 
 
@@ -23,7 +25,9 @@ def last_line(proc: subprocess.CompletedProcess) -> str:
 
 
 def test_second_controller_on_a_busy_port(cluster: Cluster, tmp_path: Path) -> None:
-    proc = run([str(BIN / "spurctld"), "-D", "--state-dir", str(tmp_path / "other"), "--listen", cluster.address])
+    proc = run(
+        [str(BIN / "spurctld"), "-D", "--state-dir", str(tmp_path / "other"), "--listen", cluster.address]
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and "sub-exception" not in proc.stderr
     assert last_line(proc) == (
@@ -34,7 +38,9 @@ def test_second_controller_on_a_busy_port(cluster: Cluster, tmp_path: Path) -> N
 
 def test_second_controller_on_a_state_dir_in_use(cluster: Cluster) -> None:
     state = cluster.root / "ctl"
-    proc = run([str(BIN / "spurctld"), "-D", "--state-dir", str(state), "--listen", f"127.0.0.1:{free_port()}"])
+    proc = run(
+        [str(BIN / "spurctld"), "-D", "--state-dir", str(state), "--listen", f"127.0.0.1:{free_port()}"]
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert last_line(proc) == (
@@ -50,13 +56,15 @@ def test_agent_on_a_busy_port(cluster: Cluster) -> None:
     errors = [line for line in proc.stderr.splitlines() if line.startswith("spurd: error:")]
     assert "Traceback" not in proc.stderr
     assert len(errors) == 1
-    assert errors[0].startswith(f"spurd: error: cannot listen on 127.0.0.1:{cluster.port}: Address already in use; ")
+    assert errors[0].startswith(
+        f"spurd: error: cannot listen on 127.0.0.1:{cluster.port}: Address already in use; "
+    )
 
 
 @pytest.fixture
 def bad_conf(tmp_path: Path) -> Path:
     conf = tmp_path / "bad.conf"
-    conf.write_text("[scheduler]\nenforce_part_limits = \"SOMETIMES\"\n")
+    conf.write_text('[scheduler]\nenforce_part_limits = "SOMETIMES"\n')
     return conf
 
 

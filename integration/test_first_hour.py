@@ -65,19 +65,43 @@ TABLE += [
     (["scontrol", "--bogus"], 1, "scontrol: unrecognized option '--bogus'"),
     (["sbatch", "-t", "abc", "--wrap", "true"], 255, "sbatch: error: Invalid --time specification: abc"),
     # impossible requests (impossible-requests-22.05.txt)
-    (["sbatch", "--mem=100G", "--wrap", "true"], 1, "sbatch: error: Memory specification can not be satisfied"),
-    (["sbatch", "-w", "nosuchnode", "--wrap", "true"], 1,
-     "sbatch: error: Batch job submission failed: Invalid node name specified"),
-    (["sbatch", "--gres=gpu:1", "--wrap", "true"], 1,
-     "sbatch: error: Batch job submission failed: Requested node configuration is not available"),
-    (["sbatch", "-p", "nosuchpart", "--wrap", "true"], 1, "sbatch: error: invalid partition specified: nosuchpart"),
-    (["sbatch", "--test-only", "--mem=100G", "--wrap", "true"], 1,
-     "sbatch: error: Memory specification can not be satisfied"),
+    (
+        ["sbatch", "--mem=100G", "--wrap", "true"],
+        1,
+        "sbatch: error: Memory specification can not be satisfied",
+    ),
+    (
+        ["sbatch", "-w", "nosuchnode", "--wrap", "true"],
+        1,
+        "sbatch: error: Batch job submission failed: Invalid node name specified",
+    ),
+    (
+        ["sbatch", "--gres=gpu:1", "--wrap", "true"],
+        1,
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+    ),
+    (
+        ["sbatch", "-p", "nosuchpart", "--wrap", "true"],
+        1,
+        "sbatch: error: invalid partition specified: nosuchpart",
+    ),
+    (
+        ["sbatch", "--test-only", "--mem=100G", "--wrap", "true"],
+        1,
+        "sbatch: error: Memory specification can not be satisfied",
+    ),
     (["srun", "--mem=100G", "true"], 1, "srun: error: Memory specification can not be satisfied"),
-    (["srun", "--test-only", "--gres=gpu:1", "true"], 1,
-     "srun: error: Unable to allocate resources: Requested node configuration is not available"),
+    (
+        ["srun", "--test-only", "--gres=gpu:1", "true"],
+        1,
+        "srun: error: Unable to allocate resources: Requested node configuration is not available",
+    ),
     (["salloc", "--mem=100G", "true"], 1, "salloc: error: Memory specification can not be satisfied"),
-    (["salloc", "-w", "nosuchnode", "true"], 1, "salloc: error: Job submit/allocate failed: Invalid node name specified"),
+    (
+        ["salloc", "-w", "nosuchnode", "true"],
+        1,
+        "salloc: error: Job submit/allocate failed: Invalid node name specified",
+    ),
     (["sinfo", "-t", "bogus"], 1, 'sinfo: error: Bad state string: "bogus"'),
     (["squeue", "-t", "BOGUS"], 1, "squeue: error: Invalid job state specified: BOGUS"),
     # unknown ids
@@ -93,7 +117,11 @@ TABLE += [
     (["spur", "help"], 0, "Usage: spur COMMAND"),
     (["spur", "--version"], 0, VERSION),
     (["spur", "bogus"], 1, "spur: error: unknown command 'bogus' (see 'spur --help')"),
-    (["spur", "qeue"], 1, "spur: error: unknown command 'qeue'; did you mean 'spur queue'? (see 'spur --help')"),
+    (
+        ["spur", "qeue"],
+        1,
+        "spur: error: unknown command 'qeue'; did you mean 'spur queue'? (see 'spur --help')",
+    ),
     (["spur", "show", "--help"], 0, re.compile(r"^Usage: scontrol ")),
     (["spur", "help", "submit"], 0, re.compile(r"^Usage: sbatch ")),
     (["spur", "submit", "--help"], 0, re.compile(r"^Usage: sbatch ")),
@@ -132,7 +160,11 @@ def test_sinfo_bad_state_lists_the_valid_ones(one_node: Cluster) -> None:
 
 def test_beyond_the_partition_pends_with_slurms_reasons(one_node: Cluster, tmp_path: Path) -> None:
     ids = {}
-    for flag, reason in (("-c64", "PartitionConfig"), ("-n8", "PartitionConfig"), ("-N2", "PartitionNodeLimit")):
+    for flag, reason in (
+        ("-c64", "PartitionConfig"),
+        ("-n8", "PartitionConfig"),
+        ("-N2", "PartitionNodeLimit"),
+    ):
         out = one_node.cli("sbatch", "--parsable", flag, "--wrap", "true", cwd=tmp_path)
         ids[int(out.stdout.strip())] = reason
     try:

@@ -55,8 +55,7 @@ def startup_message(daemon: str, exc: BaseException, *, flag_hint: str = "--list
             text = str(leaf)
             if "in use" in text:
                 return (
-                    f"{daemon}: error: {text}; stop the other {daemon} or give this one another "
-                    "--state-dir"
+                    f"{daemon}: error: {text}; stop the other {daemon} or give this one another --state-dir"
                 )
             return f"{daemon}: error: {text}"
         if isinstance(leaf, OSError):

@@ -39,14 +39,22 @@ def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
         (["spur", "help"], 0, "Usage: spur COMMAND"),
         (["spur", "--version"], 0, f"slurm {cmdinfo.SLURM_VERSION} (spur {cmdinfo.spur_version()})"),
         (["spur", "bogus"], 1, "spur: error: unknown command 'bogus' (see 'spur --help')"),
-        (["spur", "sbumit"], 1, "spur: error: unknown command 'sbumit'; did you mean 'spur submit'? (see 'spur --help')"),
+        (
+            ["spur", "sbumit"],
+            1,
+            "spur: error: unknown command 'sbumit'; did you mean 'spur submit'? (see 'spur --help')",
+        ),
         (["spur", "--bogus"], 1, "spur: error: unknown option '--bogus' (see 'spur --help')"),
         (["spur", "show", "--help"], 0, "Usage: scontrol <command> [args]"),
         (["spur", "help", "squeue"], 0, "Usage: squeue [OPTIONS...]"),
         (["spur", "help", "nodes"], 0, "Usage: sinfo [OPTIONS...]"),
         (["scontrol", "show", "--help"], 0, "Usage: scontrol <command> [args]"),
         # a program name with no verb behind it (a console script whose module is not installed)
-        (["sbogus", "list"], 1, "sbogus: error: sbogus is not a command of this Spur installation; see 'spur --help'"),
+        (
+            ["sbogus", "list"],
+            1,
+            "sbogus: error: sbogus is not a command of this Spur installation; see 'spur --help'",
+        ),
         (["squeue", "--usage"], 0, "Usage: squeue [-h] [-o format] [-O long_format] [-j [jobs]] [-u user]"),
         (["salloc", "--usage"], 0, "Usage: salloc [-J name] [-A name] [-p partition] [-q qos] [-N n] [-n n]"),
         (["salloc", "-V"], 0, f"slurm {cmdinfo.SLURM_VERSION} (spur {cmdinfo.spur_version()})"),
@@ -141,7 +149,9 @@ def test_query_commands_do_not_load_cyclopts() -> None:
     assert out.stdout.strip().splitlines()[-1] == "False False", out.stderr
 
 
-@pytest.mark.skipif(shutil.which("man") is None, reason="man-db not installed (scripts/setup.sh installs it as root)")
+@pytest.mark.skipif(
+    shutil.which("man") is None, reason="man-db not installed (scripts/setup.sh installs it as root)"
+)
 def test_man_pages_render_and_man_finds_them(tmp_path: Path) -> None:
     paths = write_pages(tmp_path / "man")
     names = {p.name for p in paths}
@@ -154,8 +164,13 @@ def test_man_pages_render_and_man_finds_them(tmp_path: Path) -> None:
             ["man", "--warnings", "-l", str(page)], env=env, capture_output=True, text=True, timeout=30
         )
         assert shown.returncode == 0 and not shown.stderr.strip(), (page, shown.stderr)
-    sbatch = subprocess.run(["man", "-l", str(tmp_path / "man/man1/sbatch.1")], env=env, capture_output=True,
-                            text=True, timeout=30).stdout
+    sbatch = subprocess.run(
+        ["man", "-l", str(tmp_path / "man/man1/sbatch.1")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
     assert "--partition=PARTITION" in sbatch and "--test-only" in sbatch
     conf = (tmp_path / "man/man5/spur.conf.5").read_text()
     assert "enforce_part_limits" in conf and "node_timeout_secs" in conf
@@ -182,7 +197,7 @@ def spur_path(tmp_path: Path) -> str:
     bindir.mkdir()
     (bindir / "spur").write_text(
         f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -c "
-        "'import sys; from spur.cli.main import main; sys.exit(main([\"spur\"] + sys.argv[1:]))' \"$@\"\n"
+        '\'import sys; from spur.cli.main import main; sys.exit(main(["spur"] + sys.argv[1:]))\' "$@"\n'
     )
     (bindir / "spur").chmod(0o755)
     return f"{bindir}:{os.environ['PATH']}"

@@ -25,16 +25,23 @@ def cluster(enforce: str = "NO", nodes_expr: str = "ALL") -> Log:
 @pytest.mark.parametrize(
     ("request_kw", "message"),
     [
-        ({"mem_per_node_mb": 100 * 1024}, "Memory specification can not be satisfied\n"
-         "Requested node configuration is not available"),
-        ({"mem_per_cpu_mb": 30000}, "Memory specification can not be satisfied\n"
-         "Requested node configuration is not available"),
+        (
+            {"mem_per_node_mb": 100 * 1024},
+            "Memory specification can not be satisfied\nRequested node configuration is not available",
+        ),
+        (
+            {"mem_per_cpu_mb": 30000},
+            "Memory specification can not be satisfied\nRequested node configuration is not available",
+        ),
         ({"nodelist": ["nosuchnode"]}, "Invalid node name specified"),
         ({"gres": ["gpu:1"]}, "Requested node configuration is not available"),
         ({"gres": ["fpga:1"]}, "Requested node configuration is not available"),
         ({"gpus_total": 1}, "Requested node configuration is not available"),
         ({"constraint": ["bigmem"]}, "Invalid feature specification"),
-        ({"partition": "nosuchpart"}, "invalid partition specified: nosuchpart\nInvalid partition name specified"),
+        (
+            {"partition": "nosuchpart"},
+            "invalid partition specified: nosuchpart\nInvalid partition name specified",
+        ),
     ],
 )
 def test_refused_at_submission_with_slurms_words(request_kw, message) -> None:

@@ -31,8 +31,14 @@ def _verb_command(verb: str):
 
 def build_app() -> App:
     """The application; commands are generated from VERBS (see the contract in spur.cli.main)."""
-    app = App(name="spur", help=HELP, version=version_line(), version_flags=["--version", "-V"],
-              help_flags=["--help", "-h"], result_action="return_value")
+    app = App(
+        name="spur",
+        help=HELP,
+        version=version_line(),
+        version_flags=["--version", "-V"],
+        help_flags=["--help", "-h"],
+        result_action="return_value",
+    )
     for verb, (_module, _slurm, helptext) in VERBS.items():
         app.command(_verb_command(verb), name=verb, help=helptext)
 

@@ -142,8 +142,12 @@ def describe(verb: str) -> CommandDoc:
 META_OPTIONS = (
     OptionDoc("help", None, help="show this help message", group="Help"),
     OptionDoc("usage", None, help="display a brief summary of the command's options", group="Help"),
-    OptionDoc("version", "V", help="print the Slurm version this command is compatible with, and Spur's",
-              group="Help"),
+    OptionDoc(
+        "version",
+        "V",
+        help="print the Slurm version this command is compatible with, and Spur's",
+        group="Help",
+    ),
 )
 
 
@@ -167,7 +171,9 @@ def argparse_options(
         else:
             arg = "required"
         metavar = action.metavar if isinstance(action.metavar, str) else (action.dest or "").upper()
-        text = action.help if action.help and action.help is not argparse.SUPPRESS else helps.get(long or "", "")
+        text = (
+            action.help if action.help and action.help is not argparse.SUPPRESS else helps.get(long or "", "")
+        )
         out.append(
             OptionDoc(
                 long=long,
@@ -260,9 +266,12 @@ def exit_on_meta(prog: str, opts: object) -> None:
     """For sbatch/srun/salloc: if ``opts`` (JobOptions) asks for --help, --usage or --version, print
     it and exit 0, before anything is read, submitted or allocated."""
     flag = (
-        "--help" if getattr(opts, "help", None)
-        else "--usage" if getattr(opts, "usage", None)
-        else "--version" if getattr(opts, "version", None)
+        "--help"
+        if getattr(opts, "help", None)
+        else "--usage"
+        if getattr(opts, "usage", None)
+        else "--version"
+        if getattr(opts, "version", None)
         else None
     )
     if flag is not None:

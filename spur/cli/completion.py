@@ -19,7 +19,13 @@ OPERANDS = ""
 
 # Options whose value is a partition, node list or job id, by long name; per command where the
 # same name means something else (sinfo --nodes is a node list, sbatch --nodes a count).
-VALUE_KINDS = {"partition": "partitions", "nodelist": "nodes", "exclude": "nodes", "jobs": "jobs", "jobid": "jobs"}
+VALUE_KINDS = {
+    "partition": "partitions",
+    "nodelist": "nodes",
+    "exclude": "nodes",
+    "jobs": "jobs",
+    "jobid": "jobs",
+}
 VALUE_KINDS_BY_COMMAND = {("sinfo", "nodes"): "nodes", ("sacct", "nodelist"): "nodes"}
 
 

@@ -23,7 +23,9 @@ def option_docs():  # -> list[OptionDoc]
     return []
 
 
-def config_source(environ: Mapping[str, str], exists: Callable[[str], bool] = os.path.exists) -> tuple[str, str]:
+def config_source(
+    environ: Mapping[str, str], exists: Callable[[str], bool] = os.path.exists
+) -> tuple[str, str]:
     """(config file or "", why it is the one): $SPUR_CONF, else /etc/spur/spur.conf, else none."""
     if environ.get("SPUR_CONF"):
         return environ["SPUR_CONF"], "from $SPUR_CONF"
@@ -58,7 +60,11 @@ def shadowed_commands(
     out = []
     for name in names:
         found = shutil.which(name, path=path)
-        if found and not is_spur(found) and os.path.dirname(os.path.realpath(found)) != os.path.realpath(spur_dir):
+        if (
+            found
+            and not is_spur(found)
+            and os.path.dirname(os.path.realpath(found)) != os.path.realpath(spur_dir)
+        ):
             out.append((name, found))
     return out
 
@@ -107,7 +113,9 @@ def main(argv: list[str]) -> int:
         )
     for slurm_conf in SLURM_CONFS:
         if os.path.exists(slurm_conf):
-            warnings.append(f"{slurm_conf} exists: that is another Slurm's configuration, Spur does not read it")
+            warnings.append(
+                f"{slurm_conf} exists: that is another Slurm's configuration, Spur does not read it"
+            )
     for line in warnings:
         print(f"warning: {line}")
     return 0 if ok else 1

@@ -45,8 +45,16 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "scontrol",
         "Show jobs, nodes, partitions, controllers; update nodes (scontrol).",
     ),
-    "doctor": ("spur.cli.doctor", "", "Say which controller and config file the commands use, and what shadows them."),
-    "completion": ("spur.cli.completion", "", "Print the bash or zsh completion script (spur completion bash)."),
+    "doctor": (
+        "spur.cli.doctor",
+        "",
+        "Say which controller and config file the commands use, and what shadows them.",
+    ),
+    "completion": (
+        "spur.cli.completion",
+        "",
+        "Print the bash or zsh completion script (spur completion bash).",
+    ),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
 # `spur show X` reads like `scontrol show X`.

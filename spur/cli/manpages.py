@@ -73,7 +73,7 @@ def command_page(doc: CommandDoc) -> str:
             lines += [".TP", f"\\fB{_esc(key)}\\fR", _esc(text)]
     lines += [".SH OPTIONS"] + _option_lines(doc.options)
     lines += [
-        ".SH \"SEE ALSO\"",
+        '.SH "SEE ALSO"',
         "\\fBspur\\fR(1), \\fBspur.conf\\fR(5), \\fBspurctld\\fR(8), \\fBspurd\\fR(8)",
     ]
     return "\n".join(lines) + "\n"
@@ -111,7 +111,7 @@ def spur_page() -> str:
         ".TP",
         "\\fBSPUR_CONF\\fR",
         "Configuration file (default /etc/spur/spur.conf).",
-        ".SH \"SEE ALSO\"",
+        '.SH "SEE ALSO"',
         "\\fBspur.conf\\fR(5), \\fBspurctld\\fR(8), \\fBspurd\\fR(8)",
     ]
     return "\n".join(lines) + "\n"
@@ -140,11 +140,11 @@ def daemon_page(name: str) -> str:
         _esc(parser.description or ""),
         ".SH OPTIONS",
         *_option_lines(opts),
-        ".SH \"EXIT STATUS\"",
+        '.SH "EXIT STATUS"',
         _esc(parser.epilog or ""),
         ".SH FILES",
         "/etc/spur/spur.conf, or the file named by \\fB$SPUR_CONF\\fR or \\fB\\-\\-conf\\fR.",
-        ".SH \"SEE ALSO\"",
+        '.SH "SEE ALSO"',
         "\\fBspur.conf\\fR(5), \\fBspur\\fR(1)",
     ]
     return "\n".join(lines) + "\n"
@@ -173,7 +173,7 @@ def conf_page() -> str:
         if m:
             key, default, meaning = m.groups()
             lines += [".TP", f"\\fB{_esc(key)}\\fR (default {_esc(default.replace('`', ''))})", _esc(meaning)]
-    lines += [".SH \"SEE ALSO\"", "\\fBspurctld\\fR(8), \\fBspurd\\fR(8), \\fBspur\\fR(1)"]
+    lines += ['.SH "SEE ALSO"', "\\fBspurctld\\fR(8), \\fBspurd\\fR(8), \\fBspur\\fR(1)"]
     return "\n".join(lines) + "\n"
 
 
@@ -205,7 +205,9 @@ def write_pages(root: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0].startswith("-"):
-        print("usage: python -m spur.cli.manpages DIR   (writes DIR/man1, DIR/man5, DIR/man8)", file=sys.stderr)
+        print(
+            "usage: python -m spur.cli.manpages DIR   (writes DIR/man1, DIR/man5, DIR/man8)", file=sys.stderr
+        )
         return 2
     paths = write_pages(Path(args[0]))
     print(f"wrote {len(paths)} man pages under {args[0]}")

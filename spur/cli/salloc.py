@@ -38,6 +38,8 @@ def option_docs():  # -> list[OptionDoc]
     from spur.cli.jobopt_docs import job_option_docs
 
     return job_option_docs(PROG)
+
+
 TERMINAL = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY"}
 )

@@ -66,7 +66,9 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         env_opts = options_from_env(environ, command=PROG)
     except JobOptionError as exc:
         # Slurm exits 255 for a bad option wherever it comes from (command line, environment, #SBATCH).
-        raise CliError(str(exc) if str(exc).startswith(f"{PROG}:") else f"{PROG}: error: {exc}", 255) from None
+        raise CliError(
+            str(exc) if str(exc).startswith(f"{PROG}:") else f"{PROG}: error: {exc}", 255
+        ) from None
     except ScriptError as exc:
         text = str(exc)
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
@@ -180,9 +182,7 @@ def estimate_start(
         if n.state in ("idle", "mixed", "allocated") and n.cpus >= per_node_cpus and n.memory_mb >= mem
     ]
     if len(usable) < want_nodes:
-        raise CliError(
-            f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available"
-        )
+        raise CliError(f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available")
     free = {n.name: (n.cpus - n.alloc_cpus, n.memory_mb - n.alloc_mem_mb) for n in usable}
     releases = sorted(
         (j.start_time + j.time_limit_secs, a.node, a.cpus, a.mem_mb)
@@ -201,9 +201,7 @@ def estimate_start(
         when, node, cpus, mem_mb = releases[i]
         c, m = free[node]
         free[node] = (c + cpus, m + mem_mb)
-    raise CliError(
-        f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available"
-    )
+    raise CliError(f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available")
 
 
 def dry_run_message(spec, prog: str = PROG) -> str:

@@ -203,7 +203,9 @@ VALID_STATES = (
     "unknown,down,idle,allocated,?,mixed,future,drain,drained,draining,no_respond,reserved,perfctrs,"
     "cloud,completing,powering_down,powered_down,power_down,powering_up,fail,maint,reboot,reboot^,unknown"
 )
-STATE_ALIASES = frozenset(VALID_STATES.split(",")) | frozenset(SHORT.values()) | {"all", "alloc", "mix", "comp"}
+STATE_ALIASES = (
+    frozenset(VALID_STATES.split(",")) | frozenset(SHORT.values()) | {"all", "alloc", "mix", "comp"}
+)
 
 
 def check_states(values: list[str]) -> str | None:

@@ -35,7 +35,7 @@ class SlurmArgParser(argparse.ArgumentParser):
         prefix = "unrecognized arguments: "
         if message.startswith(prefix):
             # GNU getopt's wording, as Slurm's tools print it.
-            print(f"{self.prog}: unrecognized option '{message[len(prefix):].split()[0]}'", file=sys.stderr)
+            print(f"{self.prog}: unrecognized option '{message[len(prefix) :].split()[0]}'", file=sys.stderr)
         else:
             print(f"{self.prog}: error: {message}", file=sys.stderr)
         print(f'Try "{self.prog} --help" for more information', file=sys.stderr)

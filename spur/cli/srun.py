@@ -23,7 +23,9 @@ from spur.cli.option_layers import parse_option_layers
 PROG = "srun"
 # How long srun waits for an allocated node's agent to receive the job's launch before giving up.
 LAUNCH_WAIT_SECS = 60.0
-USAGE = "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
+USAGE = (
+    "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
+)
 OPERANDS = "command"
 
 

@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spurctld: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        controller = Controller(cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides)
+        controller = Controller(
+            cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides
+        )
     except Exception as exc:  # the state directory cannot be used (locked by another spurctld, unreadable)
         message = startup_message("spurctld", exc)
         if message is None:

@@ -90,7 +90,9 @@ def submit_refusal(
     node that has not registered yet is not "invalid". None when the job may be queued.
     """
     wanted = list(spec.nodelist)
-    unknown = [n for n in wanted if n not in all_nodes and (configured_names is None or n not in configured_names)]
+    unknown = [
+        n for n in wanted if n not in all_nodes and (configured_names is None or n not in configured_names)
+    ]
     if unknown:
         return Refusal("INVALID_ARGUMENT", ("Invalid node name specified",))
     if not members:
@@ -112,9 +114,7 @@ def submit_refusal(
         for item in items:
             if item.name != "gpu":
                 return Refusal("INVALID_ARGUMENT", (NODE_CONFIG_UNAVAILABLE,))
-            models = [
-                sum(1 for g in n.gpus if not item.type or g.model == item.type) for n in members
-            ]
+            models = [sum(1 for g in n.gpus if not item.type or g.model == item.type) for n in members]
             if item.count > max(models):
                 return Refusal("INVALID_ARGUMENT", (NODE_CONFIG_UNAVAILABLE,))
         if (spec.gpus_total or spec.gpus_per_task) and most == 0:
