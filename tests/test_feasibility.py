@@ -8,7 +8,7 @@ import pytest
 
 from spur.core.job import Partition
 from spur.state import commands as c
-from spur.state.feasibility import partition_reason, submit_refusal
+from spur.state.feasibility import PartitionSummary, partition_reason, submit_refusal
 from spur.state.machine import Rejected
 from spur.state.sched_view import eligible_jobs
 from tests.state_helpers import Log, register, spec, submit
@@ -113,10 +113,35 @@ def test_listed_but_unregistered_node_is_not_invalid() -> None:
 
 
 def test_pure_helpers_on_their_own() -> None:
-    from tests.state_helpers import Node
+    from tests.state_helpers import GpuDevice, Node
 
-    node = Node(name="a", cpus=4, memory_mb=1000)
-    assert partition_reason(spec(num_tasks=5), [node]) == "PartitionConfig"
-    assert partition_reason(spec(num_tasks=4), [node]) is None
-    assert partition_reason(spec(), []) is None
-    assert submit_refusal(spec(mem_per_node_mb=1000), [node], {"a": node}, None) is None
+    nodes = [
+        Node(name="a", cpus=4, memory_mb=1000, features=["fast"]),
+        Node(
+            name="b",
+            cpus=2,
+            memory_mb=3000,
+            gpus=[GpuDevice(0, "nvidia", "a100"), GpuDevice(1, "nvidia", "h100")],
+        ),
+    ]
+    part = PartitionSummary.of(nodes)
+    assert (part.nodes, part.total_cpus, part.max_cpus, part.max_memory_mb) == (2, 6, 4, 3000)
+    assert dict(part.max_gpus_by_model) == {"a100": 1, "h100": 1} and part.features == {"fast"}
+    assert partition_reason(spec(num_tasks=7), part) == "PartitionConfig"
+    assert partition_reason(spec(num_tasks=6), part) is None
+    assert partition_reason(spec(num_nodes=3), part) == "PartitionNodeLimit"
+    assert partition_reason(spec(), PartitionSummary()) is None
+    names = {"a", "b"}
+    assert submit_refusal(spec(mem_per_node_mb=3000), part, names, None) is None
+    assert submit_refusal(spec(gres=["gpu:a100:1"]), part, names, None) is None
+    assert submit_refusal(spec(gres=["gpu:a100:2"]), part, names, None) is not None
+    assert submit_refusal(spec(gres=["gpu:2"]), part, names, None) is None
+    assert submit_refusal(spec(gpus_total=3), part, names, None) is not None
+
+
+def test_summary_follows_node_registration() -> None:
+    log = cluster()
+    assert isinstance(submit(log, mem_per_node_mb=30000), Rejected)
+    register(log, "big", cpus=2, mem=64000)
+    assert isinstance(submit(log, mem_per_node_mb=30000), int)
+    assert log.replay().partition_summary(log.state.partitions["debug"]).max_memory_mb == 64000

@@ -142,7 +142,12 @@ def estimate_start(
     when the request can never fit the partition.
     """
     from spur.cli.client import SUBMIT_FAILED, submit_failure
-    from spur.state.feasibility import NODE_CONFIG_UNAVAILABLE, partition_reason, submit_refusal
+    from spur.state.feasibility import (
+        NODE_CONFIG_UNAVAILABLE,
+        PartitionSummary,
+        partition_reason,
+        submit_refusal,
+    )
 
     part = next((p for p in partitions if p.name == spec.partition), None) if spec.partition else None
     if part is None and not spec.partition:
@@ -153,16 +158,14 @@ def estimate_start(
             f"{prog}: error: {SUBMIT_FAILED[prog]}Invalid partition name specified"
         )
     # The controller's own checks at submission (spur.state.feasibility), on its current view.
-    in_part = [n for n in nodes if n.name in set(part.nodes)]
+    summary = PartitionSummary.of(n for n in nodes if n.name in set(part.nodes))
     configured = None
     if part.nodes_expr.strip().upper() not in ("ALL", ""):
         from spur.core.hostlist import expand
 
         configured = set(expand(part.nodes_expr))
-    refusal = submit_refusal(
-        spec, in_part, {n.name: n for n in nodes}, configured, part.enforce_limits or "NO"
-    )
-    if refusal is None and partition_reason(spec, in_part):
+    refusal = submit_refusal(spec, summary, {n.name for n in nodes}, configured, part.enforce_limits or "NO")
+    if refusal is None and partition_reason(spec, summary):
         refusal_text = NODE_CONFIG_UNAVAILABLE  # it would pend on its partition: no start time to give
     else:
         refusal_text = refusal.message if refusal else ""

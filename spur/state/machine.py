@@ -68,6 +68,7 @@ class ClusterState:
         self.array_tasks: dict[int, list[Job]] = {}
         # Raft node id -> the address clients use for that controller.
         self.controllers: dict[int, str] = {}
+        self._summaries: dict[tuple[str, str], Any] = {}  # derived: see partition_summary
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -105,6 +106,7 @@ class ClusterState:
         self._rebuild_derived()
 
     def _rebuild_derived(self) -> None:
+        self._summaries = {}
         self._usage = {name: Usage() for name in self.nodes}
         for job in self.jobs.values():
             if job.state.holds_resources:
@@ -328,22 +330,29 @@ class ClusterState:
             self.jobs[job_id] = job
         return first
 
-    def partition_members(self, part: Partition) -> list[Node]:
-        """The registered nodes of ``part``."""
-        return [self.nodes[n] for n in self.partition_nodes(part)]
+    def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
+        """What ``part``'s registered nodes offer at most (cached until a node registers)."""
+        from spur.state.feasibility import PartitionSummary
+
+        key = (part.name, part.nodes_expr)
+        summary = self._summaries.get(key)
+        if summary is None:
+            summary = PartitionSummary.of(self.nodes[n] for n in self.partition_nodes(part))
+            self._summaries[key] = summary
+        return summary
 
     def _feasibility(self, spec: Any, part: Partition):  # -> (Refusal | None, reason | None)
         """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
         from spur.state.feasibility import partition_reason, submit_refusal
 
-        members = self.partition_members(part)
+        summary = self.partition_summary(part)
         configured = None
-        if part.nodes_expr.strip().upper() not in ("ALL", ""):
+        if spec.nodelist and part.nodes_expr.strip().upper() not in ("ALL", ""):
             from spur.core.hostlist import expand
 
             configured = set(expand(part.nodes_expr))
-        refusal = submit_refusal(spec, members, self.nodes, configured, part.enforce_limits)
-        return refusal, (None if refusal else partition_reason(spec, members))
+        refusal = submit_refusal(spec, summary, self.nodes, configured, part.enforce_limits)
+        return refusal, (None if refusal else partition_reason(spec, summary))
 
     @staticmethod
     def _base_priority(job_id: int, nice: int) -> int:
@@ -372,6 +381,7 @@ class ClusterState:
             new.reason_time = old.reason_time
         new.registered_time = cmd.time
         self.nodes[new.name] = new
+        self._summaries = {}
         self._usage.setdefault(new.name, Usage())
         return True
 

@@ -55,7 +55,7 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
     offered = dict(running_per_array)
     from spur.state.feasibility import partition_reason
 
-    members = {name: state.partition_members(p) for name, p in state.partitions.items()}
+    summaries = {name: state.partition_summary(p) for name, p in state.partitions.items()}
     eligible: list[Job] = []
     blocked: dict[int, str] = {}
     for job in sorted(
@@ -64,7 +64,8 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
         reason = ineligible_reason(job, state.jobs, state.array_tasks, running_per_array, now)
         if reason is None:
             # Beyond its partition's nodes or CPUs: pends with Slurm's reason until the partition grows.
-            reason = partition_reason(job.spec, members.get(job.partition, []))
+            summary = summaries.get(job.partition)
+            reason = partition_reason(job.spec, summary) if summary is not None else None
         if reason is None and job.array_max_running:
             if offered.get(job.array_job_id, 0) >= job.array_max_running:
                 reason = ARRAY_LIMIT
