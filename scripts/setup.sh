@@ -62,6 +62,7 @@ fi
 if ! command -v man >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   step "installing man-db (the man command)" sh -c 'apt-get install -y man-db || { apt-get update && apt-get install -y man-db; }'
 fi
+command -v man >/dev/null 2>&1 || say "note: no 'man' command here (as root, setup installs man-db); the pages are in .venv/share/man"
 .venv/bin/python -m spur.cli.manpages .venv/share/man >/dev/null
 mkdir -p .venv/share/spur
 .venv/bin/spur completion bash >.venv/share/spur/completion.bash
