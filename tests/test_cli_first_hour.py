@@ -212,6 +212,8 @@ def test_bash_completion_of_verbs_and_options(spur_path: str) -> None:
     assert complete(["spur", "show", "p"], spur_path) == ["partition"]
     assert complete(["spur", "help", "hi"], spur_path) == ["history"]
     assert complete(["spur", "completion", ""], spur_path) == ["bash", "zsh", "--list"]
+    assert complete(["sinfo", "-t", "dr"], spur_path) == ["drain", "drained", "draining", "drng"]
+    assert complete(["squeue", "--states", "R"], spur_path) == ["RUNNING"]
 
 
 def test_zsh_script_wraps_the_bash_one(capsys) -> None:

@@ -124,6 +124,11 @@ def describe(verb: str) -> CommandDoc:
         )
     else:
         options = []
+    values = getattr(module, "OPTION_VALUES", {})
+    if values:
+        from dataclasses import replace
+
+        options = [replace(o, choices=tuple(values[o.long])) if o.long in values else o for o in options]
     options += [o for o in META_OPTIONS if not any(o.long == x.long for x in options)]
     usage = getattr(module, "USAGE", "") or f"Usage: {name} [OPTIONS...]"
     usage = usage.strip().split("\n\n", 1)[0]

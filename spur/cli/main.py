@@ -15,7 +15,9 @@ The VERBS table is the whole registry. A verb's module is its contract:
       which answers --help, --usage and -V/--version by itself) with each option's one-line text in
       ``help=`` or in a module-level ``OPTION_HELP = {"long-name": "text"}`` (``OPTION_GROUPS``
       likewise groups them; default "Options").
-* Optional: ``SUBCOMMANDS = {"keyword": "text"}`` (scontrol-like commands), ``DESCRIPTION`` (man
+* Optional: ``OPTION_VALUES = {"long-name": ["value", ...]}`` (what completion offers for that
+  option's value; argparse ``choices=`` count too), ``SUBCOMMANDS = {"keyword": "text"}``
+  (scontrol-like commands), ``DESCRIPTION`` (man
   page text; default: the module docstring), ``OPERANDS`` (what positional arguments complete to:
   ``"jobs"``, ``"nodes"``, ``"partitions"``, ``"command"``, ``"file"``).
 

@@ -170,6 +170,7 @@ def main(argv: list[str]) -> int:
 # ---- documentation hooks (see spur.cli.main): --help, man page and completion read these.
 USAGE = "Usage: scancel [OPTIONS] [job_id[_array_id][.step_id]]"
 OPERANDS = "jobs"
+OPTION_VALUES = {"state": ["PENDING", "RUNNING", "SUSPENDED"]}
 OPTION_HELP = {
     "signal": "signal to send to job, default is SIGKILL",
     "name": "act only on jobs with this name",

@@ -358,6 +358,7 @@ def main(argv: list[str]) -> int:
 
 # ---- documentation hooks (see spur.cli.main): --help, man page and completion read these.
 USAGE = "Usage: sinfo [OPTIONS...]"
+OPTION_VALUES = {"states": sorted(STATE_ALIASES - {"?", "reboot^"})}
 OPTION_HELP = {
     "noheader": "no headers on output",
     "Node": "Node-centric format",

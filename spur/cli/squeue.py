@@ -321,3 +321,4 @@ OPTION_HELP = {
     "json": "produce JSON output",
 }
 OPTION_GROUPS: dict[str, str] = {}
+OPTION_VALUES = {"states": ["all"] + sorted(STATE_ORDER)}
