@@ -141,6 +141,7 @@ heartbeat_ms = 50
 interval_secs = 0.5
 plugin = "fifo"
 max_job_test = 50
+enforce_part_limits = "ALL"
 
 [[partitions]]
 name = "cpu"

@@ -4,8 +4,10 @@ Startup order: discover hardware, re-adopt jobs left by an earlier agent, serve 
 then register with the controller (retrying while it is unreachable) and heartbeat. SIGTERM/SIGINT
 stop the agent cleanly; running jobs are left running and are adopted by the next agent.
 
-Settings come from flags, then ``--conf`` (spur.conf ``[agent]``), then built-in defaults. A bad flag or
-config value is one error message on stderr and exit code 2.
+Settings come from flags, then ``--conf`` or ``$SPUR_CONF`` (spur.conf ``[agent]``), then built-in
+defaults. A bad flag is one error message on stderr and exit code 2; a configuration file that cannot
+be read or is invalid exits 78 (see :mod:`spur.startup`, the same codes as spurctld); a port or state
+directory that cannot be used exits 1.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class UsageError(Exception):
     """A flag or config value is invalid; the message names it."""
 
 
+class ConfigFileError(UsageError):
+    """The configuration file cannot be read or is invalid (exit code ``spur.startup.EXIT_CONFIG``)."""
+
+
 class StartupError(Exception):
     """The agent cannot start (port in use, unusable state dir); the message says why."""
 
@@ -62,7 +68,16 @@ class AgentOptions:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spurd", description="Spur node agent")
+    """spurd's flags (also the option table of its man page, spurd.8)."""
+    from spur.cli.cmdinfo import version_line
+
+    p = argparse.ArgumentParser(
+        prog="spurd",
+        description="Spur node agent",
+        epilog="Exit codes: 0 stopped cleanly, 1 cannot start (port or state directory in use), "
+        "2 bad flag, 78 configuration error. The configuration file is --conf, else $SPUR_CONF.",
+    )
+    p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
     p.add_argument("--controller", action="append", metavar="URL", help="controller address(es); repeatable")
     p.add_argument("--listen", metavar="HOST:PORT", help=f"agent gRPC address (default {DEFAULT_LISTEN})")
@@ -70,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="node name (default: short hostname)")
     p.add_argument("--address", help="address the controller uses to reach this agent")
     p.add_argument("--state-dir", type=Path, help=f"agent state (default {DEFAULT_STATE_DIR})")
-    p.add_argument("-f", "--conf", "--config", dest="conf", type=Path, help="spur.conf")
+    p.add_argument("-f", "--conf", "--config", dest="conf", type=Path, help="spur.conf (default: $SPUR_CONF)")
     p.add_argument("--cpus", type=int, help="CPUs to offer (default: discovered)")
     p.add_argument("--memory-mb", type=int, help="memory in MiB to offer (default: discovered)")
     p.add_argument("--sysfs-root", type=Path, help="root of /proc and /sys for discovery (tests)")
@@ -99,15 +114,18 @@ def _load_config(path: Path) -> Any | None:
     try:
         return load_config(path)
     except ConfigError as e:
-        raise UsageError(str(e)) from None
+        raise ConfigFileError(str(e)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> AgentOptions:
     """Parse flags into options; raises UsageError for an invalid value (argparse errors exit 2)."""
+    import os
+
     from spur.agent.controller_link import normalize_controller
 
     args = _parser().parse_args(argv)
-    cfg = _load_config(args.conf) if args.conf else None
+    conf = args.conf or (Path(os.environ["SPUR_CONF"]) if os.environ.get("SPUR_CONF") else None)
+    cfg = _load_config(conf) if conf else None
     agent_cfg = getattr(cfg, "agent", None)
     opts = AgentOptions()
     if cfg is not None:
@@ -237,7 +255,8 @@ async def run_agent(
             port = await nursery.start(server.serve, opts.listen_host, opts.listen_port)
         except OSError as e:
             raise StartupError(
-                f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}"
+                f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}; "
+                "stop the process holding that port (another spurd?) or choose another with --listen/--port"
             ) from None
 
         async def build_request() -> spur_pb2.RegisterNodeRequest:
@@ -308,11 +327,13 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s spurd[%(process)d] %(levelname)s %(name)s: %(message)s",
     )
+    from spur.startup import EXIT_CONFIG, EXIT_USAGE
+
     try:
         opts = parse_args(argv)
     except UsageError as e:
         print(f"spurd: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG if isinstance(e, ConfigFileError) else EXIT_USAGE
     if opts.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
     from spur.agent.discovery import DiscoveryError, discover

@@ -115,6 +115,24 @@ def _run_trio(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[
     return trio.run(run)
 
 
+# What each command says before the reason a submission was refused.
+SUBMIT_FAILED = {
+    "sbatch": "Batch job submission failed: ",
+    "srun": "Unable to allocate resources: ",
+    "salloc": "Job submit/allocate failed: ",
+}
+
+
+def submit_failure(prog: str, prefix: str, message: str) -> str:
+    """Slurm's lines for a refused submission: every line of the controller's ``message`` but the
+    last as ``PROG: error: LINE``, the last as ``PROG: error: PREFIX LAST`` (e.g. ``Batch job
+    submission failed: Requested node configuration is not available``)."""
+    lines = message.split("\n") or [""]
+    out = [f"{prog}: error: {line}" for line in lines[:-1]]
+    out.append(f"{prog}: error: {prefix}{lines[-1]}")
+    return "\n".join(out)
+
+
 def fail(prog: str, message: str, exit_code: int = 1) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return exit_code

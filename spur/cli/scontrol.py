@@ -171,15 +171,44 @@ def parse_key_values(tokens: list[str]) -> dict[str, str]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE, end="")
-        return 0
-    cmd, rest = argv[0].lower(), argv[1:]
-    if cmd == "version" or cmd in ("-V", "--version"):
-        from importlib.metadata import version
+SUBCOMMANDS = {
+    "show": "show job|node|partition|controllers|hostnames|hostlist [NAME]",
+    "update": "update NodeName=LIST State=... or JobId=ID Key=Value...",
+    "hold": "prevent the listed pending jobs from being started",
+    "uhold": "hold jobs (user hold: the owner may release it)",
+    "release": "release held jobs",
+    "requeue": "requeue batch jobs",
+    "requeuehold": "requeue batch jobs and hold them",
+    "suspend": "suspend running jobs (administrators)",
+    "resume": "resume suspended jobs (administrators)",
+    "ping": "report the state of the controllers",
+    "reconfigure": "make the controller re-read its configuration file",
+    "version": "print the version",
+}
+SHOW_ENTITIES = ("job", "node", "partition", "controllers", "hostnames", "hostlist")
+META_FLAGS = ("-h", "--help", "--usage", "-V", "--version")
 
-        print(f"spur {version('spur')}")
+
+def option_docs():  # -> list[OptionDoc]
+    """scontrol's options besides its commands (documentation hook, see spur.cli.main)."""
+    return []
+
+
+def main(argv: list[str]) -> int:
+    meta = next((a for a in argv if a in META_FLAGS), None)
+    if not argv or argv[0] == "help" or meta is not None:
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("show", "--help" if meta in (None, "-h") else meta)
+    if argv[0].startswith("-"):
+        print(f"scontrol: unrecognized option '{argv[0]}'", file=sys.stderr)
+        print('Try "scontrol --help" for more information', file=sys.stderr)
+        return 1
+    cmd, rest = argv[0].lower(), argv[1:]
+    if cmd == "version":
+        from spur.cli.cmdinfo import version_line
+
+        print(version_line())
         return 0
     if cmd == "show":
         return show(rest)

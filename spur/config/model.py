@@ -57,6 +57,7 @@ class SchedulerConfig:
     interval_secs: float = 2.0
     plugin: str = "backfill"
     max_job_test: int = 1000
+    enforce_part_limits: str = "NO"  # Slurm's EnforcePartLimits: ALL, ANY, NO, YES (= ANY)
 
 
 def _parse_time(spec: str) -> int:

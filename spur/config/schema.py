@@ -177,6 +177,13 @@ class SchedulerSchema(SectionSchema):
     max_job_test = f.Int(
         validate=f.at_least(1), metadata=doc("Pending jobs considered per pass (like Slurm bf_max_job_test).")
     )
+    enforce_part_limits = f.Str(
+        validate=fields.validate.OneOf(["ALL", "ANY", "NO", "YES"], error="must be one of {choices}"),
+        metadata=doc(
+            "Slurm's EnforcePartLimits: NO lets a job beyond its partition's nodes or CPUs pend "
+            "(PartitionNodeLimit / PartitionConfig); ALL, ANY or YES refuse it at submission."
+        ),
+    )
 
 
 class PartitionSchema(SectionSchema):

@@ -185,6 +185,7 @@ class Controller:
                     nodes_expr=p.nodes,
                     max_time_secs=p.max_time_secs,
                     default_time_secs=p.default_time_secs,
+                    enforce_limits=self.cfg.scheduler.enforce_part_limits,
                 )
             )
         return parts

@@ -154,4 +154,5 @@ def partition_to_proto(p: Partition, nodes: list[str]) -> pb.PartitionInfo:
         max_time_secs=p.max_time_secs,
         default_time_secs=p.default_time_secs,
         nodes_expr=p.nodes_expr,
+        enforce_limits=p.enforce_limits,
     )

@@ -246,6 +246,7 @@ class ControllerService:
             threads_per_core=node.threads_per_core,
             arch=node.arch,
             os=node.os,
+            reason_time=node.reason_time,
         )
 
     @leader_only

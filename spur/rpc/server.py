@@ -135,8 +135,14 @@ class Server:
     async def serve(self, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on ``host:port`` (0 picks a free port), report the bound port via ``task_status``,
         and serve until cancelled. With port 0 and a host resolving to several addresses, only the
-        first address is bound (so every listener shares one port)."""
-        listeners = await trio.open_tcp_listeners(port, host=host or None)
+        first address is bound (so every listener shares one port). A failed bind raises
+        :class:`spur.startup.ListenError` (an OSError naming the address)."""
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host or None)
+        except OSError as exc:
+            from spur.startup import ListenError
+
+            raise ListenError(host, port, exc) from exc
         if port == 0 and len(listeners) > 1:
             for extra in listeners[1:]:
                 await extra.aclose()

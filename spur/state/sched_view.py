@@ -53,12 +53,19 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
         if job.array_job_id and job.state.holds_resources:
             running_per_array[job.array_job_id] = running_per_array.get(job.array_job_id, 0) + 1
     offered = dict(running_per_array)
+    from spur.state.feasibility import partition_reason
+
+    summaries = {name: state.partition_summary(p) for name, p in state.partitions.items()}
     eligible: list[Job] = []
     blocked: dict[int, str] = {}
     for job in sorted(
         (j for j in state.jobs.values() if j.state is JobState.PENDING), key=lambda j: j.job_id
     ):
         reason = ineligible_reason(job, state.jobs, state.array_tasks, running_per_array, now)
+        if reason is None:
+            # Beyond its partition's nodes or CPUs: pends with Slurm's reason until the partition grows.
+            summary = summaries.get(job.partition)
+            reason = partition_reason(job.spec, summary) if summary is not None else None
         if reason is None and job.array_max_running:
             if offered.get(job.array_job_id, 0) >= job.array_max_running:
                 reason = ARRAY_LIMIT

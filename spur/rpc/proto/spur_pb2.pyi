@@ -253,7 +253,7 @@ class JobInfo(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., allocation: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., partition: _Optional[str] = ..., time_limit_secs: _Optional[int] = ..., priority: _Optional[int] = ..., nodelist: _Optional[str] = ..., group: _Optional[str] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_max_running: _Optional[int] = ..., array_task_count: _Optional[int] = ..., array_task_min: _Optional[int] = ..., array_task_max: _Optional[int] = ..., dependency: _Optional[str] = ..., eligible_time: _Optional[float] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., restarts: _Optional[int] = ..., suspend_time: _Optional[float] = ..., suspended_secs: _Optional[float] = ..., submit_host: _Optional[str] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "state", "reason", "alloc_cpus", "alloc_mem_mb", "alloc_gpus", "last_heartbeat", "registered_time", "partitions", "version", "boot_time", "features", "sockets", "cores_per_socket", "threads_per_core", "arch", "os")
+    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "state", "reason", "alloc_cpus", "alloc_mem_mb", "alloc_gpus", "last_heartbeat", "registered_time", "partitions", "version", "boot_time", "features", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "reason_time")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +276,7 @@ class NodeInfo(_message.Message):
     THREADS_PER_CORE_FIELD_NUMBER: _ClassVar[int]
     ARCH_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
+    REASON_TIME_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     port: int
@@ -298,10 +299,11 @@ class NodeInfo(_message.Message):
     threads_per_core: int
     arch: str
     os: str
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem_mb: _Optional[int] = ..., alloc_gpus: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., registered_time: _Optional[float] = ..., partitions: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., features: _Optional[_Iterable[str]] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ...) -> None: ...
+    reason_time: float
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem_mb: _Optional[int] = ..., alloc_gpus: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., registered_time: _Optional[float] = ..., partitions: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., features: _Optional[_Iterable[str]] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., reason_time: _Optional[float] = ...) -> None: ...
 
 class PartitionInfo(_message.Message):
-    __slots__ = ("name", "state", "is_default", "nodes", "max_time_secs", "default_time_secs", "nodes_expr")
+    __slots__ = ("name", "state", "is_default", "nodes", "max_time_secs", "default_time_secs", "nodes_expr", "enforce_limits")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
@@ -309,6 +311,7 @@ class PartitionInfo(_message.Message):
     MAX_TIME_SECS_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_TIME_SECS_FIELD_NUMBER: _ClassVar[int]
     NODES_EXPR_FIELD_NUMBER: _ClassVar[int]
+    ENFORCE_LIMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     is_default: bool
@@ -316,7 +319,8 @@ class PartitionInfo(_message.Message):
     max_time_secs: int
     default_time_secs: int
     nodes_expr: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., is_default: _Optional[bool] = ..., nodes: _Optional[_Iterable[str]] = ..., max_time_secs: _Optional[int] = ..., default_time_secs: _Optional[int] = ..., nodes_expr: _Optional[str] = ...) -> None: ...
+    enforce_limits: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., is_default: _Optional[bool] = ..., nodes: _Optional[_Iterable[str]] = ..., max_time_secs: _Optional[int] = ..., default_time_secs: _Optional[int] = ..., nodes_expr: _Optional[str] = ..., enforce_limits: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec",)
