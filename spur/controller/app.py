@@ -198,6 +198,10 @@ class Controller:
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
         server = Server()
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
+        from spur.controller.admission import AdmissionService
+        from spur.rpc.proto import admission_pb2
+
+        server.add_service(admission_pb2.DESCRIPTOR.services_by_name["Admission"], AdmissionService(self))
         from spur.controller.pool import controller_pool
 
         raft_listen = (

@@ -295,6 +295,9 @@ class ControllerService:
             request.address = context.peer.rsplit(":", 1)[0].strip("[]")
         if not self.ctl.is_leader:
             return await self.forward("RegisterNode", request, context)
+        from spur.controller.admission import admit_registration
+
+        credential = await admit_registration(self.ctl, request.name, request.join_token, context)
         address = request.address
         node = convert.node_from_register(request, address)
         await self.ctl.propose(c.RegisterNode(node, self.ctl.clock.wall()))
@@ -312,10 +315,15 @@ class ControllerService:
         return pb.RegisterNodeResponse(
             heartbeat_interval_secs=int(self.ctl.cfg.controller.heartbeat_interval_secs),
             cluster_name=self.ctl.cfg.cluster_name,
+            cluster_id=self.ctl.state.cluster_id,
+            node_credential=credential,
         )
 
     @leader_only
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
+        from spur.controller.admission import check_node_credential
+
+        check_node_credential(self.ctl, request.name, context, "heartbeat")
         node = self.ctl.state.nodes.get(request.name)
         if node is None:
             return pb.HeartbeatResponse(known=False)
@@ -327,6 +335,19 @@ class ControllerService:
 
     @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
+        from spur.controller.admission import check_node_credential
+
+        check_node_credential(self.ctl, request.node, context, "job report")
+        if request.cluster_id and request.cluster_id != self.ctl.state.cluster_id:
+            # A job this node ran for another cluster (an earlier state dir): not ours, acknowledge it.
+            log.info(
+                "ignoring node %s's report of job %s of cluster %s (this is cluster %s)",
+                request.node,
+                request.job_id,
+                request.cluster_id,
+                self.ctl.state.cluster_id,
+            )
+            return pb.Empty()
         if request.HasField("step_id"):
             await self.ctl.propose(
                 c.StepExited(
@@ -368,6 +389,7 @@ class ControllerService:
             applied_index=st["applied_index"],
             healthy=True,
             leader_address=self.ctl.leader_address() or "",
+            cluster_id=self.ctl.state.cluster_id,
         )
 
     async def GetControllers(self, request: pb.Empty, context: CallContext) -> pb.GetControllersResponse:
