@@ -390,6 +390,7 @@ class ControllerService:
             healthy=True,
             leader_address=self.ctl.leader_address() or "",
             cluster_id=self.ctl.state.cluster_id,
+            cluster_name=self.ctl.cfg.cluster_name,
         )
 
     async def GetControllers(self, request: pb.Empty, context: CallContext) -> pb.GetControllersResponse:

@@ -535,7 +535,7 @@ class JobStatusReport(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class ControllerInfo(_message.Message):
-    __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address", "cluster_id")
+    __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address", "cluster_id", "cluster_name")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -545,6 +545,7 @@ class ControllerInfo(_message.Message):
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     address: str
     role: str
@@ -554,7 +555,8 @@ class ControllerInfo(_message.Message):
     healthy: bool
     leader_address: str
     cluster_id: str
-    def __init__(self, node_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., healthy: _Optional[bool] = ..., leader_address: _Optional[str] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    cluster_name: str
+    def __init__(self, node_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., healthy: _Optional[bool] = ..., leader_address: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ...) -> None: ...
 
 class GetControllersResponse(_message.Message):
     __slots__ = ("controllers",)
