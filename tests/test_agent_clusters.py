@@ -1,0 +1,126 @@
+"""spurd keeps job state per cluster id: a new cluster's job 1 runs even if an old cluster's job 1 ran here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from spur.agent.clusters import ClusterDirs
+from spur.agent.join_token import CredentialKeeper, JoinTokenError, resolve_join_token
+from spur.core.admission import CREDENTIAL_METADATA_KEY
+from tests.test_agent_executor import TIMEOUT, Harness, make_request, running
+
+TOKEN = "0a1b2c.0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    work = tmp_path / "work"
+    work.mkdir()
+    return Harness(tmp_path / "state", work)  # every job here ends by itself
+
+
+def request(job_id: int, work: Path, cluster: str, script: str = "#!/bin/sh\necho run >> ran.txt\n"):
+    req = make_request(job_id, work, script=script)
+    req.cluster_id = cluster
+    return req
+
+
+async def test_a_new_cluster_runs_its_job_1_after_an_old_cluster_s_job_1(harness: Harness) -> None:
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make()) as ex:
+            assert ex.use_cluster("aaaa") is True
+            assert await ex.launch(request(1, harness.work, "aaaa")) is False
+            report = await ex.wait_finished(1)
+            assert report.cluster_id == "aaaa"
+            ex.mark_reported(1, cluster="aaaa")
+            # the same cluster launching job 1 again is a duplicate: nothing runs
+            assert await ex.launch(request(1, harness.work, "aaaa")) is True
+    assert (harness.state_dir / "clusters" / "aaaa" / "done" / "1").exists()
+    assert (harness.work / "ran.txt").read_text() == "run\n"
+    # a restarted agent remembers which cluster it served
+    assert ClusterDirs(harness.state_dir).current() == "aaaa"
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make()) as ex:
+            assert ex.cluster_id == "aaaa"
+            assert ex.use_cluster("bbbb") is True
+            assert await ex.launch(request(1, harness.work, "bbbb")) is False
+            report = await ex.wait_finished(1)
+    assert report.cluster_id == "bbbb" and report.exit_code == 0
+    assert (harness.work / "ran.txt").read_text() == "run\nrun\n"
+
+
+async def test_state_from_before_cluster_ids_is_the_unknown_cluster(harness: Harness) -> None:
+    done = harness.state_dir / "done"
+    done.mkdir(parents=True)
+    (done / "1").write_text("0")  # job 1 ended here under an agent that knew no cluster ids
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make()) as ex:
+            assert ex.cluster_id == ""
+            assert await ex.launch(request(1, harness.work, "")) is True
+            assert await ex.launch(request(1, harness.work, "cccc")) is True  # LaunchJob switches first
+            assert ex.use_cluster("cccc") is True
+            assert await ex.launch(request(1, harness.work, "cccc")) is False
+            report = await ex.wait_finished(1)
+    assert report.exit_code == 0 and report.cluster_id == "cccc"
+
+
+async def test_an_old_cluster_s_running_job_is_still_supervised_and_reported(harness: Harness) -> None:
+    reports = []
+    harness.on_final = reports.append  # type: ignore[method-assign]
+    slow = "#!/bin/sh\nwhile [ ! -f go ]; do sleep 0.05; done\necho old > old.txt\n"
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make()) as ex:
+            ex.use_cluster("aaaa")
+            await ex.launch(request(1, harness.work, "aaaa", slow))
+            ex.use_cluster("bbbb")
+            assert ex.running_job_ids() == []  # heartbeats speak for the current cluster only
+            assert await ex.launch(request(1, harness.work, "bbbb")) is False
+            await ex.wait_finished(1)
+            (harness.work / "go").write_text("")
+            while len(reports) < 2:
+                await trio.sleep(0.02)
+    assert sorted((r.cluster_id, r.job_id, r.exit_code) for r in reports) == [("aaaa", 1, 0), ("bbbb", 1, 0)]
+    assert (harness.work / "old.txt").read_text() == "old\n"
+
+
+def test_cluster_ids_that_are_not_names_are_refused(tmp_path: Path) -> None:
+    dirs = ClusterDirs(tmp_path)
+    for bad in ("../x", "a/b", "." * 3, "x" * 65):
+        with pytest.raises(ValueError):
+            dirs.set_current(bad)
+    (tmp_path / "cluster_id").write_text("../../etc\n")
+    assert dirs.current() == ""
+
+
+def test_node_credential_is_kept_0600_per_cluster(tmp_path: Path) -> None:
+    md: dict[str, str] = {}
+    keeper = CredentialKeeper(tmp_path, md)
+    keeper.registered("aaaa", "f" * 64)
+    path = tmp_path / "clusters" / "aaaa" / "node_credential"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert md[CREDENTIAL_METADATA_KEY] == "f" * 64
+    keeper.use("bbbb")  # another cluster: no credential to send
+    assert CREDENTIAL_METADATA_KEY not in md
+    keeper.registered("aaaa", "")  # re-registered with the credential: keep using it
+    assert md[CREDENTIAL_METADATA_KEY] == "f" * 64
+
+
+def test_join_token_sources_and_file_permissions(tmp_path: Path) -> None:
+    assert resolve_join_token(flag=None, flag_file=None, conf_token=None, conf_file=None) == ""
+    assert resolve_join_token(flag=TOKEN.upper(), flag_file=None, conf_token="x", conf_file=None) == TOKEN
+    secret_file = tmp_path / "join-token"
+    secret_file.write_text(TOKEN + "\n")
+    secret_file.chmod(0o644)
+    with pytest.raises(JoinTokenError, match="accessible by group or other .*chmod 600") as exc:
+        resolve_join_token(flag=None, flag_file=secret_file, conf_token=None, conf_file=None)
+    assert TOKEN not in str(exc.value)
+    secret_file.chmod(0o600)
+    assert resolve_join_token(flag=None, flag_file=None, conf_token=None, conf_file=secret_file) == TOKEN
+    with pytest.raises(JoinTokenError, match="agent.join_token: malformed join token") as exc:
+        resolve_join_token(flag=None, flag_file=None, conf_token="0a1b2c.secretsecret", conf_file=None)
+    assert "secretsecret" not in str(exc.value)
+    with pytest.raises(JoinTokenError, match="cannot read"):
+        resolve_join_token(flag=None, flag_file=tmp_path / "missing", conf_token=None, conf_file=None)
