@@ -63,7 +63,7 @@ def token_mode(ctl: Controller) -> bool:
 
 
 def _refuse(node: str, peer: str, message: str) -> RpcError:
-    log.warning("refused node %s (from %s): %s", node, peer, message)
+    log.warning("refused node %s (from %s): %s", node, peer, message.split("; ", 1)[0])
     return RpcError(StatusCode.PERMISSION_DENIED, message)
 
 
