@@ -135,6 +135,34 @@ def test_heartbeats_from_unknown_or_uncredentialed_nodes_are_refused(token_clust
     assert c.controller.alive()
 
 
+def test_token_commands_need_an_administrator(token_cluster: Cluster):
+    import trio
+
+    from spur.auth.identity import Identity, identity_metadata
+    from spur.rpc.channel import open_channel
+    from spur.rpc.proto import admission_pb2 as apb
+    from spur.rpc.status import RpcError, StatusCode
+    from spur.rpc.stub import Stub
+
+    user = identity_metadata(Identity(1000, 1000, "alice", "alice"))
+
+    async def call(method: str, request):
+        async with open_channel(token_cluster.address) as ch:
+            stub = Stub(ch, apb.DESCRIPTOR.services_by_name["Admission"])
+            return await getattr(stub, method)(request, timeout=10, metadata=user)
+
+    for method, request in (
+        ("CreateToken", apb.CreateTokenRequest(ttl_secs=60)),
+        ("ListTokens", apb.ListTokensRequest()),
+        ("RevokeToken", apb.RevokeTokenRequest(id="0a1b2c")),
+    ):
+        with pytest.raises(RpcError) as exc:
+            trio.run(call, method, request)
+        assert exc.value.code is StatusCode.PERMISSION_DENIED
+        assert "Access/permission denied" in exc.value.message
+    assert token_cluster.cli("spur", "token", "list").stdout.splitlines()[1:] == []
+
+
 def test_spur_token_needs_a_command():
     import subprocess
 
