@@ -206,3 +206,16 @@ def test_readme_tour_twice_with_a_new_controller_state_and_the_same_agent_state(
     assert ids[0] != ids[1]
     assert (agent_state / "cluster_id").read_text().strip() == ids[1]
     assert (agent_state / "clusters" / ids[0] / "done" / "1").exists()
+
+
+def test_spurd_refuses_a_join_token_file_others_can_read(tmp_path: Path):
+    import subprocess
+
+    token_file = tmp_path / "join-token"
+    token_file.write_text("0a1b2c.0123456789abcdef0123456789abcdef\n")
+    token_file.chmod(0o644)
+    argv = [str(BIN / "spurd"), "--state-dir", str(tmp_path / "s"), "--join-token-file", str(token_file)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2
+    assert f"--join-token-file {token_file} is accessible by group or other (mode 0644)" in out.stderr
+    assert "chmod 600" in out.stderr and "0123456789abcdef" not in out.stderr

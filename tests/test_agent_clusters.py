@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from spur.agent.clusters import ClusterDirs
 from spur.agent.join_token import CredentialKeeper, JoinTokenError, resolve_join_token
@@ -124,3 +125,45 @@ def test_join_token_sources_and_file_permissions(tmp_path: Path) -> None:
     assert "secretsecret" not in str(exc.value)
     with pytest.raises(JoinTokenError, match="cannot read"):
         resolve_join_token(flag=None, flag_file=tmp_path / "missing", conf_token=None, conf_file=None)
+
+
+async def test_refused_registration_is_retried_with_backoff_and_a_refused_heartbeat_reregisters(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    from spur.agent.registration import Registrar
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError, StatusCode
+
+    calls: list[tuple[float, str]] = []
+    state = {"refusals": 3, "heartbeat_refused": False}
+
+    async def call(name: str, request: object) -> object:
+        calls.append((trio.current_time(), name))
+        if name == "RegisterNode":
+            if state["refusals"]:
+                state["refusals"] -= 1
+                raise RpcError(StatusCode.PERMISSION_DENIED, "node n1 refused: it presented no join token")
+            return pb.RegisterNodeResponse(heartbeat_interval_secs=10, cluster_id="aaaa")
+        if state["heartbeat_refused"]:
+            state["heartbeat_refused"] = False
+            raise RpcError(StatusCode.PERMISSION_DENIED, "heartbeat from node n1 refused")
+        return pb.HeartbeatResponse(known=True)
+
+    async def build() -> pb.RegisterNodeRequest:
+        return pb.RegisterNodeRequest(name="n1", join_token=TOKEN)
+
+    registrar = Registrar(
+        call, build_request=build, running_job_ids=list, node_name="n1", initial_backoff=1, max_backoff=4
+    )
+    with caplog.at_level("WARNING", logger="spur.agent.registration"):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(registrar.run)
+            await registrar.registered.wait()
+            assert [round(t) for t, n in calls if n == "RegisterNode"] == [0, 1, 3, 7]
+            state["heartbeat_refused"] = True
+            await trio.sleep(25)
+            nursery.cancel_scope.cancel()
+    assert registrar.registrations == 2
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 4  # one line per refused attempt, one for the refused heartbeat
+    assert all(TOKEN not in line for line in refused)
