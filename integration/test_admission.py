@@ -219,3 +219,24 @@ def test_spurd_refuses_a_join_token_file_others_can_read(tmp_path: Path):
     assert out.returncode == 2
     assert f"--join-token-file {token_file} is accessible by group or other (mode 0644)" in out.stderr
     assert "chmod 600" in out.stderr and "0123456789abcdef" not in out.stderr
+
+
+def test_a_launch_the_agent_ignored_is_requeued_and_runs(tmp_path: Path):
+    """The agent wrongly believes it already ran job 1 (a stale tombstone): the job must not stay RUNNING."""
+    c = Cluster(tmp_path)
+    try:
+        c.start_controller()
+        c.start_agent("node1")
+        c.wait_nodes("node1")
+        cluster_id = c.cli("spur", "show", "cluster").stdout.split()[0].removeprefix("ClusterId=")
+        done = tmp_path / "agent-node1" / "clusters" / cluster_id / "done"
+        (done / "1").write_text("0")
+        (tmp_path / "hello.sh").write_text(HELLO)
+        c.cli("sbatch", "hello.sh", cwd=tmp_path)
+        job = c.wait_job(1, "COMPLETED", timeout=60)
+        assert job.restarts == 1
+        assert (tmp_path / "hello-1.out").read_text() == "hello from job 1\n"
+        assert "node node1 is not running job 1" in c.controller.log()
+        assert "its launch was lost or ignored" in c.controller.log()
+    finally:
+        c.stop()

@@ -10,6 +10,7 @@ from spur.config import parse_config_text
 from spur.controller.app import Controller
 from spur.controller.duties import LAUNCH_POLICY, Dispatcher
 from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
+from spur.controller.launch_watch import missing_jobs
 from spur.controller.pool import agent_pool
 from spur.core.job import JobSpec, JobState, Node, NodeAllocation
 from spur.rpc.status import StatusCode
@@ -99,3 +100,53 @@ async def test_dispatcher_fails_a_no_requeue_job_it_could_not_launch(tmp_path, m
     record = ctl.state.jobs[job]
     assert record.state is JobState.FAILED
     assert "launch not acknowledged by n1 after 3 attempts" in record.reason
+
+
+# ---------------------------------------------------------------- launches lost or ignored by the node
+
+
+def test_missing_jobs_are_lost_only_after_the_grace_period():
+    since, lost = missing_jobs({1, 2, 3}, {1}, {}, now=10.0, grace=90.0)
+    assert since == {2: 10.0, 3: 10.0} and lost == []
+    since, lost = missing_jobs({1, 2, 3}, {1, 3}, since, now=60.0, grace=90.0)
+    assert since == {2: 10.0} and lost == []  # job 3 showed up again: forgotten
+    since, lost = missing_jobs({1, 2, 3}, {1}, since, now=100.0, grace=90.0)
+    assert since == {2: 10.0, 3: 100.0} and lost == []  # 90 s missing is not yet more than the grace
+    since, lost = missing_jobs({1, 2, 3}, {1}, since, now=100.5, grace=90.0)
+    assert lost == [2] and since == {3: 100.0}
+    assert missing_jobs(set(), {7}, since, now=500.0, grace=90.0) == ({}, [])
+
+
+async def test_a_job_its_node_never_mentions_is_requeued_not_left_running(tmp_path):
+    from spur.rpc.proto import spur_pb2 as pb
+
+    cfg = parse_config_text(
+        "[controller]\nnode_timeout_secs = 90\n", overrides={"controller.state_dir": str(tmp_path)}
+    )
+    ctl = Controller(cfg, listen=("127.0.0.1", 0))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ctl.raft.run)
+        for name in ("n1", "n2"):
+            await ctl.propose(
+                c.RegisterNode(Node(name=name, address="127.0.0.1", cpus=2, memory_mb=1000), 0.0)
+            )
+        script = JobSpec(script="#!/bin/sh\ntrue\n", work_dir="/tmp")
+        ids = [await ctl.propose(c.SubmitJob(script, "u", 1, 1, "u", 1.0)) for _ in range(3)]
+        for job_id, node in zip(ids, ("n1", "n1", "n2"), strict=True):
+            await ctl.propose(c.StartJob(job_id, [NodeAllocation(node, 1)], 1.0, ctl.raft.term))
+            await ctl.propose(c.JobLaunched(job_id, ctl.raft.term))
+        ran, ignored, elsewhere = ids
+        watch = ctl.launch_watch
+        for now in (0.0, 45.0, 90.0):
+            beat = pb.HeartbeatRequest(name="n1", running_job_ids=[ran] if now < 90 else [])
+            if now == 90.0:
+                beat.unreported_job_ids.append(ran)  # it ended; the report is on its way
+            assert await watch.heartbeat(ctl, beat, now) == []
+        assert await watch.heartbeat(ctl, pb.HeartbeatRequest(name="n1", running_job_ids=[ran]), 90.5) == [
+            ignored
+        ]
+        nursery.cancel_scope.cancel()
+    record = ctl.state.jobs[ignored]
+    assert record.state is JobState.PENDING and record.reason == "launch failed requeued"
+    assert ctl.state.jobs[ran].state is JobState.RUNNING
+    assert ctl.state.jobs[elsewhere].state is JobState.RUNNING  # n2's heartbeats speak for it

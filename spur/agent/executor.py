@@ -267,6 +267,16 @@ class Executor:
         """Jobs with anything still running here (a batch script, tasks or a step)."""
         return sorted({j.job_id for j in self._jobs.values() if not j.finished.is_set()})
 
+    def unreported_job_ids(self) -> list[int]:
+        """Jobs whose batch script or tasks ended here with a final report not yet acknowledged."""
+        return sorted(
+            {
+                j.job_id
+                for j in self._jobs.values()
+                if j.step_id is None and j.finished.is_set() and not j.reported
+            }
+        )
+
     def knows(self, job_id: int, step_id: int | None = None) -> bool:
         return (job_id, step_id) in self._jobs or (self.tombstones / dir_name(job_id, step_id)).exists()
 

@@ -302,6 +302,7 @@ async def run_agent(
             link.call,
             build_request=build_request,
             running_job_ids=executor.running_job_ids,
+            unreported_job_ids=executor.unreported_job_ids,
             node_name=opts.name,
             heartbeat_override=opts.heartbeat,
             on_registered=registered,

@@ -35,6 +35,7 @@ class Registrar:
         node_name: str,
         heartbeat_override: float | None = None,
         on_registered: Callable[[spur_pb2.RegisterNodeResponse], None] = lambda r: None,
+        unreported_job_ids: Callable[[], list[int]] = list,
         initial_backoff: float = 1.0,
         max_backoff: float = 60.0,
     ) -> None:
@@ -44,6 +45,7 @@ class Registrar:
         self._name = node_name
         self._override = heartbeat_override
         self._on_registered = on_registered
+        self._unreported = unreported_job_ids
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self.registrations = 0
@@ -81,7 +83,9 @@ class Registrar:
         while True:
             interval = self._override or response.heartbeat_interval_secs or DEFAULT_HEARTBEAT
             await trio.sleep(interval)
-            beat = spur_pb2.HeartbeatRequest(name=self._name, running_job_ids=self._running())
+            beat = spur_pb2.HeartbeatRequest(
+                name=self._name, running_job_ids=self._running(), unreported_job_ids=self._unreported()
+            )
             try:
                 answer = await self._call("Heartbeat", beat)
             except RpcError as e:

@@ -88,6 +88,9 @@ class Controller:
         )
         # Leader-only, not replicated: when each node last talked to us (trio clock).
         self.last_seen: dict[str, float] = {}
+        from spur.controller.launch_watch import LaunchWatch
+
+        self.launch_watch = LaunchWatch()  # leader-only: jobs missing from their node's heartbeats
         self.bound_port: int | None = None
         self.plugin_manager: Any = None
         self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running

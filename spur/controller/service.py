@@ -328,6 +328,7 @@ class ControllerService:
         if node is None:
             return pb.HeartbeatResponse(known=False)
         self.ctl.last_seen[request.name] = trio.current_time()
+        await self.ctl.launch_watch.heartbeat(self.ctl, request, trio.current_time())
         if node.down and node.reason == "Not responding":
             await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
             self.ctl.kick_scheduler()

@@ -495,12 +495,14 @@ class RegisterNodeResponse(_message.Message):
     def __init__(self, heartbeat_interval_secs: _Optional[int] = ..., cluster_name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., node_credential: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running_job_ids")
+    __slots__ = ("name", "running_job_ids", "unreported_job_ids")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    UNREPORTED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    unreported_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unreported_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("known",)
