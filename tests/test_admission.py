@@ -239,3 +239,44 @@ def test_checks_go_through_the_constant_time_compare(monkeypatch):
     assert len(calls) == 1
     assert domain(log).credential_ok("n1", hash_secret("c" * 64))
     assert len(calls) == 2
+
+
+# ---------------------------------------------------------------- spur token create arguments
+
+
+def test_create_arguments():
+    from spur.cli.node_tokens import UsageError, parse_create_args
+
+    assert parse_create_args([]) == (86400.0, None, "")
+    assert parse_create_args(["--ttl", "30m", "--uses=2", "--description", "rack 4"]) == (1800.0, 2, "rack 4")
+    assert parse_create_args(["--ttl=0"]) == (0.0, None, "")
+    for bad, message in (
+        (["--uses", "0"], "invalid --uses '0'"),
+        (["--uses", "99999999999"], "expected a whole number from 1 to 1000000"),
+        (["--ttl", "tomorrow"], "--ttl: invalid duration 'tomorrow'"),
+        (["--ttl"], "--ttl needs a value"),
+        (["--forever"], "unknown option '--forever'"),
+    ):
+        with pytest.raises(UsageError, match=message):
+            parse_create_args(bad)
+
+
+def test_token_table_never_shows_a_secret():
+    from spur.cli.node_tokens import format_table
+    from spur.rpc.proto import admission_pb2 as apb
+
+    info = apb.TokenInfo(id="0a1b2c", state="active", used=1, creator="root", created=1.0, expires=0.0)
+    info.uses_left = 2
+    lines = format_table([info, apb.TokenInfo(id="ffffff", state="revoked", created=1.0)]).splitlines()
+    assert lines[0].split() == [
+        "ID",
+        "STATE",
+        "USES_LEFT",
+        "USED",
+        "EXPIRES",
+        "CREATED",
+        "CREATOR",
+        "DESCRIPTION",
+    ]
+    assert lines[1].split()[:5] == ["0a1b2c", "active", "2", "1", "never"]
+    assert lines[2].split()[:3] == ["ffffff", "revoked", "unlimited"]

@@ -24,6 +24,7 @@ Node join tokens for [admission] mode = "token" (administrators only).
 """
 
 DEFAULT_TTL = "24h"
+MAX_USES = 1_000_000
 
 
 class UsageError(ValueError):
@@ -50,8 +51,8 @@ def parse_create_args(args: list[str]) -> tuple[float, int | None, str]:
         if name == "--ttl":
             ttl_text = value
         elif name == "--uses":
-            if not value.isdigit() or int(value) < 1:
-                raise UsageError(f"invalid --uses {value!r}: expected a whole number of at least 1")
+            if not value.isdigit() or not 1 <= int(value) <= MAX_USES:
+                raise UsageError(f"invalid --uses {value!r}: expected a whole number from 1 to {MAX_USES}")
             uses = int(value)
         else:
             description = value
