@@ -240,3 +240,44 @@ def test_a_launch_the_agent_ignored_is_requeued_and_runs(tmp_path: Path):
         assert "its launch was lost or ignored" in c.controller.log()
     finally:
         c.stop()
+
+
+def test_followers_forward_token_commands_and_registrations(tmp_path: Path):
+    """Three controllers: token commands and admissions sent to a follower reach the leader's state."""
+    import subprocess
+
+    from integration.ha_harness import HACluster
+    from integration.harness import Proc, free_port, spurd_argv
+
+    ha = HACluster(tmp_path, size=3, conf_extra=TOKEN_MODE)
+    try:
+        ha.start()
+        leader = ha.wait_leader()
+        follower = next(m for m in ha.members if m.node_id != leader)
+        env = {**ha.env, "SPUR_CONTROLLER": follower.address}
+
+        def spur(*args: str) -> subprocess.CompletedProcess:
+            out = subprocess.run(
+                [str(BIN / "spur"), *args], env=env, capture_output=True, text=True, timeout=60
+            )
+            assert out.returncode == 0, out.stderr
+            return out
+
+        token = spur("token", "create", "--uses", "1").stdout.strip()
+        token_id = token.split(".")[0]
+        port = free_port()
+        argv = spurd_argv(
+            tmp_path, "n1", [follower.address], "127.0.0.1", port, 1, 1000, ["--join-token", token]
+        )
+        ha.agents["n1"] = Proc(argv, tmp_path / "spurd-n1.log", ha.env).start()
+        ha.wait_nodes("n1")
+        rows = spur("token", "list").stdout.splitlines()
+        assert rows[1].split()[:4] == [token_id, "exhausted", "0", "1"]
+        # every member answers `show cluster` from its own replicated state: one id for the group
+        ids = set()
+        for m in ha.members:
+            env["SPUR_CONTROLLER"] = m.address
+            ids.add(spur("show", "cluster").stdout.split()[0])
+        assert len(ids) == 1 and re.fullmatch(r"ClusterId=[0-9a-f]{32}", ids.pop())
+    finally:
+        ha.stop()
