@@ -42,10 +42,11 @@ def _runs_on(job: Job, node: str) -> bool:
 
 def expected_on(state: ClusterState, node: str) -> set[int]:
     """Ids of launched jobs whose processes should be on ``node`` now."""
+    jobs = (state.jobs.get(job_id) for job_id in state.usage(node).jobs)  # only this node's jobs
     return {
         job.job_id
-        for job in state.active_jobs()
-        if job.state in _WATCHED_STATES and job.launched and _runs_on(job, node)
+        for job in jobs
+        if job is not None and job.state in _WATCHED_STATES and job.launched and _runs_on(job, node)
     }
 
 
