@@ -87,6 +87,21 @@ async def test_an_old_cluster_s_running_job_is_still_supervised_and_reported(har
     assert (harness.work / "old.txt").read_text() == "old\n"
 
 
+async def test_jobs_of_the_unknown_cluster_stay_in_heartbeats_after_a_switch(harness: Harness) -> None:
+    # An upgraded agent's running jobs predate cluster ids: they are most likely the cluster's own,
+    # so its heartbeats keep listing them (the controller must not think their launch was lost).
+    slow = "#!/bin/sh\nwhile [ ! -f go ]; do sleep 0.05; done\n"
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make()) as ex:
+            await ex.launch(request(4, harness.work, "", slow))
+            ex.use_cluster("dddd")
+            assert ex.running_job_ids() == [4]
+            (harness.work / "go").write_text("")
+            while ex.running_job_ids():
+                await trio.sleep(0.02)
+            assert ex.unreported_job_ids() == [4]
+
+
 def test_cluster_ids_that_are_not_names_are_refused(tmp_path: Path) -> None:
     dirs = ClusterDirs(tmp_path)
     for bad in ("../x", "a/b", "." * 3, "x" * 65):

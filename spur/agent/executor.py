@@ -263,16 +263,24 @@ class Executor:
         """Every unit of ``job_id`` this agent tracks (batch/interactive first, then steps)."""
         return [j for j in self.jobs() if j.job_id == job_id]
 
+    def _reported_units(self) -> list[TrackedJob]:
+        """Units heartbeats speak for: the current cluster's, plus those of the unknown cluster ("",
+        state from before cluster ids), which may well be the current cluster's own."""
+        units = list(self._jobs.values())
+        if self.cluster_id:
+            units += self._books.get("", {}).values()
+        return units
+
     def running_job_ids(self) -> list[int]:
         """Jobs with anything still running here (a batch script, tasks or a step)."""
-        return sorted({j.job_id for j in self._jobs.values() if not j.finished.is_set()})
+        return sorted({j.job_id for j in self._reported_units() if not j.finished.is_set()})
 
     def unreported_job_ids(self) -> list[int]:
         """Jobs whose batch script or tasks ended here with a final report not yet acknowledged."""
         return sorted(
             {
                 j.job_id
-                for j in self._jobs.values()
+                for j in self._reported_units()
                 if j.step_id is None and j.finished.is_set() and not j.reported
             }
         )
