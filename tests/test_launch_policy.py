@@ -91,6 +91,10 @@ async def test_dispatcher_requeues_a_launch_no_agent_acknowledged(tmp_path, mock
     assert record.state is JobState.PENDING and not record.allocation
     assert record.reason == "launch failed requeued"
     assert record.restarts == 1
+    from spur.cli.jobfields import scontrol_job
+    from spur.controller.convert import job_to_proto
+
+    assert "JobState=PENDING Reason=launch_failed_requeued " in scontrol_job(job_to_proto(record), 0.0)
     # the retries waited out the backoff (0.5 s + 1 s) on the mock clock, not in real time
     assert waited >= LAUNCH_POLICY.delay(1) + LAUNCH_POLICY.delay(2)
 
