@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spur.config import (
+    AdmissionMode,
     AgentBackend,
     AuthMode,
     ConfigError,
@@ -207,6 +208,10 @@ node_name = "n1"
 state_dir = "/srv/spur/agent"
 backend = "process"
 spool_dir = "/srv/spool"
+join_token_file = "/etc/spur/join-token"
+
+[admission]
+mode = "token"
 
 [rest]
 enabled = false
@@ -235,6 +240,8 @@ def test_every_section_loads_typed_values() -> None:
     assert cfg.cluster.k0s_binary == Path("/opt/k0s")
     assert cfg.agent.controller == ("a:7817", "b:7817") and cfg.agent.backend is AgentBackend.PROCESS
     assert cfg.agent.spool_dir == Path("/srv/spool")
+    assert cfg.agent.join_token_file == Path("/etc/spur/join-token")
+    assert cfg.admission.mode is AdmissionMode.TOKEN
     assert cfg.rest.enabled is False
 
 
@@ -250,8 +257,10 @@ def test_full_sample_sets_every_key() -> None:
     for section in SECTIONS:
         got, want = getattr(cfg, section), getattr(default, section)
         same = [f.name for f in dataclasses.fields(got) if getattr(got, f.name) == getattr(want, f.name)]
-        # k0s is the only distro; jwt_key and jwt_key_file exclude each other
-        assert same == {"cluster": ["distro"], "auth": ["jwt_key"]}.get(section, []), (section, same)
+        # k0s is the only distro; jwt_key and jwt_key_file (join_token and join_token_file) exclude each other
+        assert same == {"cluster": ["distro"], "auth": ["jwt_key"], "agent": ["join_token"]}.get(
+            section, []
+        ), (section, same)
 
 
 def test_dump_defaults_parses_back_to_defaults() -> None:

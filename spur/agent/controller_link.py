@@ -54,6 +54,8 @@ class ControllerLink:
         self._stubs: list[Stub] = [controller_stub(ch) for ch in channels]
         self._current = 0
         self.call_timeout = call_timeout
+        # Headers sent with every call (the node credential once the agent holds one).
+        self.metadata: dict[str, str] = {}
 
     @property
     def current_target(self) -> str:
@@ -65,8 +67,9 @@ class ControllerLink:
         for step in range(len(self._stubs)):
             index = (self._current + step) % len(self._stubs)
             try:
+                extra = {"metadata": dict(self.metadata)} if self.metadata else {}
                 response = await getattr(self._stubs[index], name)(
-                    request, timeout=timeout or self.call_timeout
+                    request, timeout=timeout or self.call_timeout, **extra
                 )
             except RpcError as e:
                 # An isolated or overloaded controller times out rather than refusing: move on too.

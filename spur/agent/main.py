@@ -65,6 +65,7 @@ class AgentOptions:
     cluster_name: str = "spur"
     features: list[str] = field(default_factory=list)
     verbose: bool = False
+    join_token: str = ""  # [admission] mode = "token": presented at registration; never logged
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -93,6 +94,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "process", "systemd"], help="how jobs are started")
     p.add_argument("--heartbeat", type=float, metavar="SECS", help="heartbeat interval override")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument(
+        "--join-token",
+        metavar="TOKEN",
+        help="join token from `spur token create` (visible in ps: prefer the file)",
+    )
+    p.add_argument(
+        "--join-token-file", type=Path, metavar="PATH", help="file holding the join token (mode 0600)"
+    )
     return p
 
 
@@ -176,6 +185,17 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         raise UsageError(f"invalid --heartbeat {args.heartbeat}: must be more than 0 seconds")
     opts.heartbeat = args.heartbeat
     opts.verbose = args.verbose
+    from spur.agent.join_token import JoinTokenError, resolve_join_token
+
+    try:
+        opts.join_token = resolve_join_token(
+            flag=args.join_token,
+            flag_file=args.join_token_file,
+            conf_token=agent_cfg.join_token if agent_cfg else None,
+            conf_file=agent_cfg.join_token_file if agent_cfg else None,
+        )
+    except JoinTokenError as e:
+        raise UsageError(str(e)) from None
     return opts
 
 
@@ -190,10 +210,11 @@ async def run_agent(
     ``hardware`` defaults to discovering it under ``opts.sysfs_root``. Raises StartupError when the
     agent port cannot be bound or the state dir cannot be used.
     """
-    from spur.agent.backends import select_backend
+    from spur.agent.backends import BackendError, select_backend
     from spur.agent.controller_link import local_address_towards, open_controller_link
     from spur.agent.discovery import discover
     from spur.agent.executor import SHIM_RECHECK_SECS, Executor, gpu_ordinals_from
+    from spur.agent.join_token import CredentialKeeper
     from spur.agent.registration import Registrar
     from spur.agent.reporter import Reporter, report_key
     from spur.agent.service import AgentServicer
@@ -222,9 +243,11 @@ async def run_agent(
 
         def acked(report: spur_pb2.JobStatusReport) -> None:
             assert executor is not None
-            executor.mark_reported(*report_key(report))
+            job_id, step_id = report_key(report)
+            executor.mark_reported(job_id, step_id, cluster=report.cluster_id)
 
         reporter = Reporter(lambda r: link.call("ReportJobStatus", r), acked)
+        credentials = CredentialKeeper(opts.state_dir, link.metadata)
         executor = Executor(
             state_dir=opts.state_dir,
             node_name=opts.name,
@@ -240,6 +263,7 @@ async def run_agent(
             await nursery.start(executor.run)
         except OSError as e:
             raise StartupError(f"cannot use state directory {opts.state_dir}: {e.strerror or e}") from None
+        credentials.use(executor.cluster_id)
 
         server = Server()
 
@@ -280,16 +304,24 @@ async def run_agent(
                 arch=hardware.arch,
                 os=hardware.os,
                 features=opts.features,
+                join_token=opts.join_token,
             )
 
         def registered(response: spur_pb2.RegisterNodeResponse) -> None:
             if response.cluster_name:
                 cluster["name"] = response.cluster_name
+            if response.cluster_id:
+                try:
+                    executor.use_cluster(response.cluster_id)
+                except BackendError as e:
+                    log.error("%s", e)
+            credentials.registered(response.cluster_id, response.node_credential)
 
         registrar = Registrar(
             link.call,
             build_request=build_request,
             running_job_ids=executor.running_job_ids,
+            unreported_job_ids=executor.unreported_job_ids,
             node_name=opts.name,
             heartbeat_override=opts.heartbeat,
             on_registered=registered,

@@ -58,6 +58,11 @@ class AgentServicer:
                 f"older than term {self.fence_term} already seen",
             )
         self.fence_term = max(self.fence_term, request.fence_term)
+        if request.cluster_id:
+            try:
+                self.executor.use_cluster(request.cluster_id)
+            except BackendError as e:
+                raise RpcError(StatusCode.INTERNAL, f"node {self.node_name}: {e}") from None
         if request.job.spec.allocation_only or (not request.batch and not request.job.spec.interactive):
             # salloc allocations and non-first nodes of a batch job: nothing runs there until steps start.
             return spur_pb2.LaunchJobResponse(already_running=False)

@@ -57,6 +57,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "",
         "Print the bash or zsh completion script (spur completion bash).",
     ),
+    "token": ("spur.cli.node_tokens", "", "Node join tokens: create, list, revoke (admin)."),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
 # `spur show X` reads like `scontrol show X`.

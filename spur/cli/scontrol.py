@@ -9,6 +9,7 @@ from spur.cli.client import CliError, with_controller
 
 USAGE = """Usage: scontrol <command> [args]
   show job [ID] | show node [NAME] | show partition [NAME] | show controllers
+  show config | show cluster
   show hostnames EXPR | show hostlist NAME,...
   update NodeName=LIST State=DRAIN|RESUME|DOWN|UNDRAIN [Reason=TEXT]
   update JobId=ID [TimeLimit=T] [Partition=P] [Priority=N] [Nice=N] [Name=S] [Comment=S]
@@ -161,6 +162,23 @@ def show_partition_text(p, nodes_by_name) -> str:
     )
 
 
+def show_config_text(info, now: float) -> str:
+    """``scontrol show config`` (the keys Spur has): Slurm's ``Key = value`` lines, key padded to 23."""
+    rows = [
+        ("ClusterId", info.cluster_id or "(null)"),
+        ("ClusterName", info.cluster_name or "(null)"),
+        ("SlurmctldAddr", info.leader_address or info.address or "(null)"),
+    ]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
+    return f"Configuration data as of {stamp}\n" + "".join(f"{k:<23} = {v}\n" for k, v in rows)
+
+
+def show_cluster_text(info) -> str:
+    """``spur show cluster``: the cluster's identity, one ``Key=value`` line like ``show job``."""
+    leader = info.leader_address or info.address
+    return f"ClusterId={info.cluster_id or '(null)'} ClusterName={info.cluster_name} Leader={leader}\n"
+
+
 def parse_key_values(tokens: list[str]) -> dict[str, str]:
     out = {}
     for tok in tokens:
@@ -292,6 +310,10 @@ def show(rest: list[str]) -> int:
             return 0
         if what in ("controllers", "controller"):
             return ping()
+        if what in ("config", "cluster"):
+            info = with_controller(lambda stub: stub.GetControllerStatus(pb.Empty(), timeout=10))
+            sys.stdout.write(show_config_text(info, now) if what == "config" else show_cluster_text(info))
+            return 0
         if what in ("partition", "partitions"):
 
             async def body(stub):

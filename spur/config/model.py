@@ -23,6 +23,11 @@ class AuthMode(enum.StrEnum):
     REQUIRED = "required"
 
 
+class AdmissionMode(enum.StrEnum):
+    OPEN = "open"
+    TOKEN = "token"
+
+
 class AgentBackend(enum.StrEnum):
     AUTO = "auto"
     PROCESS = "process"
@@ -164,6 +169,15 @@ class AgentConfig:
     state_dir: Path = Path("/var/lib/spur/agent")
     backend: AgentBackend = AgentBackend.AUTO
     spool_dir: Path | None = None
+    join_token: str | None = None
+    join_token_file: Path | None = None
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """``[admission]``: whether a node needs a join token to register (``spur token create``)."""
+
+    mode: AdmissionMode = AdmissionMode.OPEN
 
 
 @dataclass(frozen=True)
@@ -192,6 +206,7 @@ class SpurConfig:
     nodes: tuple[NodeConfig, ...] = ()
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -207,6 +222,8 @@ class SpurConfig:
 __all__ = [
     "UNLIMITED",
     "AccountingConfig",
+    "AdmissionConfig",
+    "AdmissionMode",
     "AgentBackend",
     "AgentConfig",
     "AuthConfig",

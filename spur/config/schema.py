@@ -22,6 +22,8 @@ from spur.config import fields as f
 from spur.config.addr import parse_addr
 from spur.config.model import (
     AccountingConfig,
+    AdmissionConfig,
+    AdmissionMode,
     AgentBackend,
     AgentConfig,
     AuthConfig,
@@ -246,6 +248,15 @@ class AuthSchema(SectionSchema):
             raise _fail("jwt_key_file", "set either auth.jwt_key or auth.jwt_key_file, not both")
 
 
+class AdmissionSchema(SectionSchema):
+    model = AdmissionConfig
+
+    mode = f.Choice(
+        AdmissionMode,
+        metadata=doc("open (any node may register) or token (a node needs a join token: spur token create)."),
+    )
+
+
 class NetworkSchema(SectionSchema):
     model = NetworkConfig
 
@@ -313,6 +324,16 @@ class AgentSchema(SectionSchema):
     spool_dir = f.PathField(
         metadata=doc("Where job scripts are written; unset = state_dir/spool.", "/var/spool/spur")
     )
+    join_token = f.Str(
+        metadata=doc("Join token for [admission] mode = token (prefer join_token_file).", "0a1b2c.<secret>")
+    )
+    join_token_file = f.PathField(
+        metadata=doc("File holding the join token (mode 0600, read at start).", "/etc/spur/join-token")
+    )
+
+    def check(self, obj: AgentConfig) -> None:
+        if obj.join_token is not None and obj.join_token_file is not None:
+            raise _fail("join_token_file", "set either agent.join_token or agent.join_token_file, not both")
 
 
 class RestSchema(SectionSchema):
@@ -326,6 +347,7 @@ SECTIONS: dict[str, type[SectionSchema]] = {
     "scheduler": SchedulerSchema,
     "accounting": AccountingSchema,
     "auth": AuthSchema,
+    "admission": AdmissionSchema,
     "network": NetworkSchema,
     "cluster": ClusterSchema,
     "agent": AgentSchema,
@@ -353,6 +375,7 @@ class SpurConfigSchema(SectionSchema):
     )
     accounting = fields.Nested(AccountingSchema)
     auth = fields.Nested(AuthSchema)
+    admission = fields.Nested(AdmissionSchema)
     network = fields.Nested(NetworkSchema)
     cluster = fields.Nested(ClusterSchema)
     agent = fields.Nested(AgentSchema)

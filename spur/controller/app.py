@@ -88,6 +88,9 @@ class Controller:
         )
         # Leader-only, not replicated: when each node last talked to us (trio clock).
         self.last_seen: dict[str, float] = {}
+        from spur.controller.launch_watch import LaunchWatch
+
+        self.launch_watch = LaunchWatch()  # leader-only: jobs missing from their node's heartbeats
         self.bound_port: int | None = None
         self.plugin_manager: Any = None
         self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running
@@ -199,6 +202,10 @@ class Controller:
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
         server = Server()
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
+        from spur.controller.admission import AdmissionService
+        from spur.rpc.proto import admission_pb2
+
+        server.add_service(admission_pb2.DESCRIPTOR.services_by_name["Admission"], AdmissionService(self))
         from spur.controller.pool import controller_pool
 
         raft_listen = (

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
 from spur.controller.pool import ChannelPool, agent_pool
 from spur.core.job import Job, JobState
 from spur.rpc.proto import spur_pb2 as pb
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spur.controller")
 
-LAUNCH_ATTEMPTS = 3
+LAUNCH_POLICY = LaunchPolicy()
 AGENT_CALL_TIMEOUT = 10.0
 
 
@@ -203,24 +204,35 @@ class Dispatcher:
                 )
                 return
             info = job_to_proto(job)
+            requeueable = not (job.spec.no_requeue or job.spec.interactive)
             for node_name, first_task, batch in self._launch_targets(job):
                 node = ctl.state.nodes[node_name]
                 req = pb.LaunchJobRequest(
-                    job=info, node=node_name, first_task=first_task, batch=batch, fence_term=ctl.raft.term
+                    job=info,
+                    node=node_name,
+                    first_task=first_task,
+                    batch=batch,
+                    fence_term=ctl.raft.term,
+                    cluster_id=ctl.state.cluster_id,
                 )
-                error = await self._call_launch(pool, node.address, node.port, req)
-                if error is not None:
-                    code, message = error
-                    if code in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED):
-                        log.warning("job %s: launch on %s failed: %s; requeueing", job_id, node_name, message)
-                        await ctl.raft_propose_quiet(c.LaunchFailed(job_id, message, ctl.clock.wall()))
-                    else:
-                        log.warning("job %s: agent %s refused launch: %s", job_id, node_name, message)
-                        await ctl.raft_propose_quiet(
-                            c.JobExited(
-                                job_id, node_name, 1, 0, ctl.clock.wall(), launch_failed=True, message=message
-                            )
+                outcome = await self._call_launch(pool, node.address, node.port, req, requeueable)
+                if isinstance(outcome, Requeue):
+                    log.warning("job %s: %s; requeueing", job_id, outcome.reason)
+                    await ctl.raft_propose_quiet(c.LaunchFailed(job_id, outcome.reason, ctl.clock.wall()))
+                    return
+                if isinstance(outcome, Fail):
+                    log.warning("job %s: %s", job_id, outcome.reason)
+                    await ctl.raft_propose_quiet(
+                        c.JobExited(
+                            job_id,
+                            node_name,
+                            1,
+                            0,
+                            ctl.clock.wall(),
+                            launch_failed=True,
+                            message=outcome.reason,
                         )
+                    )
                     return
             await ctl.raft_propose_quiet(c.JobLaunched(job_id, job.alloc_term))
             current = ctl.state.jobs.get(job_id)
@@ -231,21 +243,23 @@ class Dispatcher:
             self._busy.discard((job_id, "launch"))
 
     async def _call_launch(
-        self, pool: ChannelPool, address: str, port: int, req: pb.LaunchJobRequest
-    ) -> tuple[StatusCode, str] | None:
-        delay = 0.5
-        for attempt in range(LAUNCH_ATTEMPTS):
+        self, pool: ChannelPool, address: str, port: int, req: pb.LaunchJobRequest, requeueable: bool
+    ) -> Requeue | Fail | None:
+        """Send the launch until acknowledged (None) or ``next_step`` gives up; backoff on Trio's clock."""
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 stub = await pool.stub(address, port)
                 await stub.LaunchJob(req, timeout=AGENT_CALL_TIMEOUT)
                 return None
             except RpcError as exc:
-                transient = exc.code in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED)
-                if not transient or attempt == LAUNCH_ATTEMPTS - 1:
-                    return exc.code, exc.message
-            await trio.sleep(delay)
-            delay *= 2
-        return StatusCode.UNAVAILABLE, "unreachable"
+                step = next_step(
+                    LAUNCH_POLICY, attempt, exc.code, exc.message, node=req.node, requeueable=requeueable
+                )
+            if not isinstance(step, Retry):
+                return step
+            await trio.sleep(step.delay)
 
     async def _cancel(self, pool: ChannelPool, job_id: int) -> None:
         """Signal every node of the allocation (batch script and steps alike) to end the job.

@@ -296,6 +296,9 @@ class ControllerService:
             request.address = context.peer.rsplit(":", 1)[0].strip("[]")
         if not self.ctl.is_leader:
             return await self.forward("RegisterNode", request, context)
+        from spur.controller.admission import admit_registration
+
+        credential = await admit_registration(self.ctl, request.name, request.join_token, context)
         address = request.address
         node = convert.node_from_register(request, address)
         await self.ctl.propose(c.RegisterNode(node, self.ctl.clock.wall()))
@@ -313,14 +316,20 @@ class ControllerService:
         return pb.RegisterNodeResponse(
             heartbeat_interval_secs=int(self.ctl.cfg.controller.heartbeat_interval_secs),
             cluster_name=self.ctl.cfg.cluster_name,
+            cluster_id=self.ctl.state.cluster_id,
+            node_credential=credential,
         )
 
     @leader_only
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
+        from spur.controller.admission import check_node_credential
+
+        check_node_credential(self.ctl, request.name, context, "heartbeat")
         node = self.ctl.state.nodes.get(request.name)
         if node is None:
             return pb.HeartbeatResponse(known=False)
         self.ctl.last_seen[request.name] = trio.current_time()
+        await self.ctl.launch_watch.heartbeat(self.ctl, request, trio.current_time())
         if node.down and node.reason == "Not responding":
             await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
             self.ctl.kick_scheduler()
@@ -328,6 +337,19 @@ class ControllerService:
 
     @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
+        from spur.controller.admission import check_node_credential
+
+        check_node_credential(self.ctl, request.node, context, "job report")
+        if request.cluster_id and request.cluster_id != self.ctl.state.cluster_id:
+            # A job this node ran for another cluster (an earlier state dir): not ours, acknowledge it.
+            log.info(
+                "ignoring node %s's report of job %s of cluster %s (this is cluster %s)",
+                request.node,
+                request.job_id,
+                request.cluster_id,
+                self.ctl.state.cluster_id,
+            )
+            return pb.Empty()
         if request.HasField("step_id"):
             await self.ctl.propose(
                 c.StepExited(
@@ -369,6 +391,8 @@ class ControllerService:
             applied_index=st["applied_index"],
             healthy=True,
             leader_address=self.ctl.leader_address() or "",
+            cluster_id=self.ctl.state.cluster_id,
+            cluster_name=self.ctl.cfg.cluster_name,
         )
 
     async def GetControllers(self, request: pb.Empty, context: CallContext) -> pb.GetControllersResponse:

@@ -451,7 +451,7 @@ class UpdateNodeRequest(_message.Message):
     def __init__(self, nodes: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "running_job_ids", "version", "boot_time", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "features")
+    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "running_job_ids", "version", "boot_time", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "features", "join_token")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -467,6 +467,7 @@ class RegisterNodeRequest(_message.Message):
     ARCH_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
+    JOIN_TOKEN_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     port: int
@@ -482,23 +483,30 @@ class RegisterNodeRequest(_message.Message):
     arch: str
     os: str
     features: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
+    join_token: str
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., join_token: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("heartbeat_interval_secs", "cluster_name")
+    __slots__ = ("heartbeat_interval_secs", "cluster_name", "cluster_id", "node_credential")
     HEARTBEAT_INTERVAL_SECS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_secs: int
     cluster_name: str
-    def __init__(self, heartbeat_interval_secs: _Optional[int] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+    cluster_id: str
+    node_credential: str
+    def __init__(self, heartbeat_interval_secs: _Optional[int] = ..., cluster_name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., node_credential: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running_job_ids")
+    __slots__ = ("name", "running_job_ids", "unreported_job_ids")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    UNREPORTED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    unreported_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unreported_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("known",)
@@ -507,7 +515,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id")
+    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id", "cluster_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -518,6 +526,7 @@ class JobStatusReport(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FAILED_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     node: str
     exit_code: int
@@ -528,10 +537,11 @@ class JobStatusReport(_message.Message):
     message: str
     launch_failed: bool
     step_id: int
-    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class ControllerInfo(_message.Message):
-    __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address")
+    __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address", "cluster_id", "cluster_name")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -540,6 +550,8 @@ class ControllerInfo(_message.Message):
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     address: str
     role: str
@@ -548,7 +560,9 @@ class ControllerInfo(_message.Message):
     applied_index: int
     healthy: bool
     leader_address: str
-    def __init__(self, node_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., healthy: _Optional[bool] = ..., leader_address: _Optional[str] = ...) -> None: ...
+    cluster_id: str
+    cluster_name: str
+    def __init__(self, node_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., healthy: _Optional[bool] = ..., leader_address: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ...) -> None: ...
 
 class GetControllersResponse(_message.Message):
     __slots__ = ("controllers",)
@@ -565,18 +579,20 @@ class ReconfigureResponse(_message.Message):
     def __init__(self, applied: _Optional[_Iterable[str]] = ..., node_id: _Optional[int] = ...) -> None: ...
 
 class LaunchJobRequest(_message.Message):
-    __slots__ = ("job", "node", "first_task", "batch", "fence_term")
+    __slots__ = ("job", "node", "first_task", "batch", "fence_term", "cluster_id")
     JOB_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     FIRST_TASK_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     FENCE_TERM_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     job: JobInfo
     node: str
     first_task: int
     batch: bool
     fence_term: int
-    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ..., batch: _Optional[bool] = ..., fence_term: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ..., batch: _Optional[bool] = ..., fence_term: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class LaunchJobResponse(_message.Message):
     __slots__ = ("already_running",)
