@@ -25,6 +25,9 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "scontrol",
         "Show jobs, nodes, partitions, controllers; update nodes (scontrol).",
     ),
+    "acct": ("spur.cli.sacctmgr", "sacctmgr", "Accounts, users, associations, QOS and limits (sacctmgr)."),
+    "shares": ("spur.cli.sshare", "sshare", "Fair-share usage of accounts and users (sshare)."),
+    "prio": ("spur.cli.sprio", "sprio", "Multifactor priority of pending jobs (sprio)."),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items()}
 # `spur show X` reads like `scontrol show X`.

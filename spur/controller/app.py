@@ -198,6 +198,10 @@ class Controller:
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
         server = Server()
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
+        from spur.controller.accounting_service import SERVICE as ACCOUNTING
+        from spur.controller.accounting_service import AccountingService
+
+        server.add_service(ACCOUNTING, AccountingService(self))
         from spur.controller.pool import controller_pool
 
         raft_listen = (
@@ -242,10 +246,20 @@ class Controller:
         self.cfg = replace(
             self.cfg, scheduler=new.scheduler, partitions=new.partitions, controller=controller
         )
+        self.cfg = replace(self.cfg, accounting=new.accounting, priority=new.priority)
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))
+        await self._configure_accounting()
         self.kick_scheduler()
         log.info("reconfigured from %s: scheduler, partitions, node timeouts", self.config_path)
         return ["scheduler", "partitions", "controller.node_timeouts"]
+
+    async def _configure_accounting(self) -> None:
+        """Propose the ``[accounting]``/``[priority]`` settings the replicated state must agree on."""
+        from spur.controller.accounting_service import accounting_settings
+
+        wanted = accounting_settings(self)
+        if not self.state.domains["accounting"].configured_as(wanted):  # type: ignore[attr-defined]
+            await self.propose(wanted)
 
     async def _leadership_watch(self) -> None:
         role = self.raft.role
@@ -289,6 +303,7 @@ class Controller:
         wanted = self.configured_partitions()
         if [p for p in self.state.partitions.values()] != wanted:
             await self.propose(c.ConfigurePartitions(wanted))
+        await self._configure_accounting()
         now = trio.current_time()
         for name in self.state.nodes:
             self.last_seen.setdefault(name, now)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from spur.core.job import Job, JobState, PartitionState
 from spur.core.scheduling import (
+    LimitGate,
     NodeView,
     PartitionView,
     PendingView,
@@ -72,9 +75,19 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
 
 
 def build_snapshot(
-    state: ClusterState, now: float, *, max_job_test: int = 0, eligible: list[Job] | None = None
+    state: ClusterState,
+    now: float,
+    *,
+    max_job_test: int = 0,
+    eligible: list[Job] | None = None,
+    priorities: dict[int, int] | None = None,
+    limits: LimitGate | None = None,
 ) -> SchedSnapshot:
-    """The plugin's view; ``eligible`` defaults to ``eligible_jobs(state, now)[0]``."""
+    """The plugin's view; ``eligible`` defaults to ``eligible_jobs(state, now)[0]``.
+
+    ``priorities`` (job id -> multifactor priority) replaces the jobs' stored priorities;
+    ``limits`` is the pass's account/QOS limit gate (see ``SchedSnapshot.limits``).
+    """
     if eligible is None:
         eligible = eligible_jobs(state, now)[0]
     part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
@@ -115,6 +128,8 @@ def build_snapshot(
         if j.state.holds_resources
     )
     pending = tuple(pending_view(j) for j in eligible)
+    if priorities:
+        pending = tuple(replace(p, priority=priorities.get(p.job_id, p.priority)) for p in pending)
     partitions = tuple(
         PartitionView(name=p.name, nodes=tuple(part_nodes[p.name]), up=p.state is PartitionState.UP)
         for p in state.partitions.values()
@@ -126,4 +141,5 @@ def build_snapshot(
         running=running,
         partitions=partitions,
         max_job_test=max_job_test,
+        limits=limits,
     )

@@ -1,0 +1,226 @@
+"""Running-job limits of associations and QOS, evaluated incrementally during one scheduling pass (pure).
+
+A :class:`LimitTracker` is built once per pass from the jobs already running (``charge`` each), then
+asked about pending jobs in priority order: ``check`` returns Slurm's pending reason for the first
+limit the job would exceed (``""`` when it may start), and every job the plan starts is charged, so
+later jobs of the same pass see it. Each call walks only the job's association chain (leaf to
+root): no scan over jobs.
+
+Semantics (Slurm's):
+
+- ``GrpTRES``/``GrpJobs`` of an association apply to everything running in its subtree; each level
+  of the chain is checked against its own limit.
+- ``MaxJobs``, ``MaxWall``, ``MaxTRESPerJob`` are per user (or per job) and inherited: the nearest
+  level of the chain that sets one applies, and ``MaxJobs`` counts the user association's jobs.
+- QOS: ``GrpTRES``/``GrpJobs`` over every job in the QOS; ``MaxWall``/``MaxTRESPerJob`` per job;
+  ``MaxJobs`` (MaxJobsPerUser) and ``MaxTRESPerUser`` per user within the QOS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from spur.accounting.model import UNSET, Limits
+
+# Counter slots: the TRES a limit can name, then running jobs.
+_TRES_SLOTS = ("cpu", "mem", "node", "gres/gpu", "billing")
+_JOBS = len(_TRES_SLOTS)
+
+_ASSOC_GRP = {
+    "cpu": "AssocGrpCpuLimit",
+    "mem": "AssocGrpMemLimit",
+    "node": "AssocGrpNodeLimit",
+    "gres/gpu": "AssocGrpGRES",
+    "billing": "AssocGrpBilling",
+}
+_ASSOC_MAX_PER_JOB = {
+    "cpu": "AssocMaxCpuPerJobLimit",
+    "mem": "AssocMaxMemPerJob",
+    "node": "AssocMaxNodePerJobLimit",
+    "gres/gpu": "AssocMaxGRESPerJob",
+    "billing": "AssocMaxBillingPerJob",
+}
+_QOS_GRP = {
+    "cpu": "QOSGrpCpuLimit",
+    "mem": "QOSGrpMemLimit",
+    "node": "QOSGrpNodeLimit",
+    "gres/gpu": "QOSGrpGRES",
+    "billing": "QOSGrpBilling",
+}
+_QOS_MAX_PER_JOB = {
+    "cpu": "QOSMaxCpuPerJobLimit",
+    "mem": "QOSMaxMemoryPerJob",
+    "node": "QOSMaxNodePerJobLimit",
+    "gres/gpu": "QOSMaxGRESPerJob",
+    "billing": "QOSMaxBillingPerJob",
+}
+_QOS_MAX_PER_USER = {
+    "cpu": "QOSMaxCpuPerUserLimit",
+    "mem": "QOSMaxMemoryPerUser",
+    "node": "QOSMaxNodePerUserLimit",
+    "gres/gpu": "QOSMaxGRESPerUser",
+    "billing": "QOSMaxBillingPerUser",
+}
+ASSOC_GRP_JOBS = "AssocGrpJobsLimit"
+ASSOC_MAX_JOBS = "AssocMaxJobsLimit"
+ASSOC_MAX_WALL = "AssocMaxWallDurationPerJobLimit"
+QOS_GRP_JOBS = "QOSGrpJobsLimit"
+QOS_MAX_JOBS_PER_USER = "QOSMaxJobsPerUserLimit"
+QOS_MAX_WALL = "QOSMaxWallDurationPerJobLimit"
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What one job holds: CPUs, memory (MiB), nodes, GPUs, and its time limit (-1 unlimited)."""
+
+    cpus: int
+    mem_mb: int
+    nodes: int
+    gpus: int
+    wall_secs: int = -1
+
+    def counts(self) -> tuple[int, ...]:
+        """Counter increments, in ``_TRES_SLOTS`` order then one job (billing = CPUs)."""
+        return (self.cpus, self.mem_mb, self.nodes, self.gpus, self.cpus, 1)
+
+
+class LimitTracker:
+    """Usage of every association level and QOS during one pass; see the module docstring.
+
+    ``limits``: association key -> its Limits; ``parents``: association key -> the key of the level
+    above ("" at the root); ``qos``: QOS name -> Limits. Keys missing from ``limits`` have none.
+    """
+
+    def __init__(
+        self, limits: Mapping[str, Limits], parents: Mapping[str, str], qos: Mapping[str, Limits]
+    ) -> None:
+        self._limits = limits
+        self._parents = parents
+        self._qos = qos
+        self._grp: dict[str, list[int]] = {}
+        self._qos_grp: dict[str, list[int]] = {}
+        self._qos_user: dict[tuple[str, str], list[int]] = {}
+        self._chains: dict[str, tuple[str, ...]] = {}
+        # Only levels and QOS that set some limit are tracked (the others cost nothing).
+        self._limited = {k for k, lim in limits.items() if _has_limits(lim)}
+        self._limited_qos = {k for k, lim in qos.items() if _has_limits(lim)}
+
+    def chain(self, key: str) -> tuple[str, ...]:
+        """The association and every level above it, leaf first."""
+        found = self._chains.get(key)
+        if found is None:
+            out: list[str] = []
+            seen: set[str] = set()
+            k = key
+            while k and k not in seen:
+                seen.add(k)
+                out.append(k)
+                k = self._parents.get(k, "")
+            found = tuple(out)
+            self._chains[key] = found
+        return found
+
+    def charge(self, key: str, qos: str, user: str, demand: Demand) -> None:
+        """Count a running (or just planned) job against every level of its chain and its QOS."""
+        inc = demand.counts()
+        chain = self.chain(key)
+        for i, level in enumerate(chain):
+            # The leaf is always counted: an inherited MaxJobs counts the user association's jobs.
+            if i == 0 or level in self._limited:
+                _add(self._grp, level, inc)
+        if qos in self._limited_qos:
+            _add(self._qos_grp, qos, inc)
+            _add(self._qos_user, (qos, user), inc)
+
+    def check(self, key: str, qos: str, user: str, demand: Demand) -> str:
+        """Slurm's reason for the first limit ``demand`` would exceed, or ``""``."""
+        inc = demand.counts()
+        if qos in self._limited_qos:
+            reason = self._check_qos(qos, user, demand, inc)
+            if reason:
+                return reason
+        chain = self.chain(key)
+        if not any(level in self._limited for level in chain):
+            return ""
+        max_jobs = max_wall = UNSET
+        per_job: dict[str, int] = {}
+        for level in chain:
+            lim = self._limits.get(level)
+            if lim is None:
+                continue
+            if max_jobs == UNSET:
+                max_jobs = lim.max_jobs
+            if max_wall == UNSET:
+                max_wall = lim.max_wall
+            for name, value in lim.max_tres_per_job.items():
+                per_job.setdefault(name, value)
+            used = self._grp.get(level)
+            reason = _over(lim.grp_tres, lim.grp_jobs, used, inc, _ASSOC_GRP, ASSOC_GRP_JOBS)
+            if reason:
+                return reason
+        if max_wall != UNSET and (demand.wall_secs < 0 or demand.wall_secs > max_wall):
+            return ASSOC_MAX_WALL
+        for i, name in enumerate(_TRES_SLOTS):
+            cap = per_job.get(name)
+            if cap is not None and inc[i] > cap:
+                return _ASSOC_MAX_PER_JOB[name]
+        if max_jobs != UNSET:
+            running = self._grp.get(chain[0]) if chain else None
+            if (running[_JOBS] if running else 0) + 1 > max_jobs:
+                return ASSOC_MAX_JOBS
+        return ""
+
+    def _check_qos(self, qos: str, user: str, demand: Demand, inc: tuple[int, ...]) -> str:
+        lim = self._qos[qos]
+        reason = _over(lim.grp_tres, lim.grp_jobs, self._qos_grp.get(qos), inc, _QOS_GRP, QOS_GRP_JOBS)
+        if reason:
+            return reason
+        if lim.max_wall != UNSET and (demand.wall_secs < 0 or demand.wall_secs > lim.max_wall):
+            return QOS_MAX_WALL
+        for i, name in enumerate(_TRES_SLOTS):
+            cap = lim.max_tres_per_job.get(name)
+            if cap is not None and inc[i] > cap:
+                return _QOS_MAX_PER_JOB[name]
+        mine = self._qos_user.get((qos, user))
+        reason = _over(
+            lim.max_tres_per_user, lim.max_jobs, mine, inc, _QOS_MAX_PER_USER, QOS_MAX_JOBS_PER_USER
+        )
+        return reason
+
+
+def _has_limits(lim: Limits) -> bool:
+    return bool(
+        lim.grp_tres
+        or lim.max_tres_per_job
+        or lim.max_tres_per_user
+        or lim.grp_jobs != UNSET
+        or lim.max_jobs != UNSET
+        or lim.max_wall != UNSET
+    )
+
+
+def _add(table: dict, key: object, inc: tuple[int, ...]) -> None:
+    row = table.get(key)
+    if row is None:
+        table[key] = list(inc)
+    else:
+        for i, v in enumerate(inc):
+            row[i] += v
+
+
+def _over(
+    tres: Mapping[str, int],
+    jobs: int,
+    used: list[int] | None,
+    inc: tuple[int, ...],
+    tres_reasons: Mapping[str, str],
+    jobs_reason: str,
+) -> str:
+    for i, name in enumerate(_TRES_SLOTS):
+        cap = tres.get(name)
+        if cap is not None and (used[i] if used else 0) + inc[i] > cap:
+            return tres_reasons[name]
+    if jobs != UNSET and (used[_JOBS] if used else 0) + 1 > jobs:
+        return jobs_reason
+    return ""
