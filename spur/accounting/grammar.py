@@ -486,5 +486,6 @@ def select(rows: Sequence[Mapping[str, str]], req: Request) -> list[Mapping[str,
         if key not in _WHERE_FIELDS:
             raise GrammarError(f" Unknown condition: {key}")
         fieldname = _WHERE_FIELDS[key] or primary
-        tests.append((fieldname, {v.strip().lower() for v in raw.split(",") if v.strip()}))
+        # ``user=`` (nothing) selects the records without one (an account's own association).
+        tests.append((fieldname, {v.strip().lower() for v in raw.split(",") if v.strip()} or {""}))
     return [r for r in rows if all(r.get(f, "").lower() in wanted for f, wanted in tests)]

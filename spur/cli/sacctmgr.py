@@ -43,8 +43,17 @@ def main(argv: list[str]) -> int:
         _emit(str(exc))
         return 1
     except CliError as exc:
-        _emit(exc.message)
+        _emit(_restore_indent(exc.message))
         return exc.exit_code
+
+
+def _restore_indent(message: str) -> str:
+    """Slurm indents its refusals by one space; gRPC status messages lose leading blanks in transit."""
+    if message.startswith("Unable to contact"):
+        return f"sacctmgr: error: {message}"
+    if message.startswith(("sacctmgr:", " ")):
+        return message
+    return " " + message
 
 
 def _show(req: Request) -> int:
