@@ -6,7 +6,7 @@ import pytest
 
 from spur.accounting.fairshare import ShareNode, add_usage, decayed, share_table
 from spur.accounting.grammar import GrammarError, columns_for, parse, render, select
-from spur.accounting.limits import Demand, LimitTracker
+from spur.accounting.limits import Demand, LimitTable, LimitTracker
 from spur.accounting.model import Limits
 from spur.accounting.priority import PriorityWeights, job_factors
 from spur.accounting.tres import CLEAR, TresError, format_mem, format_tres, merge_tres, parse_tres
@@ -157,9 +157,11 @@ def _tracker(**limits: Limits) -> LimitTracker:
         "bob@physics": "physics",
     }
     return LimitTracker(
-        {k.replace("_at_", "@"): v for k, v in limits.items()},
-        parents,
-        {"normal": Limits(), "capped": Limits(grp_tres={"gres/gpu": 2}, max_wall=3600)},
+        LimitTable(
+            {k.replace("_at_", "@"): v for k, v in limits.items()},
+            parents,
+            {"normal": Limits(), "capped": Limits(grp_tres={"gres/gpu": 2}, max_wall=3600)},
+        )
     )
 
 

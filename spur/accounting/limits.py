@@ -1,6 +1,7 @@
 """Running-job limits of associations and QOS, evaluated incrementally during one scheduling pass (pure).
 
-A :class:`LimitTracker` is built once per pass from the jobs already running (``charge`` each), then
+A :class:`LimitTracker` is built once per pass over a :class:`LimitTable` (the limits and the tree,
+shared by passes until the entities change) and charged with the jobs already running, then
 asked about pending jobs in priority order: ``check`` returns Slurm's pending reason for the first
 limit the job would exceed (``""`` when it may start), and every job the plan starts is charged, so
 later jobs of the same pass see it. Each call walks only the job's association chain (leaf to
@@ -85,68 +86,60 @@ class Demand:
         return (self.cpus, self.mem_mb, self.nodes, self.gpus, self.cpus, 1)
 
 
-class LimitTracker:
-    """Usage of every association level and QOS during one pass; see the module docstring.
+@dataclass(frozen=True, slots=True)
+class _Effective:
+    """What applies to jobs of one association: its chain, the levels with group limits, and the
+    inherited per-user/per-job limits (nearest level that sets one)."""
 
-    ``limits``: association key -> its Limits; ``parents``: association key -> the key of the level
-    above ("" at the root); ``qos``: QOS name -> Limits. Keys missing from ``limits`` have none.
+    chain: tuple[str, ...]
+    # Per level with group limits: (level, ((counter slot, cap, reason), ...)).
+    grp_checks: tuple[tuple[str, tuple[tuple[int, int, str], ...]], ...]
+    # The counters a job of this association moves: (level, slots).
+    charges: tuple[tuple[str, tuple[int, ...]], ...]
+    max_jobs: int
+    max_wall: int
+    per_job: tuple[tuple[int, int, str], ...]  # (counter slot, cap, reason)
+    limited: bool  # any level of the chain sets any limit
+
+
+class LimitTable:
+    """The static half: limits and tree shape, resolved per association on first use.
+
+    Built once per change of the accounting entities (the domain caches it) and shared by the
+    trackers of every scheduling pass until then. ``limits``: association key -> its Limits;
+    ``parents``: association key -> the key of the level above ("" at the root); ``qos``: QOS name
+    -> Limits. Keys missing from ``limits`` have none.
     """
 
     def __init__(
         self, limits: Mapping[str, Limits], parents: Mapping[str, str], qos: Mapping[str, Limits]
     ) -> None:
-        self._limits = limits
-        self._parents = parents
-        self._qos = qos
-        self._grp: dict[str, list[int]] = {}
-        self._qos_grp: dict[str, list[int]] = {}
-        self._qos_user: dict[tuple[str, str], list[int]] = {}
-        self._chains: dict[str, tuple[str, ...]] = {}
-        # Only levels and QOS that set some limit are tracked (the others cost nothing).
+        self.limits = limits
+        self.parents = parents
+        self.qos = {k: v for k, v in qos.items() if _has_limits(v)}
         self._limited = {k for k, lim in limits.items() if _has_limits(lim)}
-        self._limited_qos = {k for k, lim in qos.items() if _has_limits(lim)}
+        self._effective: dict[str, _Effective] = {}
 
-    def chain(self, key: str) -> tuple[str, ...]:
-        """The association and every level above it, leaf first."""
-        found = self._chains.get(key)
+    def effective(self, key: str) -> _Effective:
+        found = self._effective.get(key)
         if found is None:
-            out: list[str] = []
-            seen: set[str] = set()
-            k = key
-            while k and k not in seen:
-                seen.add(k)
-                out.append(k)
-                k = self._parents.get(k, "")
-            found = tuple(out)
-            self._chains[key] = found
+            found = self._resolve(key)
+            self._effective[key] = found
         return found
 
-    def charge(self, key: str, qos: str, user: str, demand: Demand) -> None:
-        """Count a running (or just planned) job against every level of its chain and its QOS."""
-        inc = demand.counts()
-        chain = self.chain(key)
-        for i, level in enumerate(chain):
-            # The leaf is always counted: an inherited MaxJobs counts the user association's jobs.
-            if i == 0 or level in self._limited:
-                _add(self._grp, level, inc)
-        if qos in self._limited_qos:
-            _add(self._qos_grp, qos, inc)
-            _add(self._qos_user, (qos, user), inc)
-
-    def check(self, key: str, qos: str, user: str, demand: Demand) -> str:
-        """Slurm's reason for the first limit ``demand`` would exceed, or ``""``."""
-        inc = demand.counts()
-        if qos in self._limited_qos:
-            reason = self._check_qos(qos, user, demand, inc)
-            if reason:
-                return reason
-        chain = self.chain(key)
-        if not any(level in self._limited for level in chain):
-            return ""
+    def _resolve(self, key: str) -> _Effective:
+        chain: list[str] = []
+        seen: set[str] = set()
+        k = key
+        while k and k not in seen:
+            seen.add(k)
+            chain.append(k)
+            k = self.parents.get(k, "")
         max_jobs = max_wall = UNSET
         per_job: dict[str, int] = {}
+        checks: list[tuple[str, tuple[tuple[int, int, str], ...]]] = []
         for level in chain:
-            lim = self._limits.get(level)
+            lim = self.limits.get(level)
             if lim is None:
                 continue
             if max_jobs == UNSET:
@@ -155,19 +148,70 @@ class LimitTracker:
                 max_wall = lim.max_wall
             for name, value in lim.max_tres_per_job.items():
                 per_job.setdefault(name, value)
-            used = self._grp.get(level)
-            reason = _over(lim.grp_tres, lim.grp_jobs, used, inc, _ASSOC_GRP, ASSOC_GRP_JOBS)
+            mine = _slot_checks(lim.grp_tres, lim.grp_jobs, _ASSOC_GRP, ASSOC_GRP_JOBS)
+            if mine:
+                checks.append((level, mine))
+        slots = tuple(
+            (i, per_job[name], _ASSOC_MAX_PER_JOB[name])
+            for i, name in enumerate(_TRES_SLOTS)
+            if name in per_job
+        )
+        limited = any(level in self._limited for level in chain)
+        moves: dict[str, set[int]] = {chain[0]: {_JOBS}} if chain and max_jobs != UNSET else {}
+        for level, mine in checks:
+            moves.setdefault(level, set()).update(slot for slot, _cap, _reason in mine)
+        charges = tuple((level, tuple(sorted(used))) for level, used in moves.items())
+        return _Effective(tuple(chain), tuple(checks), charges, max_jobs, max_wall, slots, limited)
+
+
+class LimitTracker:
+    """Usage of every limited association level and QOS during one pass; see the module docstring."""
+
+    def __init__(self, table: LimitTable) -> None:
+        self._table = table
+        self._qos = table.qos
+        self._grp: dict[str, list[int]] = {}
+        self._qos_grp: dict[str, list[int]] = {}
+        self._qos_user: dict[tuple[str, str], list[int]] = {}
+
+    def charge(self, key: str, qos: str, user: str, demand: Demand) -> None:
+        """Count a running (or just planned) job against every level of its chain and its QOS."""
+        inc = demand.counts()
+        grp = self._grp
+        for level, slots in self._table.effective(key).charges:
+            row = grp.get(level)
+            if row is None:
+                row = grp[level] = [0] * len(inc)
+            for slot in slots:
+                row[slot] += inc[slot]
+        if qos in self._qos:
+            _add(self._qos_grp, qos, inc)
+            _add(self._qos_user, (qos, user), inc)
+
+    def check(self, key: str, qos: str, user: str, demand: Demand) -> str:
+        """Slurm's reason for the first limit ``demand`` would exceed, or ``""``."""
+        inc = demand.counts()
+        if qos in self._qos:
+            reason = self._check_qos(qos, user, demand, inc)
             if reason:
                 return reason
-        if max_wall != UNSET and (demand.wall_secs < 0 or demand.wall_secs > max_wall):
+        eff = self._table.effective(key)
+        if not eff.limited:
+            return ""
+        grp = self._grp
+        for level, checks in eff.grp_checks:
+            row = grp.get(level)
+            for slot, cap, reason in checks:
+                if (row[slot] if row else 0) + inc[slot] > cap:
+                    return reason
+        if eff.max_wall != UNSET and (demand.wall_secs < 0 or demand.wall_secs > eff.max_wall):
             return ASSOC_MAX_WALL
-        for i, name in enumerate(_TRES_SLOTS):
-            cap = per_job.get(name)
-            if cap is not None and inc[i] > cap:
-                return _ASSOC_MAX_PER_JOB[name]
-        if max_jobs != UNSET:
-            running = self._grp.get(chain[0]) if chain else None
-            if (running[_JOBS] if running else 0) + 1 > max_jobs:
+        for slot, cap, reason in eff.per_job:
+            if inc[slot] > cap:
+                return reason
+        if eff.max_jobs != UNSET:
+            running = self._grp.get(eff.chain[0])
+            if (running[_JOBS] if running else 0) + 1 > eff.max_jobs:
                 return ASSOC_MAX_JOBS
         return ""
 
@@ -198,6 +242,16 @@ def _has_limits(lim: Limits) -> bool:
         or lim.max_jobs != UNSET
         or lim.max_wall != UNSET
     )
+
+
+def _slot_checks(
+    tres: Mapping[str, int], jobs: int, tres_reasons: Mapping[str, str], jobs_reason: str
+) -> tuple[tuple[int, int, str], ...]:
+    """(counter slot, cap, reason) for each TRES limit and the jobs limit that is set."""
+    out = [(i, tres[name], tres_reasons[name]) for i, name in enumerate(_TRES_SLOTS) if name in tres]
+    if jobs != UNSET:
+        out.append((_JOBS, jobs, jobs_reason))
+    return tuple(out)
 
 
 def _add(table: dict, key: object, inc: tuple[int, ...]) -> None:

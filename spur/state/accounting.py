@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spur.accounting.fairshare import DEFAULT_HALF_LIFE_SECS, ShareNode, add_usage, decayed, share_table
-from spur.accounting.limits import Demand, LimitTracker
+from spur.accounting.limits import Demand, LimitTable, LimitTracker
 from spur.accounting.model import (
     ADMIN_LEVELS,
     LIMIT_OPTIONS,
@@ -140,6 +140,11 @@ class AccountingDomain(StateDomain):
         # Derived: non-terminal jobs per account -> user, and per QOS -> user (submit limits).
         self._submitted: dict[str, dict[str, int]] = {}
         self._qos_submitted: dict[str, dict[str, int]] = {}
+        # Caches of scheduling_gate (derived, never stored): the limit table, and per job id its
+        # (start time, time limit, partition) -> (association key, qos, user, demand).
+        self._table: LimitTable | None = None
+        self._job_cache: dict[int, list[Any]] = {}
+        self._generation = 0  # bumped by every apply: cached association keys are then re-resolved
 
     # ------------------------------------------------------------------ snapshot
 
@@ -342,13 +347,16 @@ class AccountingDomain(StateDomain):
     # ------------------------------------------------------------------ scheduling
 
     def scheduling_gate(self) -> JobLimitGate | None:
-        """Running limits for one scheduling pass, or None when limits are not enforced/set."""
+        """Running limits for one scheduling pass, or None when limits are not enforced."""
         if "limits" not in self.enforce:
             return None
-        limits = {k: a.limits for k, a in self.assocs.items()}
-        parents = {k: self.parent_key(a) for k, a in self.assocs.items()}
-        tracker = LimitTracker(limits, parents, {n: q.limits for n, q in self.qos.items()})
-        gate = JobLimitGate(self, tracker)
+        if self._table is None:
+            limits = {k: a.limits for k, a in self.assocs.items()}
+            parents = {k: self.parent_key(a) for k, a in self.assocs.items()}
+            self._table = LimitTable(limits, parents, {n: q.limits for n, q in self.qos.items()})
+        if len(self._job_cache) > 2 * len(self.state.jobs) + 1000:
+            self._job_cache.clear()  # forget jobs that are gone
+        gate = JobLimitGate(self, LimitTracker(self._table))
         for job in self.state.active_jobs():
             gate.charge_running(job)
         return gate
@@ -517,6 +525,9 @@ class AccountingDomain(StateDomain):
     def apply(self, cmd: Any) -> Any:
         from spur.state.machine import Rejected
 
+        # Entities may change: the scheduler's limit table and job cache are rebuilt on next use.
+        self._table = None
+        self._generation += 1
         try:
             return super().apply(cmd)
         except AcctError as exc:
@@ -1012,37 +1023,54 @@ class AccountingDomain(StateDomain):
 
 
 class JobLimitGate:
-    """The per-pass limit check the scheduler plugin calls by job id (see ``spur.core.scheduling``)."""
+    """The per-pass limit check the scheduler plugin calls by job id (see ``spur.core.scheduling``).
+
+    What a job asks for and which association it charges are cached in the domain between passes
+    (keyed on the job's start time, time limit and partition, dropped when the entities change).
+    """
 
     def __init__(self, domain: AccountingDomain, tracker: LimitTracker) -> None:
         self._domain = domain
         self._tracker = tracker
+        self._cache = domain._job_cache
 
-    def _parts(self, job: Job) -> tuple[str, str, str] | None:
+    def _lookup(self, job: Job) -> tuple[str, str, str, Demand] | None:
+        """(association key, qos, user, demand) of ``job``, or None when it has no association.
+
+        Cache entry: [stamp, demand, generation, found]; the demand stays valid while the stamp
+        does, the association while no accounting command was applied.
+        """
+        stamp = (job.start_time, job.time_limit_secs, job.partition)
+        generation = self._domain._generation
+        hit = self._cache.get(job.job_id)
+        if hit is not None and hit[0] == stamp:
+            if hit[2] == generation:
+                return hit[3]
+            demand = hit[1]
+        else:
+            demand = running_demand(job) if job.allocation else pending_demand(job)
         assoc = self._domain.job_assoc(job)
-        if assoc is None:
-            return None
-        return assoc.key, job.spec.qos, job.user
+        found = (assoc.key, job.spec.qos, job.user, demand) if assoc is not None else None
+        self._cache[job.job_id] = [stamp, demand, generation, found]
+        return found
 
     def charge_running(self, job: Job) -> None:
-        parts = self._parts(job)
-        if parts is not None:
-            self._tracker.charge(*parts, running_demand(job))
+        found = self._lookup(job)
+        if found is not None:
+            self._tracker.charge(*found)
 
     def check(self, job_id: int) -> str:
         """Slurm's pending reason when starting the job now would exceed a limit, else ""."""
         job = self._domain.state.jobs.get(job_id)
-        parts = self._parts(job) if job is not None else None
-        if parts is None:
-            return ""
-        return self._tracker.check(*parts, pending_demand(job))
+        found = self._lookup(job) if job is not None else None
+        return self._tracker.check(*found) if found is not None else ""
 
     def charge(self, job_id: int) -> None:
         """The plan starts the job: count it for the rest of the pass."""
         job = self._domain.state.jobs.get(job_id)
-        parts = self._parts(job) if job is not None else None
-        if parts is not None:
-            self._tracker.charge(*parts, pending_demand(job))
+        found = self._lookup(job) if job is not None else None
+        if found is not None:
+            self._tracker.charge(*found)
 
 
 def running_demand(job: Job) -> Demand:
