@@ -158,8 +158,8 @@ def _tracker(**limits: Limits) -> LimitTracker:
     }
     return LimitTracker(
         LimitTable(
-            {k.replace("_at_", "@"): v for k, v in limits.items()},
-            parents,
+            {k.replace("_at_", "@"): v for k, v in limits.items()}.get,
+            lambda key: parents.get(key, ""),
             {"normal": Limits(), "capped": Limits(grp_tres={"gres/gpu": 2}, max_wall=3600)},
         )
     )

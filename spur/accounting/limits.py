@@ -19,7 +19,7 @@ Semantics (Slurm's):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from spur.accounting.model import UNSET, Limits
@@ -106,18 +106,20 @@ class LimitTable:
     """The static half: limits and tree shape, resolved per association on first use.
 
     Built once per change of the accounting entities (the domain caches it) and shared by the
-    trackers of every scheduling pass until then. ``limits``: association key -> its Limits;
-    ``parents``: association key -> the key of the level above ("" at the root); ``qos``: QOS name
-    -> Limits. Keys missing from ``limits`` have none.
+    trackers of every scheduling pass until then. ``limits_of(key)``: an association's Limits (None
+    when it has none); ``parent_of(key)``: the key of the level above ("" at the root); ``qos``:
+    QOS name -> Limits. Only the associations of jobs a pass looks at are ever resolved.
     """
 
     def __init__(
-        self, limits: Mapping[str, Limits], parents: Mapping[str, str], qos: Mapping[str, Limits]
+        self,
+        limits_of: Callable[[str], Limits | None],
+        parent_of: Callable[[str], str],
+        qos: Mapping[str, Limits],
     ) -> None:
-        self.limits = limits
-        self.parents = parents
+        self.limits_of = limits_of
+        self.parent_of = parent_of
         self.qos = {k: v for k, v in qos.items() if _has_limits(v)}
-        self._limited = {k for k, lim in limits.items() if _has_limits(lim)}
         self._effective: dict[str, _Effective] = {}
 
     def effective(self, key: str) -> _Effective:
@@ -134,14 +136,16 @@ class LimitTable:
         while k and k not in seen:
             seen.add(k)
             chain.append(k)
-            k = self.parents.get(k, "")
+            k = self.parent_of(k)
         max_jobs = max_wall = UNSET
+        limited = False
         per_job: dict[str, int] = {}
         checks: list[tuple[str, tuple[tuple[int, int, str], ...]]] = []
         for level in chain:
-            lim = self.limits.get(level)
-            if lim is None:
+            lim = self.limits_of(level)
+            if lim is None or not _has_limits(lim):
                 continue
+            limited = True
             if max_jobs == UNSET:
                 max_jobs = lim.max_jobs
             if max_wall == UNSET:
@@ -156,7 +160,6 @@ class LimitTable:
             for i, name in enumerate(_TRES_SLOTS)
             if name in per_job
         )
-        limited = any(level in self._limited for level in chain)
         moves: dict[str, set[int]] = {chain[0]: {_JOBS}} if chain and max_jobs != UNSET else {}
         for level, mine in checks:
             moves.setdefault(level, set()).update(slot for slot, _cap, _reason in mine)

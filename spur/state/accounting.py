@@ -29,6 +29,7 @@ from spur.accounting.model import (
     AcctError,
     Association,
     Cluster,
+    Limits,
     Qos,
     User,
     apply_limit,
@@ -351,15 +352,23 @@ class AccountingDomain(StateDomain):
         if "limits" not in self.enforce:
             return None
         if self._table is None:
-            limits = {k: a.limits for k, a in self.assocs.items()}
-            parents = {k: self.parent_key(a) for k, a in self.assocs.items()}
-            self._table = LimitTable(limits, parents, {n: q.limits for n, q in self.qos.items()})
+            self._table = LimitTable(
+                self._limits_of, self._parent_of, {n: q.limits for n, q in self.qos.items()}
+            )
         if len(self._job_cache) > 2 * len(self.state.jobs) + 1000:
             self._job_cache.clear()  # forget jobs that are gone
         gate = JobLimitGate(self, LimitTracker(self._table))
         for job in self.state.active_jobs():
             gate.charge_running(job)
         return gate
+
+    def _limits_of(self, key: str) -> Limits | None:
+        assoc = self.assocs.get(key)
+        return assoc.limits if assoc is not None else None
+
+    def _parent_of(self, key: str) -> str:
+        assoc = self.assocs.get(key)
+        return self.parent_key(assoc) if assoc is not None else ""
 
     def share_rows(self, now: float) -> list[tuple[Association, Any]]:
         """(association, ShareRow) in tree order, usage decayed to ``now``."""
