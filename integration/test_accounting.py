@@ -270,3 +270,46 @@ def test_sprio_and_sshare_layouts(tmp_path: Path):
         assert parsable[-1] == "  physics|root|1.000000"
     finally:
         c.stop()
+
+
+def test_followers_forward_accounting_calls_and_entities_survive_failover(tmp_path: Path):
+    from integration.ha_harness import HACluster
+
+    ha = HACluster(tmp_path, size=3)
+    ha.start()
+    try:
+        leader = ha.wait_leader()
+        follower = next(m for m in ha.members if m.node_id != leader)
+
+        def sacctmgr(address: str, *args: str) -> subprocess.CompletedProcess:
+            env = {**ha.env, "SPUR_CONTROLLER": address}
+            return subprocess.run(
+                [str(BIN / "sacctmgr"), *args], env=env, capture_output=True, text=True, timeout=60
+            )
+
+        added = sacctmgr(follower.address, "-i", "add", "account", "physics", "grptres=cpu=8")
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert added.stdout.splitlines()[:2] == [" Adding Account(s)", "  physics"]
+        shown = sacctmgr(
+            follower.address,
+            "show",
+            "assoc",
+            "where",
+            "account=physics",
+            "format=account,grptres",
+            "-P",
+            "-n",
+        )
+        assert shown.stdout == "physics|cpu=8\n"
+        ha.kill(leader)
+        survivors = [m.node_id for m in ha.members if m.node_id != leader]
+        new_leader = ha.wait_leader(among=survivors)
+        address = ha.member(new_leader).address
+        again = sacctmgr(
+            address, "show", "assoc", "where", "account=physics", "format=account,grptres", "-P", "-n"
+        )
+        assert again.stdout == "physics|cpu=8\n"
+        refused = sacctmgr(address, "-i", "add", "account", "physics")
+        assert (refused.returncode, refused.stdout) == (1, " Nothing new added.\n")
+    finally:
+        ha.stop()
