@@ -270,3 +270,17 @@ def test_multifactor_priority_weights_each_factor() -> None:
     )
     assert old.age == 1.0 and old.priority(w) == 1010
     assert not PriorityWeights().active
+
+
+def test_per_job_limits_merge_down_the_tree_nearest_first() -> None:
+    tracker = _tracker(
+        physics=Limits(max_tres_per_job={"cpu": 8, "node": 1}), theory=Limits(max_tres_per_job={"cpu": 2})
+    )
+    assert tracker.check("alice@theory", "normal", "alice", Demand(3, 0, 1, 0)) == "AssocMaxCpuPerJobLimit"
+    assert tracker.check("alice@theory", "normal", "alice", Demand(2, 0, 2, 0)) == "AssocMaxNodePerJobLimit"
+    assert tracker.check("bob@physics", "normal", "bob", Demand(8, 0, 1, 0)) == ""
+
+
+def test_a_loop_in_the_tree_is_cut_not_followed_forever() -> None:
+    table = LimitTable({"a": Limits(grp_jobs=0)}.get, {"a": "b", "b": "a"}.get, {})
+    assert LimitTracker(table).check("a", "", "u", Demand(1, 0, 1, 0)) == "AssocGrpJobsLimit"

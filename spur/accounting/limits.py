@@ -92,14 +92,19 @@ class _Effective:
     inherited per-user/per-job limits (nearest level that sets one)."""
 
     chain: tuple[str, ...]
-    # Per level with group limits: (level, ((counter slot, cap, reason), ...)).
+    # Per level with group limits, leaf first: (level, ((counter slot, cap, reason), ...)).
     grp_checks: tuple[tuple[str, tuple[tuple[int, int, str], ...]], ...]
-    # The counters a job of this association moves: (level, slots).
+    # The group counters a job of this association moves: (level, slots).
+    grp_charges: tuple[tuple[str, tuple[int, ...]], ...]
+    # All counters it moves: grp_charges plus its own job count when a MaxJobs applies.
     charges: tuple[tuple[str, tuple[int, ...]], ...]
     max_jobs: int
     max_wall: int
     per_job: tuple[tuple[int, int, str], ...]  # (counter slot, cap, reason)
     limited: bool  # any level of the chain sets any limit
+
+
+_NOTHING = _Effective((), (), (), (), UNSET, UNSET, (), False)
 
 
 class LimitTable:
@@ -108,7 +113,8 @@ class LimitTable:
     Built once per change of the accounting entities (the domain caches it) and shared by the
     trackers of every scheduling pass until then. ``limits_of(key)``: an association's Limits (None
     when it has none); ``parent_of(key)``: the key of the level above ("" at the root); ``qos``:
-    QOS name -> Limits. Only the associations of jobs a pass looks at are ever resolved.
+    QOS name -> Limits. Only the associations of jobs a pass looks at (and their ancestors) are
+    ever resolved, each once, from its parent's resolution.
     """
 
     def __init__(
@@ -121,50 +127,61 @@ class LimitTable:
         self.parent_of = parent_of
         self.qos = {k: v for k, v in qos.items() if _has_limits(v)}
         self._effective: dict[str, _Effective] = {}
+        self._resolving: set[str] = set()
 
     def effective(self, key: str) -> _Effective:
         found = self._effective.get(key)
         if found is None:
-            found = self._resolve(key)
+            if key in self._resolving:  # a loop in the tree (never built by the domain): cut it
+                return _NOTHING
+            self._resolving.add(key)
+            try:
+                found = self._resolve(key)
+            finally:
+                self._resolving.discard(key)
             self._effective[key] = found
         return found
 
     def _resolve(self, key: str) -> _Effective:
-        chain: list[str] = []
-        seen: set[str] = set()
-        k = key
-        while k and k not in seen:
-            seen.add(k)
-            chain.append(k)
-            k = self.parent_of(k)
-        max_jobs = max_wall = UNSET
-        limited = False
-        per_job: dict[str, int] = {}
-        checks: list[tuple[str, tuple[tuple[int, int, str], ...]]] = []
-        for level in chain:
-            lim = self.limits_of(level)
-            if lim is None or not _has_limits(lim):
-                continue
-            limited = True
-            if max_jobs == UNSET:
-                max_jobs = lim.max_jobs
-            if max_wall == UNSET:
-                max_wall = lim.max_wall
-            for name, value in lim.max_tres_per_job.items():
-                per_job.setdefault(name, value)
-            mine = _slot_checks(lim.grp_tres, lim.grp_jobs, _ASSOC_GRP, ASSOC_GRP_JOBS)
+        parent = self.parent_of(key)
+        up = self.effective(parent) if parent else _NOTHING
+        lim = self.limits_of(key)
+        if lim is None or not _has_limits(lim):
+            lim = None
+        max_jobs = lim.max_jobs if lim is not None and lim.max_jobs != UNSET else up.max_jobs
+        max_wall = lim.max_wall if lim is not None and lim.max_wall != UNSET else up.max_wall
+        per_job = up.per_job
+        grp_checks, grp_charges = up.grp_checks, up.grp_charges
+        if lim is not None:
+            mine = tuple(
+                (i, lim.max_tres_per_job[name], _ASSOC_MAX_PER_JOB[name])
+                for i, name in enumerate(_TRES_SLOTS)
+                if name in lim.max_tres_per_job
+            )
             if mine:
-                checks.append((level, mine))
-        slots = tuple(
-            (i, per_job[name], _ASSOC_MAX_PER_JOB[name])
-            for i, name in enumerate(_TRES_SLOTS)
-            if name in per_job
+                taken = {slot for slot, _cap, _reason in mine}
+                per_job = tuple(sorted(mine + tuple(p for p in up.per_job if p[0] not in taken)))
+            checks = _slot_checks(lim.grp_tres, lim.grp_jobs, _ASSOC_GRP, ASSOC_GRP_JOBS)
+            if checks:
+                grp_checks = ((key, checks), *grp_checks)
+                grp_charges = ((key, tuple(slot for slot, _cap, _reason in checks)), *grp_charges)
+        charges = grp_charges
+        if max_jobs != UNSET:  # MaxJobs counts this association's own running jobs
+            if grp_charges and grp_charges[0][0] == key:
+                own = tuple(sorted({*grp_charges[0][1], _JOBS}))
+                charges = ((key, own), *grp_charges[1:])
+            else:
+                charges = ((key, (_JOBS,)), *grp_charges)
+        return _Effective(
+            (key, *up.chain),
+            grp_checks,
+            grp_charges,
+            charges,
+            max_jobs,
+            max_wall,
+            per_job,
+            lim is not None or up.limited,
         )
-        moves: dict[str, set[int]] = {chain[0]: {_JOBS}} if chain and max_jobs != UNSET else {}
-        for level, mine in checks:
-            moves.setdefault(level, set()).update(slot for slot, _cap, _reason in mine)
-        charges = tuple((level, tuple(sorted(used))) for level, used in moves.items())
-        return _Effective(tuple(chain), tuple(checks), charges, max_jobs, max_wall, slots, limited)
 
 
 class LimitTracker:
