@@ -219,7 +219,7 @@ class Controller:
         """Re-read the config file and apply its live sections (leader only; followers keep theirs).
 
         Live: [scheduler] (interval, max_job_test; the plugin is fixed at start), [[partitions]],
-        and the node heartbeat/timeout settings. A bad file changes nothing and raises an RpcError
+        the node heartbeat/timeout settings, [accounting] enforce and [priority]. A bad file changes nothing and raises an RpcError
         naming the problem.
         """
         from dataclasses import replace
@@ -250,8 +250,11 @@ class Controller:
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))
         await self._configure_accounting()
         self.kick_scheduler()
-        log.info("reconfigured from %s: scheduler, partitions, node timeouts", self.config_path)
-        return ["scheduler", "partitions", "controller.node_timeouts"]
+        log.info(
+            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority",
+            self.config_path,
+        )
+        return ["scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority"]
 
     async def _configure_accounting(self) -> None:
         """Propose the ``[accounting]``/``[priority]`` settings the replicated state must agree on."""
