@@ -169,3 +169,29 @@ def test_finished_jobs_add_decayed_usage_to_their_association() -> None:
     rows = dict((a.key, r) for a, r in acct.share_rows(1100.0 + 7 * 86400))
     assert rows["physics||"].raw_usage == pytest.approx(200.0)
     assert rows["physics|alice|"].fairshare < 1.0
+
+
+def test_scheduler_priorities_agree_with_sprio_factors() -> None:
+    from spur.accounting.priority import PriorityWeights
+
+    state = _state(["associations"])
+    _ok(state, AcctAdd("account", ["physics"], {}))
+    _ok(state, AcctAdd("account", ["bio"], {}))
+    _ok(state, AcctAdd("user", ["alice"], {"account": "physics"}))
+    _ok(state, AcctAdd("user", ["bob"], {"account": "bio"}))
+    _ok(state, AcctAdd("qos", ["high"], {"priority": "10"}))
+    state.apply_command(c.RegisterNode(Node("n1", cpus=8), 0.0))
+    done = _submit(state, account="physics")
+    state.apply_command(c.StartJob(done, [NodeAllocation("n1", 8)], 1000.0, 1))
+    state.apply_command(c.JobExited(done, "n1", 0, 0, 5000.0))
+    jobs = [state.jobs[_submit(state, **kw)] for kw in ({}, {"qos": "high", "nice": 5})]
+    jobs.append(state.jobs[_submit(state, user="bob", cpus_per_task=4)])
+    acct = state.domains["accounting"]
+    w = PriorityWeights(age=1000, fairshare=10000, job_size=500, partition=10, qos=2000, max_age_secs=3600)
+    factors = acct.job_factors(jobs, w, 3000.0)
+    assert acct.priorities(jobs, w, 3000.0) == {j: f.priority(w) for j, f in factors.items()}
+    by_id = {j.job_id: j for j in jobs}
+    bob = next(j for j in jobs if j.user == "bob")
+    assert factors[bob.job_id].fairshare == 1.0  # no usage yet
+    assert max(factors, key=lambda i: factors[i].priority(w)) == bob.job_id
+    assert by_id and acct.priorities(jobs, PriorityWeights(), 3000.0) == {}

@@ -146,6 +146,10 @@ class AccountingDomain(StateDomain):
         self._table: LimitTable | None = None
         self._job_cache: dict[int, list[Any]] = {}
         self._generation = 0  # bumped by every apply: cached association keys are then re-resolved
+        self._children: dict[str, list[str]] | None = None
+        # Fair-share factors for priorities: ((generation, usage changes, minute), key -> factor).
+        self._usage_changes = 0
+        self._fairshare: tuple[tuple[int, int, int], dict[str, float]] | None = None
 
     # ------------------------------------------------------------------ snapshot
 
@@ -212,7 +216,13 @@ class AccountingDomain(StateDomain):
         return assoc_key(parent) if parent else ""
 
     def children(self, account: str) -> list[str]:
-        return sorted(a.name for a in self.accounts.values() if a.parent == account)
+        """Sub-accounts of ``account``, by name (an index rebuilt after each accounting command)."""
+        if self._children is None:
+            index: dict[str, list[str]] = {}
+            for a in sorted(self.accounts.values(), key=lambda a: a.name):
+                index.setdefault(a.parent, []).append(a.name)
+            self._children = index
+        return list(self._children.get(account, []))
 
     def subtree(self, account: str) -> list[str]:
         """``account`` and every account below it."""
@@ -344,6 +354,7 @@ class AccountingDomain(StateDomain):
         assoc.usage, assoc.usage_time = add_usage(
             assoc.usage, assoc.usage_time, cpus * elapsed * factor, job.end_time, self.half_life
         )
+        self._usage_changes += 1
 
     # ------------------------------------------------------------------ scheduling
 
@@ -385,19 +396,27 @@ class AccountingDomain(StateDomain):
         table = share_table(nodes)
         return [(a, table[a.key]) for a in order if a.key in table]
 
+    def _fairshare_factors(self, now: float) -> dict[str, float]:
+        """Association key -> fair-share factor, recomputed when entities or usage change and at
+        most once a minute otherwise (Slurm recalculates every PriorityCalcPeriod, 5 minutes)."""
+        key = (self._generation, self._usage_changes, int(now // 60))
+        if self._fairshare is None or self._fairshare[0] != key:
+            self._fairshare = (key, {a.key: row.fairshare for a, row in self.share_rows(now)})
+        return self._fairshare[1]
+
     def job_factors(
         self, jobs: Iterable[Job], weights: PriorityWeights, now: float
     ) -> dict[int, PriorityFactors]:
         """Multifactor priority factors of ``jobs`` (see :mod:`spur.accounting.priority`)."""
         from spur.accounting.priority import job_factors
 
-        shares = {a.key: row.fairshare for a, row in self.share_rows(now)} if weights.fairshare else {}
+        shares = self._fairshare_factors(now) if weights.fairshare else {}
         cluster_cpus = sum(n.cpus for n in self.state.nodes.values())
         max_qos = max((q.priority for q in self.qos.values()), default=0)
         out: dict[int, PriorityFactors] = {}
         for job in jobs:
             assoc = self.job_assoc(job)
-            qos = self.qos.get(job.spec.qos or (assoc.default_qos if assoc else "") or "normal")
+            qos = self.qos.get(job.spec.qos or "normal")
             out[job.job_id] = job_factors(
                 eligible_time=job.eligible_time or job.submit_time,
                 now=now,
@@ -415,8 +434,33 @@ class AccountingDomain(StateDomain):
         """Job id -> multifactor priority (empty when every weight is 0: basic priority stays)."""
         if not weights.active:
             return {}
-        factors = self.job_factors(jobs, weights, now)
-        return {job_id: f.priority(weights) for job_id, f in factors.items()}
+        # The same arithmetic as PriorityFactors.priority, inlined: this runs on every pending job
+        # of every scheduler pass (tests check both agree).
+        shares = self._fairshare_factors(now) if weights.fairshare else {}
+        cluster_cpus = sum(n.cpus for n in self.state.nodes.values())
+        max_qos = max((q.priority for q in self.qos.values()), default=0)
+        qos_part = {n: (q.priority / max_qos if max_qos > 0 else 0.0) for n, q in self.qos.items()}
+        max_age = weights.max_age_secs
+        w_age, w_fs, w_size = weights.age, weights.fairshare, weights.job_size
+        w_qos, base = weights.qos, round(weights.partition * 1.0)
+        out: dict[int, int] = {}
+        for job in jobs:
+            spec = job.spec
+            age = (
+                min(1.0, max(0.0, now - (job.eligible_time or job.submit_time)) / max_age)
+                if max_age > 0
+                else 0.0
+            )
+            size = min(1.0, spec.tasks * spec.cpus_per_task / cluster_cpus) if cluster_cpus > 0 else 0.0
+            if w_fs:
+                assoc = self.assoc_for(spec.account, job.user, job.partition)
+                fs = min(1.0, max(0.0, shares.get(assoc.key, 0.0))) if assoc is not None else 0.0
+            else:
+                fs = 0.0
+            q = qos_part.get(spec.qos or "normal", 0.0)
+            total = round(w_age * age) + round(w_fs * fs) + round(w_size * size) + base + round(w_qos * q)
+            out[job.job_id] = max(1, total - spec.nice)
+        return out
 
     # ------------------------------------------------------------------ show (records for the CLI)
 
@@ -534,13 +578,16 @@ class AccountingDomain(StateDomain):
     def apply(self, cmd: Any) -> Any:
         from spur.state.machine import Rejected
 
-        # Entities may change: the scheduler's limit table and job cache are rebuilt on next use.
-        self._table = None
-        self._generation += 1
         try:
             return super().apply(cmd)
         except AcctError as exc:
             return Rejected(exc.code, exc.message)
+        finally:
+            # Entities may have changed: derived indexes and the scheduler's caches are rebuilt on
+            # next use (a refused command changed nothing, but this keeps the rule simple).
+            self._table = None
+            self._children = None
+            self._generation += 1
 
     def _apply_ConfigureAccounting(self, cmd: ConfigureAccounting) -> Any:
         bad = [e for e in cmd.enforce if e not in ENFORCE_CHOICES]
