@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from spur.cli.client import with_controller
@@ -34,5 +33,3 @@ def records(response: Any) -> list[dict[str, str]]:
     """``AcctRecords`` as plain dicts."""
     return [dict(r.fields) for r in response.records]
 
-
-Printer = Callable[[str], None]
