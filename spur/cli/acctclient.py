@@ -32,4 +32,3 @@ def call_accounting(method: str, request: Any) -> Any:
 def records(response: Any) -> list[dict[str, str]]:
     """``AcctRecords`` as plain dicts."""
     return [dict(r.fields) for r in response.records]
-
