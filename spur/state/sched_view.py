@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from spur.core.job import Job, JobState, PartitionState
 from spur.core.scheduling import (
     LimitGate,
@@ -17,14 +15,15 @@ from spur.core.scheduling import (
 from spur.state.machine import ClusterState
 
 
-def pending_view(job: Job) -> PendingView:
+def pending_view(job: Job, priority: int | None = None) -> PendingView:
+    """The plugin's view of a pending job; ``priority`` overrides the stored one (multifactor)."""
     from spur.core.resources import gpus_per_node
 
     spec = job.spec
     gpn, gtype = gpus_per_node(list(spec.gres)) if spec.gres else (0, "")
     return PendingView(
         job_id=job.job_id,
-        priority=job.priority,
+        priority=job.priority if priority is None else priority,
         submit_time=job.submit_time,
         partition=job.partition,
         num_nodes=spec.num_nodes,
@@ -127,9 +126,8 @@ def build_snapshot(
         for j in state.jobs.values()
         if j.state.holds_resources
     )
-    pending = tuple(pending_view(j) for j in eligible)
-    if priorities:
-        pending = tuple(replace(p, priority=priorities.get(p.job_id, p.priority)) for p in pending)
+    prio = priorities or {}
+    pending = tuple(pending_view(j, prio.get(j.job_id)) for j in eligible)
     partitions = tuple(
         PartitionView(name=p.name, nodes=tuple(part_nodes[p.name]), up=p.state is PartitionState.UP)
         for p in state.partitions.values()
