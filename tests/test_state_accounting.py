@@ -78,6 +78,10 @@ def test_adding_accounts_and_users_prints_what_slurm_prints() -> None:
         (AcctModify("qos", {"name": "low"}, {"preempt": "high"}), "preemption loop (low -> high -> low)"),
         (AcctModify("qos", {"name": "high"}, {"preempt": "high"}), "preemption loop (high -> high)"),
         (AcctDelete("qos", {"name": "normal"}), "normal QOS can not be deleted"),
+        (AcctModify("qos", {"name": "high"}, {"usagefactor": "nan"}), "Invalid value 'nan' for UsageFactor"),
+        (AcctAdd("account", [""], {}), "Invalid name ''"),
+        (AcctAdd("user", ["a b"], {"account": "physics"}), "Invalid name 'a b'"),
+        (AcctAdd("qos", ["x|y"], {}), "Invalid name 'x|y'"),
     ],
 )
 def test_refusals_change_nothing(cmd, message: str) -> None:

@@ -13,6 +13,8 @@ one scheduling pass), ``priorities`` (multifactor), and the tables behind ``ssha
 from __future__ import annotations
 
 import copy
+import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -94,6 +96,16 @@ class AcctDelete:
 
 def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+_BAD_NAME = re.compile(r"[\s|,=:'\"]")
+
+
+def _check_names(names: list[str]) -> None:
+    """Entity names must be non-empty words (they are keys, and sacctmgr's own separators are not)."""
+    for name in names:
+        if not name or _BAD_NAME.search(name) or len(name) > 64:
+            raise AcctError(f" Invalid name {name!r}: names are 1-64 characters without spaces or ,|=:'\"")
 
 
 def _line_acct(account: str, cluster: str) -> str:
@@ -695,6 +707,7 @@ class AccountingDomain(StateDomain):
         if parent not in self.accounts:
             raise AcctError(f" Parent account '{parent}' doesn't exist.")
         changes, assoc_lines = self._assoc_settings(values)
+        _check_names(names)
         new = [n for n in dict.fromkeys(names) if n not in self.accounts]
         if not new:
             raise AcctError(" Nothing new added.", "ALREADY_EXISTS")
@@ -810,6 +823,7 @@ class AccountingDomain(StateDomain):
         if partition and partition not in self.state.partitions:
             raise AcctError(f" Invalid partition name: {partition}")
         changes, settings = self._assoc_settings(values)
+        _check_names(names)
         new_users = [n for n in dict.fromkeys(names) if n not in self.users]
         new_assocs = [
             (n, a)
@@ -950,7 +964,7 @@ class AccountingDomain(StateDomain):
                     qos.usage_factor = float(raw)
                 except ValueError:
                     raise AcctError(f"sacctmgr: error: Invalid value {raw!r} for UsageFactor") from None
-                if qos.usage_factor < 0:
+                if not math.isfinite(qos.usage_factor) or qos.usage_factor < 0:
                     raise AcctError(f"sacctmgr: error: Invalid value {raw!r} for UsageFactor")
             elif key == "flags":
                 qos.flags = _split(raw)
@@ -1003,6 +1017,7 @@ class AccountingDomain(StateDomain):
         names = [n.lower() for n in names + _split(values.get("name", "") + "," + values.get("names", ""))]
         if not names:
             raise AcctError(" Need name of QOS to add.")
+        _check_names(names)
         new = [n for n in dict.fromkeys(names) if n not in self.qos]
         created: dict[str, Qos] = {}
         lines: list[str] = []
@@ -1059,6 +1074,7 @@ class AccountingDomain(StateDomain):
         for key in values:
             if key not in ("name", "names"):
                 raise AcctError(f" Unknown option: {key}\n Use keyword 'where' to modify condition")
+        _check_names(names)
         new = [n for n in dict.fromkeys(names) if n not in self.clusters]
         if not new:
             raise AcctError(" Nothing new added.", "ALREADY_EXISTS")
