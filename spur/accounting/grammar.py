@@ -431,7 +431,8 @@ def render(
     def value(row: Mapping[str, str], col: Column) -> str:
         text = row.get(col.key, "")
         if tree and col.key == "account":
-            text = " " * int(row.get("depth", "0") or 0) + text
+            depth = row.get("depth", "0")
+            text = " " * (int(depth) if depth.isdigit() else 0) + text
         return text
 
     if parsable:
