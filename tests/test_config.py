@@ -172,6 +172,16 @@ name = "n2"
 [accounting]
 database_url = "postgresql://u@db/spur"
 history_max_jobs = 10
+enforce = ["associations", "limits"]
+
+[priority]
+weight_age = 1000
+weight_fairshare = 10000
+weight_job_size = 100
+weight_partition = 10
+weight_qos = 2000
+max_age = "1-00:00:00"
+decay_half_life = "2-00:00:00"
 
 [auth]
 jwt_key_file = "/etc/spur/key"

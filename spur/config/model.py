@@ -116,6 +116,29 @@ class AccountingConfig:
 
     database_url: str | None = None
     history_max_jobs: int = 100000
+    # Slurm's AccountingStorageEnforce: any of "associations", "limits", "qos" (empty: nothing).
+    enforce: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PriorityConfig:
+    """``[priority]``: Slurm's multifactor plugin (all weights 0: basic priority, by submit order)."""
+
+    weight_age: int = 0
+    weight_fairshare: int = 0
+    weight_job_size: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    max_age: str = "7-00:00:00"
+    decay_half_life: str = "7-00:00:00"
+
+    @property
+    def max_age_secs(self) -> int:
+        return _parse_time(self.max_age)
+
+    @property
+    def decay_half_life_secs(self) -> int:
+        return _parse_time(self.decay_half_life)
 
 
 @dataclass(frozen=True)
@@ -205,6 +228,7 @@ class SpurConfig:
     partitions: tuple[PartitionConfig, ...] = (DEFAULT_PARTITION,)
     nodes: tuple[NodeConfig, ...] = ()
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
+    priority: PriorityConfig = field(default_factory=PriorityConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)

@@ -33,6 +33,7 @@ from spur.config.model import (
     NetworkConfig,
     NodeConfig,
     PartitionConfig,
+    PriorityConfig,
     RestConfig,
     SchedulerConfig,
     SpurConfig,
@@ -228,9 +229,34 @@ class AccountingSchema(SectionSchema):
         validate=f.at_least(0), metadata=doc("Finished jobs kept by the embedded history.")
     )
 
+    enforce = f.StrList(
+        f.Str(
+            validate=fields.validate.OneOf(
+                ["associations", "limits", "qos"], error='must be "associations", "limits" or "qos"'
+            )
+        ),
+        metadata=doc(
+            "Slurm's AccountingStorageEnforce: refuse jobs without an association, hold jobs over"
+            " limits, check QOS. Empty: nothing enforced.",
+            ["associations", "limits", "qos"],
+        ),
+    )
+
     def check(self, obj: AccountingConfig) -> None:
         if obj.database_url is not None and not obj.database_url.startswith(("postgresql://", "postgres://")):
             raise _fail("database_url", "must be a postgresql:// URL")
+
+
+class PrioritySchema(SectionSchema):
+    model = PriorityConfig
+
+    weight_age = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightAge.", 1000))
+    weight_fairshare = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightFairshare.", 10000))
+    weight_job_size = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightJobSize.", 1000))
+    weight_partition = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightPartition.", 1000))
+    weight_qos = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightQOS.", 1000))
+    max_age = f.TimeSpec(metadata=doc("PriorityMaxAge: queue time at which the age factor is 1."))
+    decay_half_life = f.TimeSpec(metadata=doc("PriorityDecayHalfLife of fair-share usage."))
 
 
 class AuthSchema(SectionSchema):
@@ -346,6 +372,7 @@ SECTIONS: dict[str, type[SectionSchema]] = {
     "controller": ControllerSchema,
     "scheduler": SchedulerSchema,
     "accounting": AccountingSchema,
+    "priority": PrioritySchema,
     "auth": AuthSchema,
     "admission": AdmissionSchema,
     "network": NetworkSchema,
@@ -374,6 +401,7 @@ class SpurConfigSchema(SectionSchema):
         NodeSchema, many=True, error_messages={"type": "expected an array of tables: [[nodes]]"}
     )
     accounting = fields.Nested(AccountingSchema)
+    priority = fields.Nested(PrioritySchema)
     auth = fields.Nested(AuthSchema)
     admission = fields.Nested(AdmissionSchema)
     network = fields.Nested(NetworkSchema)

@@ -206,6 +206,10 @@ class Controller:
         from spur.rpc.proto import admission_pb2
 
         server.add_service(admission_pb2.DESCRIPTOR.services_by_name["Admission"], AdmissionService(self))
+        from spur.controller.accounting_service import SERVICE as ACCOUNTING
+        from spur.controller.accounting_service import AccountingService
+
+        server.add_service(ACCOUNTING, AccountingService(self))
         from spur.controller.pool import controller_pool
 
         raft_listen = (
@@ -223,7 +227,7 @@ class Controller:
         """Re-read the config file and apply its live sections (leader only; followers keep theirs).
 
         Live: [scheduler] (interval, max_job_test; the plugin is fixed at start), [[partitions]],
-        and the node heartbeat/timeout settings. A bad file changes nothing and raises an RpcError
+        the node heartbeat/timeout settings, [accounting] enforce and [priority]. A bad file changes nothing and raises an RpcError
         naming the problem.
         """
         from dataclasses import replace
@@ -250,10 +254,23 @@ class Controller:
         self.cfg = replace(
             self.cfg, scheduler=new.scheduler, partitions=new.partitions, controller=controller
         )
+        self.cfg = replace(self.cfg, accounting=new.accounting, priority=new.priority)
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))
+        await self._configure_accounting()
         self.kick_scheduler()
-        log.info("reconfigured from %s: scheduler, partitions, node timeouts", self.config_path)
-        return ["scheduler", "partitions", "controller.node_timeouts"]
+        log.info(
+            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority",
+            self.config_path,
+        )
+        return ["scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority"]
+
+    async def _configure_accounting(self) -> None:
+        """Propose the ``[accounting]``/``[priority]`` settings the replicated state must agree on."""
+        from spur.controller.accounting_service import accounting_settings
+
+        wanted = accounting_settings(self)
+        if not self.state.domains["accounting"].configured_as(wanted):  # type: ignore[attr-defined]
+            await self.propose(wanted)
 
     async def _leadership_watch(self) -> None:
         role = self.raft.role
@@ -297,6 +314,7 @@ class Controller:
         wanted = self.configured_partitions()
         if [p for p in self.state.partitions.values()] != wanted:
             await self.propose(c.ConfigurePartitions(wanted))
+        await self._configure_accounting()
         now = trio.current_time()
         for name in self.state.nodes:
             self.last_seen.setdefault(name, now)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from spur.accounting.shares import weights_of
 from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
 from spur.controller.pool import ChannelPool, agent_pool
 from spur.core.job import Job, JobState
@@ -63,15 +64,24 @@ class SchedulerLoop:
         await self._cancel_never_satisfiable(reasons)
         started = 0
         cap = ctl.cfg.scheduler.max_job_test
+        accounting = ctl.state.domains["accounting"]
+        prio = accounting.priorities(eligible, weights_of(ctl.cfg.priority), now)  # type: ignore[attr-defined]
         if cap and len(eligible) > cap:
             # Only the first max_job_test jobs by priority are tested (Slurm's bf_max_job_test); the
             # rest wait behind them, so building their views would be wasted work.
-            eligible.sort(key=lambda j: (-j.priority, j.submit_time, j.job_id))
+            eligible.sort(key=lambda j: (-prio.get(j.job_id, j.priority), j.submit_time, j.job_id))
             for job in eligible[cap:]:
                 reasons[job.job_id] = "Priority"
             eligible = eligible[:cap]
         if eligible:
-            snapshot = build_snapshot(ctl.state, now, max_job_test=cap, eligible=eligible)
+            snapshot = build_snapshot(
+                ctl.state,
+                now,
+                max_job_test=cap,
+                eligible=eligible,
+                priorities=prio,
+                limits=accounting.scheduling_gate(),  # type: ignore[attr-defined]
+            )
             plan = ctl.plugin_manager.hook.spur_schedule(snapshot=snapshot, options={})
             results: list[object] = []
 

@@ -5,7 +5,8 @@ Add a domain by appending its class here; see ``spur.state.domain`` for the cont
 
 from __future__ import annotations
 
+from spur.state.accounting import AccountingDomain
 from spur.state.admission import AdmissionDomain
 from spur.state.domain import StateDomain
 
-DOMAINS: list[type[StateDomain]] = [AdmissionDomain]
+DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain]

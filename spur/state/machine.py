@@ -324,6 +324,11 @@ class ClusterState:
                     "INVALID_ARGUMENT", f"job array of {len(ids)} tasks exceeds {MAX_ARRAY_TASKS}"
                 )
             task_ids, max_running = list(ids), limit_running or 0
+        accounting = self.domains.get("accounting")
+        if accounting is not None:  # last check: on "" it has counted the jobs as submitted
+            refused = accounting.admit(spec, cmd.user, part.name, len(task_ids))  # type: ignore[attr-defined]
+            if refused:
+                return Rejected("INVALID_ARGUMENT", refused)
         first = self.next_job_id
         self.next_job_id += len(task_ids)
         for offset, task_id in enumerate(task_ids):
