@@ -71,7 +71,8 @@ def test_node_registers_only_with_a_valid_join_token(token_cluster: Cluster, tmp
     c.start_agent("good", extra=["--join-token", token])
     c.wait_nodes("good")
     credential = tmp_path / "agent-good" / "clusters"
-    cred_files = list(credential.glob("*/node_credential"))
+    # the controller records the node before the agent has stored the credential it was sent
+    cred_files = wait_for(lambda: list(credential.glob("*/node_credential")), what="the stored credential")
     assert len(cred_files) == 1 and cred_files[0].stat().st_mode & 0o777 == 0o600
     row = token_row(c, token_id)
     assert row[1:4] == ["exhausted", "0", "1"]
