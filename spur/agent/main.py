@@ -59,6 +59,9 @@ class AgentOptions:
     cluster_name: str = "spur"
     features: list[str] = field(default_factory=list)
     verbose: bool = False
+    # The config's [auth] section (None: built-in defaults); resolved into ``auth`` by main().
+    auth_cfg: Any = None
+    auth: Any = None  # spur.auth.keys.AuthSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -113,6 +116,7 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
     if cfg is not None:
         opts.cluster_name = cfg.cluster_name
         opts.kill_grace = float(cfg.controller.kill_grace_secs)
+        opts.auth_cfg = cfg.auth
 
     raw_controllers = args.controller or (list(agent_cfg.controller) if agent_cfg else [DEFAULT_CONTROLLER])
     controllers: list[str] = []
@@ -179,6 +183,9 @@ async def run_agent(
     from spur.agent.registration import Registrar
     from spur.agent.reporter import Reporter, report_key
     from spur.agent.service import AgentServicer
+    from spur.auth.broker import serve_broker
+    from spur.auth.guard import ServerAuth
+    from spur.auth.keys import load_settings
     from spur.rpc.proto import spur_pb2
     from spur.rpc.server import Server
 
@@ -199,7 +206,13 @@ async def run_agent(
         opts.state_dir,
     )
 
-    async with open_controller_link(opts.controllers) as link, trio.open_nursery() as nursery:
+    auth = ServerAuth(
+        opts.auth if opts.auth is not None else load_settings(opts.auth_cfg), daemon_name="spurd"
+    )
+    async with (
+        open_controller_link(opts.controllers, metadata_provider=auth.daemon_metadata) as link,
+        trio.open_nursery() as nursery,
+    ):
         executor: Executor | None = None
 
         def acked(report: spur_pb2.JobStatusReport) -> None:
@@ -223,7 +236,7 @@ async def run_agent(
         except OSError as e:
             raise StartupError(f"cannot use state directory {opts.state_dir}: {e.strerror or e}") from None
 
-        server = Server()
+        server = Server(interceptor=auth)
 
         async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:
             response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))
@@ -239,6 +252,7 @@ async def run_agent(
             raise StartupError(
                 f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}"
             ) from None
+        await nursery.start(serve_broker, auth, name="auth-broker")
 
         async def build_request() -> spur_pb2.RegisterNodeRequest:
             address = opts.address or await local_address_towards(link.current_target)
@@ -315,6 +329,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if opts.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
+    from spur.auth.keys import AuthConfigError, load_settings
+
+    try:
+        opts.auth = load_settings(opts.auth_cfg)
+    except AuthConfigError as e:
+        print(f"spurd: error: {e}", file=sys.stderr)
+        return 1
     from spur.agent.discovery import DiscoveryError, discover
 
     try:

@@ -10,7 +10,8 @@ LaunchStep is called by srun (a user's process), not by the controller, so when 
 ``lookup_job`` (spurd wires the controller's GetJobs) the job record the step runs under -- its user,
 allocation and time limit -- is the controller's, not the caller's: a step of a job the controller
 does not know as running on this node, or of another user's job (the caller's identity headers), is
-refused (NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED), and the step's
+refused (NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED; the caller is the identity the auth
+interceptor verified), and the step's
 allocation is taken from the controller's record when it lists the step.
 """
 
@@ -23,6 +24,7 @@ from spur.agent.backends import BackendError
 from spur.agent.executor import Executor, UnknownJob
 from spur.agent.launchspec import LaunchError
 from spur.agent.output import stream_output
+from spur.auth.admin import is_admin
 from spur.auth.identity import IdentityError, identity_from_metadata
 from spur.rpc.proto import spur_pb2
 from spur.rpc.server import CallContext
@@ -115,11 +117,13 @@ class AgentServicer:
                 StatusCode.FAILED_PRECONDITION,
                 f"job {job_id} is {job.state}, so step {step_name} cannot start",
             )
-        try:
-            caller = identity_from_metadata(context.metadata)
-        except IdentityError as e:
-            raise RpcError(StatusCode.UNAUTHENTICATED, str(e)) from None
-        if not caller.is_admin and caller.uid != job.uid:
+        caller = context.identity
+        if caller is None:  # a server without the auth interceptor: the claimed headers
+            try:
+                caller = identity_from_metadata(context.metadata)
+            except IdentityError as e:
+                raise RpcError(StatusCode.UNAUTHENTICATED, str(e)) from None
+        if not is_admin(caller) and caller.uid != job.uid:
             raise RpcError(
                 StatusCode.PERMISSION_DENIED,
                 f"Access/permission denied: job {job_id} belongs to uid {job.uid}, not to uid {caller.uid}",

@@ -1,7 +1,8 @@
 """Caller identity carried in RPC metadata (uid, gid, user name), and the admin check.
 
-Until ``[auth]`` is enabled the controller trusts these headers, as Slurm trusts munge on a closed
-cluster network; with auth the JWT subject becomes the identity and a mismatch is refused.
+With ``[auth] mode = "disabled"`` (or a call without a credential in permissive mode) the daemons trust
+these headers, as Slurm trusts munge on a closed cluster network; with a credential the JWT subject is the
+identity and a mismatch is refused (see :mod:`spur.auth.policy`).
 """
 
 from __future__ import annotations
@@ -17,14 +18,21 @@ GROUP_KEY = "x-spur-group"
 
 @dataclass(frozen=True)
 class Identity:
+    """Who a call comes from. ``verified``: proven by a credential; ``admin``: the token's admin claim."""
+
     uid: int
     gid: int
     user: str
     group: str
+    admin: bool = False
+    verified: bool = False
 
     @property
     def is_admin(self) -> bool:
-        return self.uid == 0
+        """Shorthand for :func:`spur.auth.admin.is_admin` without cluster state."""
+        from spur.auth.admin import is_admin
+
+        return is_admin(self)
 
 
 class IdentityError(ValueError):

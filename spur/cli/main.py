@@ -25,6 +25,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "scontrol",
         "Show jobs, nodes, partitions, controllers; update nodes (scontrol).",
     ),
+    "token": ("spur.cli.token", "", "Mint an authentication token, printed as SLURM_JWT=<token>."),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items()}
 # `spur show X` reads like `scontrol show X`.

@@ -53,15 +53,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spurctld: error: {exc}", file=sys.stderr)
         return 1
 
+    from spur.auth.keys import AuthConfigError, load_settings
     from spur.controller.app import Controller
     from spur.plugins import load_plugin_manager
+
+    try:
+        auth = load_settings(cfg.auth)
+    except AuthConfigError as exc:
+        print(f"spurctld: error: {exc}", file=sys.stderr)
+        return 1
 
     try:
         plugin_manager = load_plugin_manager("scheduler", cfg.scheduler.plugin)
     except PluginNotFound as exc:
         print(f"spurctld: error: {exc}", file=sys.stderr)
         return 1
-    controller = Controller(cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides)
+    controller = Controller(
+        cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides, auth=auth
+    )
     controller.plugin_manager = plugin_manager
 
     async def run() -> None:
