@@ -25,7 +25,7 @@ from spur.agent.executor import Executor, UnknownJob
 from spur.agent.launchspec import LaunchError
 from spur.agent.output import stream_output
 from spur.auth.admin import is_admin
-from spur.auth.identity import IdentityError, identity_from_metadata
+from spur.auth.identity import IdentityError, require_identity
 from spur.rpc.proto import spur_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -117,12 +117,10 @@ class AgentServicer:
                 StatusCode.FAILED_PRECONDITION,
                 f"job {job_id} is {job.state}, so step {step_name} cannot start",
             )
-        caller = context.identity
-        if caller is None:  # a server without the auth interceptor: the claimed headers
-            try:
-                caller = identity_from_metadata(context.metadata)
-            except IdentityError as e:
-                raise RpcError(StatusCode.UNAUTHENTICATED, str(e)) from None
+        try:
+            caller = require_identity(context.identity, context.metadata)
+        except IdentityError as e:
+            raise RpcError(StatusCode.UNAUTHENTICATED, str(e)) from None
         if not is_admin(caller) and caller.uid != job.uid:
             raise RpcError(
                 StatusCode.PERMISSION_DENIED,

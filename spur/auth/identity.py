@@ -28,6 +28,11 @@ class Identity:
     verified: bool = False
 
     @property
+    def anonymous(self) -> bool:
+        """A call with neither identity headers nor a credential (daemons in disabled/permissive mode)."""
+        return self.uid < 0
+
+    @property
     def is_admin(self) -> bool:
         """Shorthand for :func:`spur.auth.admin.is_admin` without cluster state."""
         from spur.auth.admin import is_admin
@@ -37,6 +42,21 @@ class Identity:
 
 class IdentityError(ValueError):
     pass
+
+
+# Who a call is from when it carries no identity headers and no credential. Handlers that act for a
+# user refuse it (see require_identity); daemon-to-daemon calls in disabled/permissive mode are such.
+ANONYMOUS = Identity(-1, -1, "", "")
+
+
+def require_identity(ident: Identity | None, metadata: dict[str, str]) -> Identity:
+    """``ident`` (the interceptor's), or the claimed headers without an interceptor; raises IdentityError
+    for an anonymous caller or bad headers."""
+    if ident is None:
+        return identity_from_metadata(metadata)
+    if ident.anonymous:
+        raise IdentityError(f"missing caller identity header {UID_KEY}")
+    return ident
 
 
 def current_identity() -> Identity:

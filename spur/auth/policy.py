@@ -3,7 +3,9 @@
 Authentication (:func:`authenticate`), given the mode, whether a key is configured, the presented
 credential (already verified by the caller, or None) and the claimed identity headers:
 
-- ``disabled``: any credential is ignored; the claimed identity is used (as Slurm trusts munge).
+- ``disabled``: any credential is ignored; the claimed identity is used (as Slurm trusts munge). A call
+  with no identity headers (and, in permissive mode, no credential) is ``ANONYMOUS``: handlers that act
+  for a user refuse it; daemon-to-daemon calls without a key are such.
 - ``permissive``: a presented credential must verify (with no key configured, a presented credential is
   refused: there is nothing to verify it with); a call without one runs as its claimed identity and
   the caller logs it (:attr:`Authenticated.unauthenticated`).
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spur.auth.admin import ADMIN_PRIVILEGE, is_admin, permission_denied
-from spur.auth.identity import GID_KEY, GROUP_KEY, UID_KEY, USER_KEY, Identity, IdentityError
+from spur.auth.identity import ANONYMOUS, GID_KEY, GROUP_KEY, UID_KEY, USER_KEY, Identity, IdentityError
 from spur.auth.identity import identity_from_metadata as _claimed_identity
 from spur.auth.tokens import Claims, TokenError
 
@@ -130,6 +132,8 @@ def authenticate(
 
 
 def _claimed(claimed: Mapping[str, str]) -> Authenticated | Refusal:
+    if UID_KEY not in claimed:
+        return Authenticated(ANONYMOUS)
     try:
         return Authenticated(_claimed_identity(dict(claimed)))
     except IdentityError as exc:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from spur.auth.admin import is_admin, permission_denied
-from spur.auth.identity import Identity, IdentityError, identity_from_metadata
+from spur.auth.identity import Identity, IdentityError, require_identity
 from spur.controller import convert
 from spur.core.job import JobState
 from spur.rpc.proto import spur_pb2 as pb
@@ -31,10 +31,8 @@ LOCAL_READ_KEY = "x-spur-local-read"
 
 def _caller(context: CallContext) -> Identity:
     """The verified identity the auth interceptor set (the claimed headers on a server without one)."""
-    if context.identity is not None:
-        return context.identity
     try:
-        return identity_from_metadata(context.metadata)
+        return require_identity(context.identity, context.metadata)
     except IdentityError as exc:
         raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
 
