@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import trio
 from google.protobuf import message_factory
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from integration.harness import BIN, Cluster, wait_for
 from spur.auth.identity import Identity, identity_metadata
@@ -333,3 +335,152 @@ def test_key_file_readable_by_others_refuses_to_start(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert f"chmod 600 {key}" in proc.stderr and "group/other" in proc.stderr
     assert KEY.decode() not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- fuzz (live daemons)
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unsigned(header: dict, claims: dict, signature: bytes = b"") -> str:
+    import json
+
+    return f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}.{_b64(signature)}"
+
+
+_CLAIM_VALUES = st.one_of(st.integers(-(2**63), 2**63), st.text(max_size=20), st.booleans(), st.none())
+_CLAIMS = st.fixed_dictionaries(
+    {},
+    optional={
+        "sun": st.one_of(st.just("root"), st.text(max_size=10)),
+        "sub": st.one_of(st.just("root"), st.text(max_size=10)),
+        "uid": st.one_of(st.just(0), _CLAIM_VALUES),
+        "iat": st.one_of(st.just(int(time.time())), _CLAIM_VALUES),
+        "exp": st.one_of(st.just(int(time.time()) + 3600), _CLAIM_VALUES),
+        "admin": st.one_of(st.just(True), _CLAIM_VALUES),
+    },
+)
+
+
+def _incomplete(claims: dict) -> bool:
+    """Claims that a valid Spur token needs at least one of (so a correctly signed one must fail)."""
+    return not all(k in claims for k in ("uid", "iat", "exp")) or not ("sun" in claims or "sub" in claims)
+
+
+_HOSTILE = st.one_of(
+    st.binary(max_size=300).map(lambda b: "Bearer " + b.decode("latin-1")),
+    st.text(max_size=300),
+    st.binary(max_size=200).map(lambda b: "Bearer " + _b64(b) + "." + _b64(b[::-1]) + "." + _b64(b[:7])),
+    _CLAIMS.map(lambda c: "Bearer " + _unsigned({"alg": "none", "typ": "JWT"}, c)),
+    _CLAIMS.map(lambda c: "Bearer " + _unsigned({"alg": "None"}, c)),
+    st.sampled_from(["HS384", "HS512"]).flatmap(
+        lambda alg: _CLAIMS.map(lambda c: "Bearer " + __import__("jwt").encode(c, KEY * 2, algorithm=alg))
+    ),
+    _CLAIMS.filter(_incomplete).map(
+        lambda c: "Bearer " + __import__("jwt").encode(c, KEY, algorithm="HS256")
+    ),
+    st.integers(9_000, 200_000).map(lambda n: "Bearer " + "A" * n),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    authorization=_HOSTILE,
+    claimed_uid=st.one_of(st.none(), st.just("0"), st.text(max_size=30)),
+    target=st.sampled_from(["controller", "agent"]),
+)
+def test_hostile_credentials_never_authenticate(
+    clusters: Any, authorization: str, claimed_uid, target
+) -> None:
+    from hypothesis import assume
+
+    from spur.rpc.blocking import BlockingChannel
+    from spur.rpc.wire import validate_metadata
+
+    c = clusters("required")
+    md = {"authorization": authorization}
+    if claimed_uid is not None:
+        md["x-spur-uid"] = claimed_uid
+    try:
+        validate_metadata(md)
+    except ValueError:
+        assume(False)  # our client refuses to send it; the raw-bytes cases below cover the wire
+    address = c.address if target == "controller" else f"127.0.0.1:{c.agent_ports['n1']}"
+    path, request, response = (
+        ("/spur.v1.Controller/GetJobs", pb.GetJobsRequest(), pb.GetJobsResponse)
+        if target == "controller"
+        else ("/spur.v1.Agent/Status", pb.Empty(), pb.AgentStatus)
+    )
+    with BlockingChannel(address, connect_timeout=5) as ch:
+        with pytest.raises(RpcError) as exc:
+            ch.unary(path, request, response, timeout=10, metadata=md)
+    assert exc.value.code is not StatusCode.OK
+    if len(authorization) < 8000:
+        assert exc.value.code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED), exc.value
+    assert c.controller.alive() and c.agents["n1"].alive()
+
+
+def test_raw_header_bytes_never_crash_the_daemons(clusters: Any) -> None:
+    """Header bytes our client would refuse (control characters, invalid UTF-8), sent with h2 directly."""
+    import socket
+
+    import h2.config
+    import h2.connection
+
+    c = clusters("required")
+    hostile = [
+        b"Bearer \xff\xfe\x00",
+        b"\x00" * 64,
+        b"Bearer a.b\r\nx-spur-uid: 0",
+        bytes(range(256)),
+        b"Bearer " + b"\x80" * 5000,
+    ]
+    for address in (c.address, f"127.0.0.1:{c.agent_ports['n1']}"):
+        host, port = address.rsplit(":", 1)
+        for value in hostile:
+            conn = h2.connection.H2Connection(
+                h2.config.H2Configuration(
+                    client_side=True, validate_outbound_headers=False, normalize_outbound_headers=False
+                )
+            )
+            conn.initiate_connection()
+            path = b"/spur.v1.Controller/GetJobs" if address == c.address else b"/spur.v1.Agent/Status"
+            conn.send_headers(
+                1,
+                [
+                    (b":method", b"POST"),
+                    (b":scheme", b"http"),
+                    (b":path", path),
+                    (b":authority", address.encode()),
+                    (b"content-type", b"application/grpc"),
+                    (b"te", b"trailers"),
+                    (b"authorization", value),
+                    (b"x-spur-uid", value),
+                ],
+            )
+            conn.send_data(1, b"\x00\x00\x00\x00\x00", end_stream=True)
+            with socket.create_connection((host, int(port)), timeout=5) as sock:
+                sock.sendall(conn.data_to_send())
+                received = b""
+                sock.settimeout(5)
+                try:
+                    while b"grpc-status" not in received and len(received) < 1 << 20:
+                        chunk = sock.recv(65536)
+                        if not chunk:
+                            break
+                        received += chunk
+                        events = conn.receive_data(chunk)
+                        for ev in events:
+                            headers = dict(getattr(ev, "headers", None) or [])
+                            status = headers.get(b"grpc-status")
+                            if status is not None:
+                                assert status != b"0", f"authenticated with header {value!r}"
+                        sock.sendall(conn.data_to_send())
+                except (OSError, h2.exceptions.ProtocolError):
+                    pass
+    assert c.controller.alive() and c.agents["n1"].alive()
+    assert c.call("GetJobs", pb.GetJobsRequest()).jobs is not None  # still serving
