@@ -95,10 +95,19 @@ async def submit_all(
 def one_run(
     fsync: bool, jobs: int, clients: int, mode: str, method: str = "SubmitJob", auth: str = ""
 ) -> float:
+    return measured_run(fsync, jobs, clients, mode, method, auth)[0]
+
+
+def measured_run(
+    fsync: bool, jobs: int, clients: int, mode: str, method: str = "SubmitJob", auth: str = ""
+) -> tuple[float, float]:
+    """(calls/s, controller CPU ms per call); the CPU figure is the one a busy machine distorts least."""
     with tempfile.TemporaryDirectory(prefix="spur-bench-auth-") as tmp:
         conf, md = _auth_setup(auth, Path(tmp))
         with controller(wal_fsync=fsync, extra=conf) as ctl:
-            return trio.run(submit_all, ctl.address, jobs, clients, mode, method, md)
+            before = ctl.cpu_secs()
+            rate = trio.run(submit_all, ctl.address, jobs, clients, mode, method, md)
+            return rate, (ctl.cpu_secs() - before) * 1000 / jobs
 
 
 def compare_auth(args: argparse.Namespace, fsyncs: list[str], clients: list[int]) -> None:
@@ -107,11 +116,15 @@ def compare_auth(args: argparse.Namespace, fsyncs: list[str], clients: list[int]
     for fs in fsyncs:
         for mode in args.modes.split(","):
             for n in clients:
-                runs: dict[str, list[float]] = {"disabled": [], "required": []}
+                rates: dict[str, list[float]] = {"disabled": [], "required": []}
+                cpu: dict[str, list[float]] = {"disabled": [], "required": []}
                 for _ in range(args.repeat):
                     for auth in ("disabled", "required"):
-                        runs[auth].append(one_run(fs == "on", args.jobs, n, mode, auth=auth))
-                off, on = median(runs["disabled"]), median(runs["required"])
+                        rate, ms = measured_run(fs == "on", args.jobs, n, mode, auth=auth)
+                        rates[auth].append(rate)
+                        cpu[auth].append(ms)
+                off, on = median(rates["disabled"]), median(rates["required"])
+                cpu_off, cpu_on = median(cpu["disabled"]), median(cpu["required"])
                 rows.append(
                     (
                         fs,
@@ -120,14 +133,27 @@ def compare_auth(args: argparse.Namespace, fsyncs: list[str], clients: list[int]
                         off,
                         on,
                         f"{on / off:.3f}",
-                        f"{(1 - on / off) * 100:+.1f}%",
-                        _fmt(runs["disabled"]) + " | " + _fmt(runs["required"]),
+                        f"{cpu_off:.3f}",
+                        f"{cpu_on:.3f}",
+                        f"{(cpu_on / cpu_off - 1) * 100:+.1f}%",
+                        _fmt(rates["disabled"]) + " | " + _fmt(rates["required"]),
                     )
                 )
     print_table(
-        ["fsync", "mode", "clients", "disabled/s", "required/s", "ratio", "overhead", "runs (off | on)"],
+        [
+            "fsync",
+            "mode",
+            "clients",
+            "disabled/s",
+            "required/s",
+            "rate ratio",
+            "ctl CPU ms/call (off)",
+            "(on)",
+            "CPU overhead",
+            "runs/s (off | on)",
+        ],
         rows,
-        title=f"SubmitJob throughput, [auth] disabled vs required, {args.jobs} jobs per run",
+        title=f"SubmitJob throughput, [auth] disabled vs required, {args.jobs} jobs per run (medians)",
     )
 
 
