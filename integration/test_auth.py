@@ -78,6 +78,13 @@ def credential_metadata(credential: str) -> dict[str, str]:
     return md
 
 
+def _root_metadata() -> dict[str, str]:
+    """What this test process (root) sends to drive the cluster: its own token, as from the broker."""
+    me = Identity(os.getuid(), os.getgid(), "root" if os.getuid() == 0 else str(os.getuid()), "")
+    token = mint(KEY, me.user, me.uid, now=time.time(), ttl_secs=3600)
+    return {"authorization": f"Bearer {token}"}
+
+
 def _tamper(token: str) -> str:
     header, body, sig = token.split(".")
     middle = len(sig) // 2
@@ -104,7 +111,7 @@ def _auth_conf(mode: str, root: Path) -> str:
 def _start(root: Path, mode: str) -> Cluster:
     root.mkdir(parents=True, exist_ok=True)
     c = Cluster(root, conf_extra=_auth_conf(mode, root), agent_conf=True)
-    c.metadata = credential_metadata("admin") if mode != "disabled" else {}
+    c.metadata = _root_metadata() if mode != "disabled" else {}
     c.start_controller()
     c.start_agent("n1")
     c.wait_nodes("n1")  # registration and heartbeats: spurd signs its calls in required mode
@@ -272,6 +279,26 @@ def test_permissive_mode_logs_unauthenticated_calls(clusters: Any) -> None:
         lambda: "unauthenticated call to /spur.v1.Controller/GetJobs from 127.0.0.1:" in c.controller.log(),
         what="the permissive-mode log line",
     )
+
+
+def test_job_output_is_streamed_to_its_owner_only(clusters: Any, tmp_path: Path) -> None:
+    c = clusters("required")
+    job_id = c.submit_spec(script="#!/bin/sh\necho secret-output\nexec sleep 60\n", work_dir=str(tmp_path))
+    c.wait_job(job_id, "RUNNING")
+    agent = f"127.0.0.1:{c.agent_ports['n1']}"
+
+    async def stream(md: dict[str, str]) -> StatusCode:
+        from spur.rpc.channel import open_channel
+
+        method = pb.DESCRIPTOR.services_by_name["Agent"].methods_by_name["StreamOutput"]
+        async with open_channel(agent) as ch:
+            return await _call(ch, method, pb.StreamOutputRequest(job_id=job_id, follow=False), md)
+
+    assert trio.run(stream, credential_metadata("non-admin")) is StatusCode.PERMISSION_DENIED
+    assert trio.run(stream, credential_metadata("admin")) is StatusCode.OK
+    assert trio.run(stream, {**identity_metadata(), **_root_metadata()}) is StatusCode.OK
+    c.call("CancelJob", pb.CancelJobRequest(job_id=job_id))
+    c.wait_job(job_id, "CANCELLED")
 
 
 # ---------------------------------------------------------------------------- refusing to start

@@ -12,7 +12,8 @@ allocation and time limit -- is the controller's, not the caller's: a step of a 
 does not know as running on this node, or of another user's job (the caller's identity headers), is
 refused (NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED; the caller is the identity the auth
 interceptor verified), and the step's
-allocation is taken from the controller's record when it lists the step.
+allocation is taken from the controller's record when it lists the step. StreamOutput serves only the
+owner of the job (or an administrator) when the call carries an identity.
 """
 
 from __future__ import annotations
@@ -174,6 +175,15 @@ class AgentServicer:
             job = self.executor.get(request.job_id, step_id)
         except UnknownJob as e:
             raise RpcError(StatusCode.NOT_FOUND, str(e)) from None
+        caller = context.identity
+        owner = job.spec.uid if job.spec is not None else None
+        if caller is not None and not caller.anonymous and owner is not None:
+            if not is_admin(caller) and caller.uid != owner:
+                raise RpcError(
+                    StatusCode.PERMISSION_DENIED,
+                    f"Access/permission denied: the output of {job.name} belongs to uid {owner}, "
+                    f"not to uid {caller.uid}",
+                )
         complete = False
         async for chunk in stream_output(job, follow=request.follow):
             yield chunk
