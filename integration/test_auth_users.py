@@ -169,9 +169,13 @@ def test_cancel_is_limited_to_the_owner_or_root_and_jobs_run_as_their_user(
     assert refused.returncode != 0
     assert "Access/permission denied" in refused.stderr
     assert cluster.job(job_b).state == "RUNNING"
-    # A claiming to be B is refused too: the token, not the header, is the identity.
-    assert _cli(cluster, shared, a, "scancel", str(job_b)).returncode != 0
+    drain = ("scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=maintenance")
+    denied = _cli(cluster, shared, a, *drain)
+    assert denied.returncode != 0
+    assert "Access/permission denied: updating nodes" in denied.stderr and f"user {a}" in denied.stderr
 
     allowed = _cli(cluster, shared, None, "scancel", str(job_b))
     assert allowed.returncode == 0, allowed.stderr
     wait_for(lambda: cluster.job(job_b).state == "CANCELLED", timeout=30, what=f"job {job_b} cancelled")
+    assert _cli(cluster, shared, None, *drain).returncode == 0
+    assert _cli(cluster, shared, None, "scontrol", "update", "NodeName=n1", "State=RESUME").returncode == 0

@@ -66,6 +66,13 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
 }
 
 
+# How a refusal names what was refused (the method name otherwise).
+_ACTIONS: dict[str, str] = {
+    "/spur.v1.Controller/UpdateNode": "updating nodes (scontrol update NodeName=...)",
+    "/spur.v1.Controller/Reconfigure": "scontrol reconfigure",
+}
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A call that may not proceed: ``code`` is a StatusCode name, ``message`` the user-facing reason."""
@@ -168,7 +175,7 @@ def authorize(method: str, identity: Identity, *, mode: str) -> Refusal | None:
     privilege = METHOD_PRIVILEGE.get(method, Privilege.USER)
     if privilege is Privilege.USER or is_admin(identity):
         return None
-    name = method.rsplit("/", 1)[-1]
+    name = _ACTIONS.get(method) or method.rsplit("/", 1)[-1]
     who = f"user {identity.user} (uid {identity.uid})"
     if privilege is Privilege.ADMIN:
         return Refusal("PERMISSION_DENIED", f"{permission_denied(name)}; caller is {who}")
