@@ -245,6 +245,18 @@ def test_required_mode_end_to_end_with_the_broker(clusters: Any, tmp_path: Path)
     c.wait_job(job_id, "COMPLETED")
     assert (tmp_path / f"out-{job_id}.txt").read_text() == "hello\n"
 
+    # srun: the controller calls and srun's direct calls to the agent (LaunchStep, StreamOutput) all carry it
+    run = subprocess.run(
+        [str(BIN / "srun"), "-n", "2", "sh", "-c", "echo rank $SLURM_PROCID"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert sorted(run.stdout.split("\n")) == ["", "rank 0", "rank 1"]
+
     token = subprocess.run(
         [str(BIN / "scontrol"), "token", "lifespan=600"], env=env, capture_output=True, text=True, timeout=60
     )
