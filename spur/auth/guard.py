@@ -9,8 +9,8 @@ Contracts:
   refusal, never a crash.
 - Verified tokens are cached by digest until they expire (at most ``cache_size`` entries), so a token is
   verified about once however many calls carry it.
-- In permissive mode a call without a credential is logged (method and peer), at most once per
-  ``log_interval`` seconds per method, with the number of such calls since the last line. Refusals are
+- In permissive mode with a key a call without a credential is logged (method and peer), at most once
+  per ``log_interval`` seconds per method (without a key nobody can authenticate, so nothing is logged), with the number of such calls since the last line. Refusals are
   logged the same way. Tokens and keys are never logged.
 - :meth:`ServerAuth.daemon_metadata` is the ``authorization`` header this daemon sends on its own calls
   (``sub`` = the daemon's name, admin, short TTL, renewed before it expires); empty without a key.
@@ -142,7 +142,7 @@ class ServerAuth:
                 result.message,
             )
             return result
-        if result.unauthenticated:
+        if result.unauthenticated and self.settings.has_key:  # without a key nobody could authenticate
             self._log(
                 logging.INFO,
                 f"unauth {method}",

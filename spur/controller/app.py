@@ -209,7 +209,9 @@ class Controller:
 
         server = Server(interceptor=self.auth)
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
-        server.add_service(auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth))
+        server.add_service(
+            auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
+        )
         from spur.controller.pool import controller_pool
 
         raft_listen = (
