@@ -141,6 +141,11 @@ def test_each_user_gets_a_token_for_itself_only(cluster: Cluster, shared: Path, 
     assert "Access/permission denied" in other.stderr and users["b"].pw_name in other.stderr
     mine = _cli(cluster, shared, users["a"].pw_name, "spur", "token", "--lifespan", "60")
     assert _token_claims(mine)["sun"] == users["a"].pw_name
+    elevated = _cli(cluster, shared, users["a"].pw_name, "spur", "token", "--admin")
+    assert elevated.returncode != 0 and "Access/permission denied: an admin token" in elevated.stderr
+    # root may mint admin tokens; one lets its holder act as an administrator from any host
+    admin = _token_claims(_cli(cluster, shared, None, "spur", "token", "--admin", "--lifespan", "600"))
+    assert admin["admin"] is True and admin["sun"] == "root"
     # root may mint for anyone
     claims = _token_claims(_cli(cluster, shared, None, "scontrol", "token", f"username={users['b'].pw_name}"))
     assert (claims["sun"], claims["uid"]) == (users["b"].pw_name, users["b"].pw_uid)

@@ -67,6 +67,21 @@ def test_socket_from_environment_wins(tmp_path: Path, broker: Path) -> None:
     assert found is not None and found.source == "broker"
 
 
+def test_configured_socket_is_looked_up_only_when_needed(tmp_path: Path, broker: Path) -> None:
+    asked: list[int] = []
+
+    def configured() -> Path:
+        asked.append(1)
+        return broker
+
+    assert (
+        find_credential({"SLURM_JWT": "x"}, home=_home(tmp_path, None), broker_socket=configured).token == "x"
+    )
+    assert not asked
+    assert find_credential({}, home=_home(tmp_path, None), broker_socket=configured).source == "broker"
+    assert asked == [1]
+
+
 def test_nothing_found(tmp_path: Path) -> None:
     assert find_credential({}, home=_home(tmp_path, None), broker_socket=tmp_path / "none.sock") is None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,10 +106,10 @@ def find_credential(
     env: Mapping[str, str] | None = None,
     *,
     home: str | Path | None = None,
-    broker_socket: str | Path | None = None,
+    broker_socket: str | Path | Callable[[], str | Path | None] | None = None,
 ) -> Credential | None:
     """The first credential in the module's order, or None. Raises CredentialError for a token file
-    that may not be used."""
+    that may not be used. ``broker_socket`` may be a callable, called only when the broker is asked."""
     env = os.environ if env is None else env
     for name in ENV_VARS:
         value = env.get(name, "").strip()
@@ -119,12 +119,16 @@ def find_credential(
     found = _token_file(home_dir)
     if found is not None:
         return found
-    path = env.get("SPUR_AUTH_SOCKET") or broker_socket or DEFAULT_BROKER_SOCKET
+    path = env.get("SPUR_AUTH_SOCKET")
+    if not path:
+        path = (broker_socket() if callable(broker_socket) else broker_socket) or DEFAULT_BROKER_SOCKET
     token = broker_token(path)
     return Credential(token, "broker") if token else None
 
 
-def client_metadata(broker_socket: str | Path | None = None) -> dict[str, str]:
+def client_metadata(
+    broker_socket: str | Path | Callable[[], str | Path | None] | None = None,
+) -> dict[str, str]:
     """Identity headers plus ``authorization: Bearer <token>`` when a credential is found."""
     from spur.auth.identity import identity_metadata
 

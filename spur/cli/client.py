@@ -75,14 +75,32 @@ def call_metadata() -> dict[str, str]:
 def _lookup_metadata() -> dict[str, str]:
     from spur.auth.credentials import CredentialError, client_metadata
 
-    socket_path = None
-    if not os.environ.get("SPUR_AUTH_SOCKET"):
-        cfg = _config()
-        socket_path = cfg.auth.broker_socket if cfg is not None else None
     try:
-        return client_metadata(socket_path)
+        return client_metadata(_configured_broker_socket)
     except CredentialError as exc:
         raise CliError(str(exc)) from None
+
+
+def _configured_broker_socket() -> str | None:
+    """``[auth] broker_socket`` of the config file, read only when the CLI gets that far (no credential
+    in the environment or ~/.spur/token). The full config is used when already loaded; otherwise only
+    the TOML is parsed (validating the whole file costs a query command ~70 ms)."""
+    if _CONFIG:
+        cfg = _CONFIG[0]
+        return str(cfg.auth.broker_socket) if cfg is not None else None
+    conf = os.environ.get("SPUR_CONF") or (
+        "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
+    )
+    if not conf:
+        return None
+    import tomllib
+
+    try:
+        with open(conf, "rb") as f:
+            value = tomllib.load(f).get("auth", {}).get("broker_socket")
+    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        return None  # a broken file is reported by whatever loads it fully
+    return value if isinstance(value, str) and value else None
 
 
 def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float | None = 30.0) -> T:

@@ -1,6 +1,6 @@
 """``spur token`` and ``scontrol token``: mint a JWT through the controller and print ``SLURM_JWT=<token>``.
 
-``spur token [--username NAME] [--lifespan SECONDS]`` (the bare form) mirrors Slurm's
+``spur token [--username NAME] [--lifespan SECONDS] [--admin]`` (the bare form) mirrors Slurm's
 ``scontrol token [username=NAME] [lifespan=SECONDS]``. A token for another user needs an administrator;
 the caller's own credential (e.g. from the local credential broker) proves who is asking. Further
 subcommands (node admission tokens) are added to :data:`app`.
@@ -22,11 +22,11 @@ app = App(
 )
 
 
-def mint_token(username: str = "", lifespan: int = 0) -> str:
+def mint_token(username: str = "", lifespan: int = 0, admin: bool = False) -> str:
     """Ask the controller for a token; returns the line to print. Raises CliError."""
     from spur.rpc.proto import auth_pb2
 
-    request = auth_pb2.MintTokenRequest(username=username, lifespan_secs=lifespan)
+    request = auth_pb2.MintTokenRequest(username=username, lifespan_secs=lifespan, admin=admin)
 
     def body(stub: Any) -> Any:
         return _auth_stub(stub).MintToken(request, timeout=30)
@@ -53,13 +53,14 @@ def mint(
     *,
     username: Annotated[str, Parameter(help="user the token is for (default: you; others need admin)")] = "",
     lifespan: Annotated[int, Parameter(help="seconds the token is valid (default: auth.token_ttl_secs)")] = 0,
+    admin: Annotated[bool, Parameter(help="an admin token (admin: true claim; administrators only)")] = False,
 ) -> int:
     """Mint a token and print SLURM_JWT=<token> (export it to authenticate later calls)."""
     if lifespan < 0:
         print("spur token: error: --lifespan must be a positive number of seconds", file=sys.stderr)
         return 1
     try:
-        print(mint_token(username, lifespan))
+        print(mint_token(username, lifespan, admin))
     except CliError as exc:
         print(f"spur token: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
