@@ -35,6 +35,7 @@ CASES = [
     ("required", True, True, BAD, CLAIM_ALICE, "UNAUTHENTICATED"),
     ("required", True, True, ALICE, CLAIM_ALICE, (1001, True)),
     ("required", True, True, ALICE, CLAIM_ROOT, "PERMISSION_DENIED"),
+    ("required", True, True, ALICE, {"x-spur-uid": "1001", "x-spur-gid": "0"}, "PERMISSION_DENIED"),
 ]
 
 
@@ -122,3 +123,12 @@ def test_authorize(method, who, mode, allowed) -> None:
         assert refusal.message.startswith("Access/permission denied: ")
         assert method.rsplit("/", 1)[1] in refusal.message or "scontrol" in refusal.message
         assert "alice" in refusal.message or "uid" in refusal.message
+
+
+def test_a_job_runs_only_in_its_users_groups() -> None:
+    from spur.agent.launchspec import UserInfo, job_gid
+
+    alice = UserInfo("alice", 1001, 100, "/home/alice", "/bin/sh", (100, 200))
+    assert job_gid(200, alice) == 200  # a supplementary group (after newgrp)
+    assert job_gid(100, alice) == 100
+    assert job_gid(0, alice) == 100  # not hers: her primary group instead

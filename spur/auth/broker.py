@@ -4,7 +4,8 @@ munge's model done with the JWT key: every node holds the cluster key, and the k
 who is connecting (SO_PEERCRED), so ``auth.mode = "required"`` works for every local user with no setup.
 
 Protocol (one exchange per connection): the client connects and reads until EOF. The broker answers one
-line: ``token <jwt>`` (user name from the password database, else the uid as text; lifetime
+line: ``token <jwt>`` (the peer's uid and gid as the kernel reports them; user name from the password
+database, else the uid as text; lifetime
 ``[auth] broker_ttl_secs``) or ``error <why>``. Nothing the client sends is read, so a client cannot
 ask for anyone else's token.
 
@@ -43,12 +44,11 @@ def peer_uid(sock: Any) -> tuple[int, int, int]:
     return _CRED.unpack(raw)
 
 
-def _user_of(uid: int) -> tuple[str, int | None]:
+def _user_of(uid: int) -> str:
     try:
-        entry = pwd.getpwuid(uid)
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        return str(uid), None
-    return entry.pw_name, entry.pw_gid
+        return str(uid)
 
 
 def _live(path: Path) -> bool:
@@ -115,10 +115,9 @@ async def _answer(auth: ServerAuth, stream: trio.SocketStream) -> None:
         except OSError as exc:
             reply = f"error cannot identify the connecting process: {exc.strerror or exc}\n"
         else:
-            user, pw_gid = _user_of(uid)
-            token = auth.mint_for(
-                user, uid, ttl_secs=auth.settings.broker_ttl_secs, gid=pw_gid if pw_gid is not None else gid
-            )
+            user = _user_of(uid)
+            # The kernel's gid of the peer (after newgrp too), so a job may run as that group.
+            token = auth.mint_for(user, uid, ttl_secs=auth.settings.broker_ttl_secs, gid=gid)
             reply = f"token {token}\n"
             log.debug("credential broker: token for %s (uid %s)", user, uid)
         with trio.move_on_after(5):

@@ -10,8 +10,9 @@ credential (already verified by the caller, or None) and the claimed identity he
   refused: there is nothing to verify it with); a call without one runs as its claimed identity and
   the caller logs it (:attr:`Authenticated.unauthenticated`).
 - ``required``: a call without a valid credential is refused (UNAUTHENTICATED).
-- With a verified credential the token's subject IS the identity: a claimed uid or user name that
-  disagrees with it is refused (PERMISSION_DENIED). Claimed headers may be absent (daemons send none).
+- With a verified credential the token's subject IS the identity: a claimed uid, user name or (when
+  the token carries one) gid that disagrees with it is refused (PERMISSION_DENIED). Claimed headers
+  may be absent (daemons send none).
 
 Authorization (:func:`authorize`) by the method's privilege in :data:`METHOD_PRIVILEGE`:
 
@@ -162,10 +163,20 @@ def _from_claims(claims: Claims, claimed: Mapping[str, str]) -> Authenticated | 
             f"claimed user {raw_user[:64]!r} disagrees with the credential (user {claims.user}, "
             f"uid {claims.uid})",
         )
-    gid = claims.gid if claims.gid is not None else claims.uid
     raw_gid = claimed.get(GID_KEY)
-    if raw_gid is not None and raw_gid.strip().isdigit():
-        gid = int(raw_gid)
+    if claims.gid is not None:
+        if raw_gid is not None and raw_gid.strip() != str(claims.gid):
+            return Refusal(
+                "PERMISSION_DENIED",
+                f"claimed gid {raw_gid[:32]!r} disagrees with the credential (user {claims.user}, "
+                f"gid {claims.gid})",
+            )
+        gid = claims.gid
+    elif raw_gid is not None and raw_gid.strip().isdigit():
+        gid = int(raw_gid)  # a token without a gid (e.g. Slurm's): agents still run jobs only in the
+        # user's own groups (spur.agent.launchspec.job_gid)
+    else:
+        gid = claims.uid
     group = claimed.get(GROUP_KEY) or str(gid)
     return Authenticated(Identity(claims.uid, gid, claims.user, group, admin=claims.admin, verified=True))
 
