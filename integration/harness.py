@@ -118,6 +118,10 @@ class Cluster:
     conf_extra: str = ""
     port: int = field(default_factory=free_port)
     controller: Proc | None = None
+    # Start agents with ``-f spur.conf`` too (they then read [auth] and the cluster name from it).
+    agent_conf: bool = False
+    # Extra metadata on every call of :meth:`call` (e.g. an ``authorization`` header).
+    metadata: dict[str, str] = field(default_factory=dict)
     agents: dict[str, Proc] = field(default_factory=dict)
     agent_ports: dict[str, int] = field(default_factory=dict)
 
@@ -167,6 +171,8 @@ class Cluster:
         self, name: str, cpus: int = 2, memory_mb: int = 4000, extra: list[str] | None = None
     ) -> Proc:
         port = self.agent_ports.setdefault(name, free_port())
+        if self.agent_conf:
+            extra = ["-f", str(self.root / "spur.conf"), *(extra or [])]
         argv = spurd_argv(self.root, name, [self.address], "127.0.0.1", port, cpus, memory_mb, extra)
         proc = Proc(argv, self.root / f"spurd-{name}.log", self.env).start()
         self.agents[name] = proc
@@ -209,7 +215,7 @@ class Cluster:
         from spur.rpc.channel import open_channel
         from spur.rpc.stub import controller_stub
 
-        md = identity_metadata()
+        md = {**identity_metadata(), **self.metadata}
 
         async def run() -> Any:
             async with open_channel(self.address, metadata_provider=lambda: md) as ch:

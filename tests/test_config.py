@@ -71,7 +71,7 @@ def test_no_file_gives_documented_defaults(monkeypatch: pytest.MonkeyPatch) -> N
     assert cfg.nodes == ()
     assert cfg.accounting.database_url is None and cfg.accounting.history_max_jobs == 100000
     assert (
-        cfg.auth.mode is AuthMode.DISABLED and cfg.auth.jwt_key is None and cfg.auth.token_ttl_secs == 86400
+        cfg.auth.mode is AuthMode.PERMISSIVE and cfg.auth.jwt_key is None and cfg.auth.token_ttl_secs == 86400
     )
     assert (cfg.network.wg_cidr, cfg.network.wg_enabled, cfg.network.wg_port) == (
         "10.44.0.0/16",
@@ -187,6 +187,8 @@ decay_half_life = "2-00:00:00"
 jwt_key_file = "/etc/spur/key"
 mode = "required"
 token_ttl_secs = 60
+broker_socket = "/tmp/spur-auth.sock"
+broker_ttl_secs = 120
 
 [network]
 wg_cidr = "fd00:44::/64"

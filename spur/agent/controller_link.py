@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import trio
@@ -86,11 +86,19 @@ class ControllerLink:
 
 @contextlib.asynccontextmanager
 async def open_controller_link(
-    targets: Sequence[str], *, connect_timeout: float = 5.0, call_timeout: float = 10.0
+    targets: Sequence[str],
+    *,
+    connect_timeout: float = 5.0,
+    call_timeout: float = 10.0,
+    metadata_provider: Callable[[], dict[str, str]] | None = None,
 ) -> AsyncIterator[ControllerLink]:
+    """``metadata_provider`` signs every call (spurd's daemon token)."""
     async with contextlib.AsyncExitStack() as stack:
         channels = [
-            await stack.enter_async_context(open_channel(t, connect_timeout=connect_timeout)) for t in targets
+            await stack.enter_async_context(
+                open_channel(t, connect_timeout=connect_timeout, metadata_provider=metadata_provider)
+            )
+            for t in targets
         ]
         yield ControllerLink(targets, channels, call_timeout=call_timeout)
 

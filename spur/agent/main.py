@@ -66,6 +66,9 @@ class AgentOptions:
     features: list[str] = field(default_factory=list)
     verbose: bool = False
     join_token: str = ""  # [admission] mode = "token": presented at registration; never logged
+    # The config's [auth] section (None: built-in defaults); resolved into ``auth`` by main().
+    auth_cfg: Any = None
+    auth: Any = None  # spur.auth.keys.AuthSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -140,6 +143,7 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
     if cfg is not None:
         opts.cluster_name = cfg.cluster_name
         opts.kill_grace = float(cfg.controller.kill_grace_secs)
+        opts.auth_cfg = cfg.auth
 
     raw_controllers = args.controller or (list(agent_cfg.controller) if agent_cfg else [DEFAULT_CONTROLLER])
     controllers: list[str] = []
@@ -218,6 +222,9 @@ async def run_agent(
     from spur.agent.registration import Registrar
     from spur.agent.reporter import Reporter, report_key
     from spur.agent.service import AgentServicer
+    from spur.auth.broker import serve_broker
+    from spur.auth.guard import ServerAuth
+    from spur.auth.keys import load_settings
     from spur.rpc.proto import spur_pb2
     from spur.rpc.server import Server
 
@@ -238,7 +245,13 @@ async def run_agent(
         opts.state_dir,
     )
 
-    async with open_controller_link(opts.controllers) as link, trio.open_nursery() as nursery:
+    auth = ServerAuth(
+        opts.auth if opts.auth is not None else load_settings(opts.auth_cfg), daemon_name="spurd"
+    )
+    async with (
+        open_controller_link(opts.controllers, metadata_provider=auth.daemon_metadata) as link,
+        trio.open_nursery() as nursery,
+    ):
         executor: Executor | None = None
 
         def acked(report: spur_pb2.JobStatusReport) -> None:
@@ -265,7 +278,7 @@ async def run_agent(
             raise StartupError(f"cannot use state directory {opts.state_dir}: {e.strerror or e}") from None
         credentials.use(executor.cluster_id)
 
-        server = Server()
+        server = Server(interceptor=auth)
 
         async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:
             response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))
@@ -282,6 +295,7 @@ async def run_agent(
                 f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}; "
                 "stop the process holding that port (another spurd?) or choose another with --listen/--port"
             ) from None
+        await nursery.start(serve_broker, auth, name="auth-broker")
 
         async def build_request() -> spur_pb2.RegisterNodeRequest:
             address = opts.address or await local_address_towards(link.current_target)
@@ -368,6 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG if isinstance(e, ConfigFileError) else EXIT_USAGE
     if opts.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
+    from spur.auth.keys import AuthConfigError, load_settings
+
+    try:
+        opts.auth = load_settings(opts.auth_cfg)
+    except AuthConfigError as e:
+        print(f"spurd: error: {e}", file=sys.stderr)
+        return 1
     from spur.agent.discovery import DiscoveryError, discover
 
     try:

@@ -57,10 +57,14 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "",
         "Print the bash or zsh completion script (spur completion bash).",
     ),
-    "token": ("spur.cli.node_tokens", "", "Node join tokens: create, list, revoke (admin)."),
     "acct": ("spur.cli.sacctmgr", "sacctmgr", "Accounts, users, associations, QOS and limits (sacctmgr)."),
     "shares": ("spur.cli.sshare", "sshare", "Fair-share usage of accounts and users (sshare)."),
     "prio": ("spur.cli.sprio", "sprio", "Multifactor priority of pending jobs (sprio)."),
+    "token": (
+        "spur.cli.token",
+        "",
+        "Mint a SLURM_JWT token; create, list and revoke node join tokens (admin).",
+    ),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
 # `spur show X` reads like `scontrol show X`.

@@ -25,7 +25,7 @@ import socket
 import sys
 from collections.abc import Mapping
 
-from spur.cli.client import CliError, controller_targets
+from spur.cli.client import CliError, call_metadata, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "salloc"
@@ -136,16 +136,15 @@ async def _run(spec, command: list[str], ntasks_given: bool) -> int:
 
     import trio
 
-    from spur.auth.identity import identity_metadata
     from spur.controller.convert import spec_to_proto
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
     from spur.rpc.stub import controller_stub
 
-    md = identity_metadata()
+    call_metadata()  # a credential problem is one clear error before anything starts
     try:
-        async with open_channel(controller_targets()[0], metadata_provider=lambda: md) as ch:
+        async with open_channel(controller_targets()[0], metadata_provider=call_metadata) as ch:
             ctl = controller_stub(ch)
             try:
                 resp = await ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)

@@ -15,6 +15,7 @@ USAGE = """Usage: scontrol <command> [args]
   update JobId=ID [TimeLimit=T] [Partition=P] [Priority=N] [Nice=N] [Name=S] [Comment=S]
   hold|uhold|release|requeue|requeuehold|suspend|resume JOB_LIST
   ping | reconfigure | version
+  token [username=NAME] [lifespan=SECONDS]
 """
 JOB_ACTIONS = ("hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume")
 
@@ -238,6 +239,10 @@ def main(argv: list[str]) -> int:
         return reconfigure()
     if cmd in JOB_ACTIONS:
         return job_action(cmd, rest)
+    if cmd == "token":
+        from spur.cli.token import scontrol_token
+
+        return scontrol_token(rest)
     return _err(f"invalid keyword: {argv[0]}")
 
 

@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 
-from spur.cli.client import CliError, controller_targets
+from spur.cli.client import CliError, call_metadata, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "srun"
@@ -157,7 +157,6 @@ async def _run(spec, label: bool) -> int:
 
     import trio
 
-    from spur.auth.identity import identity_metadata
     from spur.controller.convert import spec_to_proto
     from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
@@ -165,10 +164,10 @@ async def _run(spec, label: bool) -> int:
     from spur.rpc.status import RpcError
     from spur.rpc.stub import controller_stub
 
-    md = identity_metadata()
+    call_metadata()  # a credential problem is one clear error before anything starts
     target = controller_targets()[0]
     try:
-        async with open_channel(target, metadata_provider=lambda: md) as ch:
+        async with open_channel(target, metadata_provider=call_metadata) as ch:
             ctl = controller_stub(ch)
             try:
                 resp = await ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
@@ -276,7 +275,7 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
     delay = 0.05
     while True:
         try:
-            async with open_channel(f"{node.address}:{node.port}") as ch:
+            async with open_channel(f"{node.address}:{node.port}", metadata_provider=call_metadata) as ch:
                 async for chunk in agent_stub(ch).StreamOutput(
                     pb.StreamOutputRequest(job_id=job_id, follow=True)
                 ):
@@ -342,17 +341,16 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
 
     import trio
 
-    from spur.auth.identity import identity_metadata
     from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
     from spur.rpc.stub import agent_stub, controller_stub
 
-    md = identity_metadata()
+    call_metadata()  # a credential problem is one clear error before anything starts
     target = controller_targets()[0]
     try:
-        async with open_channel(target, metadata_provider=lambda: md) as ch:
+        async with open_channel(target, metadata_provider=call_metadata) as ch:
             ctl = controller_stub(ch)
             try:
                 resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
@@ -385,7 +383,9 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
         for name in names:
             node = nodes[name]
             channel = await stack.enter_async_context(
-                open_channel(f"{node.address}:{node.port}", connect_timeout=5.0, metadata_provider=lambda: md)
+                open_channel(
+                    f"{node.address}:{node.port}", connect_timeout=5.0, metadata_provider=call_metadata
+                )
             )
             stubs[name] = agent_stub(channel)
 

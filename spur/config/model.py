@@ -147,8 +147,10 @@ class AuthConfig:
 
     jwt_key: str | None = None
     jwt_key_file: Path | None = None
-    mode: AuthMode = AuthMode.DISABLED
+    mode: AuthMode = AuthMode.PERMISSIVE
     token_ttl_secs: int = 86400
+    broker_socket: Path = Path("/run/spur/auth.sock")
+    broker_ttl_secs: int = 300
 
 
 @dataclass(frozen=True)

@@ -264,9 +264,25 @@ class AuthSchema(SectionSchema):
 
     jwt_key = f.Str(metadata=doc("HS256 signing key (prefer jwt_key_file).", "change-me"))
     jwt_key_file = f.PathField(metadata=doc("File holding the HS256 key.", "/etc/spur/jwt.key"))
-    mode = f.Choice(AuthMode, metadata=doc("disabled, permissive (verify if present) or required."))
+    mode = f.Choice(
+        AuthMode,
+        metadata=doc(
+            "disabled (trust claimed identities), permissive (verify a presented credential; allow and log "
+            "calls without one) or required (every call needs a valid credential; needs a key)."
+        ),
+    )
     token_ttl_secs = f.Int(
-        validate=f.at_least(1), metadata=doc("Lifetime of tokens issued by spur (seconds).")
+        validate=f.at_least(1),
+        metadata=doc("Default lifetime of tokens from scontrol token / spur token (seconds)."),
+    )
+    broker_socket = f.PathField(
+        metadata=doc(
+            "Unix socket of the local credential broker (spurd and spurctld serve it; the CLI asks it)."
+        )
+    )
+    broker_ttl_secs = f.Int(
+        validate=f.at_least(1),
+        metadata=doc("Lifetime of the tokens the credential broker hands out (seconds)."),
     )
 
     def check(self, obj: AuthConfig) -> None:

@@ -61,8 +61,15 @@ class Controller:
         clock: Clock | None = None,
         config_path: str | Path | None = None,
         overrides: dict[str, Any] | None = None,
+        auth: Any = None,
     ) -> None:
+        """``auth``: resolved [auth] settings (spur.auth.keys.AuthSettings); read from ``cfg`` when None
+        (raises spur.auth.keys.AuthConfigError for an unusable key or required mode without one)."""
+        from spur.auth.guard import ServerAuth
+        from spur.auth.keys import load_settings
+
         self._overrides = dict(overrides or {})
+        self.auth = ServerAuth(auth if auth is not None else load_settings(cfg.auth), daemon_name="spurctld")
         self.cfg = cfg
         self.config_path = config_path
         self.node_id = node_id
@@ -200,7 +207,11 @@ class Controller:
         if self.plugin_manager is None:
             self.plugin_manager = load_plugin_manager("scheduler", self.cfg.scheduler.plugin)
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
-        server = Server()
+        from spur.auth.broker import serve_broker
+        from spur.auth.service import AuthService
+        from spur.rpc.proto import auth_pb2
+
+        server = Server(interceptor=self.auth)
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
         from spur.controller.admission import AdmissionService
         from spur.rpc.proto import admission_pb2
@@ -210,6 +221,9 @@ class Controller:
         from spur.controller.accounting_service import AccountingService
 
         server.add_service(ACCOUNTING, AccountingService(self))
+        server.add_service(
+            auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
+        )
         from spur.controller.pool import controller_pool
 
         raft_listen = (
@@ -217,6 +231,7 @@ class Controller:
         )
         async with controller_pool() as self.peer_pool, trio.open_nursery() as nursery:
             await nursery.start(self.raft.run, raft_listen)
+            await nursery.start(serve_broker, self.auth, name="auth-broker")
             self.bound_port = await nursery.start(server.serve, host, port)
             nursery.start_soon(self._leadership_watch, name="leadership-watch")
             nursery.start_soon(self._announce_self, name="announce-self")
@@ -296,7 +311,7 @@ class Controller:
                     elif self.leader_address() is not None:
                         stub = await self.leader_stub()
                         info = pb.ControllerInfo(node_id=self.node_id, address=self.client_address)
-                        await stub.RegisterController(info, timeout=5)
+                        await stub.RegisterController(info, timeout=5, metadata=self.auth.daemon_metadata())
                 except RpcError as exc:
                     log.debug("announcing this controller failed (will retry): %s", exc)
             with trio.move_on_after(1.0):

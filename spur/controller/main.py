@@ -68,8 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spurctld: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
+    from spur.auth.keys import AuthConfigError, load_settings
     from spur.controller.app import Controller
     from spur.plugins import load_plugin_manager
+
+    try:
+        auth = load_settings(cfg.auth)
+    except AuthConfigError as exc:
+        print(f"spurctld: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
 
     try:
         plugin_manager = load_plugin_manager("scheduler", cfg.scheduler.plugin)
@@ -78,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     try:
         controller = Controller(
-            cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides
+            cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides, auth=auth
         )
     except Exception as exc:  # the state directory cannot be used (locked by another spurctld, unreadable)
         message = startup_message("spurctld", exc)

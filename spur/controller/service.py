@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from spur.auth.identity import Identity, IdentityError, identity_from_metadata
+from spur.auth.admin import is_admin, permission_denied
+from spur.auth.identity import Identity, IdentityError, require_identity
 from spur.controller import convert
 from spur.core.job import JobState
 from spur.rpc.proto import spur_pb2 as pb
@@ -29,8 +30,9 @@ LOCAL_READ_KEY = "x-spur-local-read"
 
 
 def _caller(context: CallContext) -> Identity:
+    """The verified identity the auth interceptor set (the claimed headers on a server without one)."""
     try:
-        return identity_from_metadata(context.metadata)
+        return require_identity(context.identity, context.metadata)
     except IdentityError as exc:
         raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
 
@@ -50,10 +52,10 @@ def leader_only(method):
     return serve
 
 
-def _require_admin(context: CallContext) -> Identity:
+def _require_admin(context: CallContext, what: str) -> Identity:
     ident = _caller(context)
-    if not ident.is_admin:
-        raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied: requires the administrator")
+    if not is_admin(ident):
+        raise RpcError(StatusCode.PERMISSION_DENIED, permission_denied(what))
     return ident
 
 
@@ -146,13 +148,18 @@ class ControllerService:
             for job in targets:
                 await self._signal(job, request.signal, ident, batch_only=request.batch_only)
             return pb.CancelJobResponse(state=targets[0].state.value)
-        state = await self.ctl.propose(c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task))
+        state = await self.ctl.propose(
+            c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task, admin=is_admin(ident))
+        )
         self.ctl.kick_scheduler()
         return pb.CancelJobResponse(state=state)
 
     async def _signal(self, job, signal: int, ident: Identity, *, batch_only: bool = False) -> None:
-        if ident.uid not in (0, job.uid):
-            raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        if not is_admin(ident) and ident.uid != job.uid:
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED,
+                permission_denied(f"signalling job {job.job_id} of another user"),
+            )
         if job.state is not JobState.RUNNING or not job.launched:
             raise RpcError(StatusCode.FAILED_PRECONDITION, "Job is not running: cannot signal it")
         await self._tell_agents(
@@ -163,7 +170,7 @@ class ControllerService:
         """Send ``request`` to every agent of the job's allocation; unknown-job answers are fine."""
         from spur.controller.pool import agent_pool
 
-        async with agent_pool() as pool:
+        async with agent_pool(self.ctl.auth.daemon_metadata) as pool:
             for a in job.allocation:
                 node = self.ctl.state.nodes[a.node]
                 stub = await pool.stub(node.address, node.port)
@@ -193,6 +200,7 @@ class ControllerService:
             name=opt("name"),
             comment=opt("comment"),
             action=action,
+            admin=is_admin(ident),
         )
         ids = await self.ctl.propose(cmd)
         for job_id in ids:
@@ -213,7 +221,9 @@ class ControllerService:
         spec = convert.step_spec_from_proto(request.spec)
         if not spec.argv:
             raise RpcError(StatusCode.INVALID_ARGUMENT, "a step needs a command to run")
-        step = await self.ctl.propose(c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall()))
+        step = await self.ctl.propose(
+            c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall(), admin=is_admin(ident))
+        )
         job = self.ctl.state.jobs[request.job_id]
         return pb.CreateStepResponse(step=convert.step_to_proto(step), job=convert.job_to_proto(job))
 
@@ -279,7 +289,7 @@ class ControllerService:
 
     @leader_only
     async def UpdateNode(self, request: pb.UpdateNodeRequest, context: CallContext) -> pb.Empty:
-        _require_admin(context)
+        _require_admin(context, "updating nodes")
         names = _expand_names([request.nodes])
         await self.ctl.propose(c.UpdateNode(names, request.state, request.reason, self.ctl.clock.wall()))
         self.ctl.kick_scheduler()
@@ -413,7 +423,11 @@ class ControllerService:
                     raise RpcError(StatusCode.UNAVAILABLE, "client address not announced yet")
                 stub = await self.ctl.peer_pool.stub(address)
                 with trio.fail_after(2):
-                    infos.append(await stub.GetControllerStatus(pb.Empty(), timeout=2))
+                    infos.append(
+                        await stub.GetControllerStatus(
+                            pb.Empty(), timeout=2, metadata=self.ctl.auth.daemon_metadata()
+                        )
+                    )
             except (RpcError, trio.TooSlowError):
                 infos.append(
                     pb.ControllerInfo(node_id=node_id, address=address, role="unreachable", healthy=False)
@@ -427,7 +441,7 @@ class ControllerService:
 
     @leader_only
     async def Reconfigure(self, request: pb.Empty, context: CallContext) -> pb.ReconfigureResponse:
-        _require_admin(context)
+        _require_admin(context, "reconfigure")
         applied = await self.ctl.reconfigure()
         return pb.ReconfigureResponse(applied=applied, node_id=self.ctl.node_id)
 

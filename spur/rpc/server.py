@@ -64,6 +64,8 @@ class CallContext:
         self.peer = peer
         self.deadline = deadline
         self.trailing_metadata: dict[str, str] = {}
+        # The caller's verified identity, set by the interceptor (spur.auth.guard.ServerAuth).
+        self.identity: Any = None
 
     def abort(self, code: StatusCode, message: str) -> NoReturn:
         """End the call with ``code`` and ``message`` (raises :class:`RpcError`)."""

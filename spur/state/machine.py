@@ -511,8 +511,12 @@ class ClusterState:
         targets = self.resolve_targets(cmd.job_id, cmd.array_task_id)
         if not targets:
             return Rejected("NOT_FOUND", "Invalid job id specified")
-        if any(cmd.requester_uid not in (0, j.uid) for j in targets):
-            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+        if not (cmd.admin or cmd.requester_uid == 0) and any(cmd.requester_uid != j.uid for j in targets):
+            return Rejected(
+                "PERMISSION_DENIED",
+                f"Access/permission denied: cancelling job {cmd.job_id} of another user needs the "
+                "administrator privilege",
+            )
         live = [j for j in targets if not j.state.is_terminal]
         if not live:
             return Rejected("FAILED_PRECONDITION", "Job/step already completing or completed")
@@ -555,9 +559,13 @@ class ClusterState:
         targets = self.resolve_targets(cmd.job_id, cmd.array_task_id)
         if not targets:
             return Rejected("NOT_FOUND", "Invalid job id specified")
-        admin = cmd.requester_uid == 0
+        admin = cmd.admin or cmd.requester_uid == 0
         if any(not admin and cmd.requester_uid != j.uid for j in targets):
-            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+            return Rejected(
+                "PERMISSION_DENIED",
+                f"Access/permission denied: updating job {cmd.job_id} of another user needs the "
+                "administrator privilege",
+            )
         if cmd.priority is not None and not admin:
             return Rejected(
                 "PERMISSION_DENIED", "Access/permission denied: only an administrator may set Priority"
@@ -677,8 +685,12 @@ class ClusterState:
         job = self.jobs.get(cmd.job_id)
         if job is None:
             return Rejected("NOT_FOUND", "Invalid job id specified")
-        if cmd.requester_uid not in (0, job.uid):
-            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+        if not (cmd.admin or cmd.requester_uid == 0) and cmd.requester_uid != job.uid:
+            return Rejected(
+                "PERMISSION_DENIED",
+                f"Access/permission denied: a step in job {cmd.job_id} of another user needs the "
+                "administrator privilege",
+            )
         if job.state is not JobState.RUNNING or not job.launched:
             return Rejected("FAILED_PRECONDITION", "Job is not running: cannot create a step")
         spec = cmd.spec
