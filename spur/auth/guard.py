@@ -85,8 +85,11 @@ class ServerAuth:
         clock: Callable[[], float] = time.time,
         log_interval: float = 60.0,
         cache_size: int = 10000,
+        state: Any = None,
     ) -> None:
         self.settings = settings
+        # The cluster state on a controller (accounting Administrators are admins); None on an agent.
+        self.state = state
         self.daemon_name = daemon_name
         self.clock = clock
         self._cache = _VerifiedCache(cache_size)
@@ -152,7 +155,7 @@ class ServerAuth:
                 peer,
                 result.identity.uid,
             )
-        refusal = policy.authorize(method, result.identity, mode=mode)
+        refusal = policy.authorize(method, result.identity, mode=mode, state=self.state)
         if refusal is not None:
             self._log(
                 logging.WARNING,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from spur.auth.admin import ADMIN_PRIVILEGE, is_admin, permission_denied
 from spur.auth.identity import ANONYMOUS, GID_KEY, GROUP_KEY, UID_KEY, USER_KEY, Identity, IdentityError
@@ -64,11 +65,17 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.v1.Controller/RegisterController": Privilege.DAEMON,
     "/spur.v1.Agent/LaunchJob": Privilege.DAEMON,
     "/spur.v1.Agent/SignalJob": Privilege.DAEMON,
+    "/spur.admission.v1.Admission/CreateToken": Privilege.ADMIN,
+    "/spur.admission.v1.Admission/ListTokens": Privilege.ADMIN,
+    "/spur.admission.v1.Admission/RevokeToken": Privilege.ADMIN,
 }
 
 
 # How a refusal names what was refused (the method name otherwise).
 _ACTIONS: dict[str, str] = {
+    "/spur.admission.v1.Admission/CreateToken": "creating node join tokens (spur token create)",
+    "/spur.admission.v1.Admission/ListTokens": "listing node join tokens (spur token list)",
+    "/spur.admission.v1.Admission/RevokeToken": "revoking node join tokens (spur token revoke)",
     "/spur.v1.Controller/UpdateNode": "updating nodes (scontrol update NodeName=...)",
     "/spur.v1.Controller/Reconfigure": "scontrol reconfigure",
 }
@@ -181,10 +188,11 @@ def _from_claims(claims: Claims, claimed: Mapping[str, str]) -> Authenticated | 
     return Authenticated(Identity(claims.uid, gid, claims.user, group, admin=claims.admin, verified=True))
 
 
-def authorize(method: str, identity: Identity, *, mode: str) -> Refusal | None:
-    """None when ``identity`` may call ``method``, else the refusal (module docstring)."""
+def authorize(method: str, identity: Identity, *, mode: str, state: Any = None) -> Refusal | None:
+    """None when ``identity`` may call ``method``, else the refusal (module docstring). ``state`` is
+    the controller's cluster state, for the accounting Administrators rule of ``is_admin``."""
     privilege = METHOD_PRIVILEGE.get(method, Privilege.USER)
-    if privilege is Privilege.USER or is_admin(identity):
+    if privilege is Privilege.USER or is_admin(identity, state):
         return None
     name = _ACTIONS.get(method) or method.rsplit("/", 1)[-1]
     who = f"user {identity.user} (uid {identity.uid})"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from spur.auth.identity import Identity, IdentityError, identity_from_metadata
+from spur.auth.admin import is_admin
+from spur.auth.identity import Identity
 from spur.rpc.proto import accounting_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -32,14 +33,14 @@ SERVICE = apb.DESCRIPTOR.services_by_name["Accounting"]
 def may_administer(ident: Identity, domain: AccountingDomain) -> bool:
     """Whether ``ident`` may change accounting entities: the system administrator (uid 0) or an
     accounting user with AdminLevel=Administrator."""
-    return ident.is_admin or domain.admin_level(ident.user) == "Administrator"
+    return is_admin(ident, domain.state)
 
 
 def _caller(context: CallContext) -> Identity:
-    try:
-        return identity_from_metadata(context.metadata)
-    except IdentityError as exc:
-        raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
+    """The verified caller (see ``spur.controller.service._caller``)."""
+    from spur.controller.service import _caller as verified_caller
+
+    return verified_caller(context)
 
 
 def _leader_only(method: Any) -> Any:

@@ -157,11 +157,10 @@ class AdmissionService:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
 
-    @staticmethod
-    def _admin(context: CallContext) -> Any:
+    def _admin(self, context: CallContext, what: str = "managing node join tokens") -> Any:
         from spur.controller.service import _require_admin
 
-        return _require_admin(context)
+        return _require_admin(context, what, self.ctl.state)
 
     @_leader_only
     async def CreateToken(

@@ -77,6 +77,7 @@ class Controller:
         self.state_dir = Path(state_dir or cfg.controller.state_dir)
         self.listen = listen
         self.state = ClusterState(history_max_jobs=cfg.accounting.history_max_jobs)
+        self.auth.state = self.state  # accounting Administrators are admins too
         self._changed = trio.Event()
         self.scheduler_kick = trio.Event()
         self.machine = _NotifyingStateMachine(self.state, self._signal_change)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -52,9 +52,10 @@ def leader_only(method):
     return serve
 
 
-def _require_admin(context: CallContext, what: str) -> Identity:
+def _require_admin(context: CallContext, what: str, state: Any = None) -> Identity:
+    """The verified caller if it is an administrator (see ``spur.auth.admin``), else PERMISSION_DENIED."""
     ident = _caller(context)
-    if not is_admin(ident):
+    if not is_admin(ident, state):
         raise RpcError(StatusCode.PERMISSION_DENIED, permission_denied(what))
     return ident
 
@@ -149,13 +150,13 @@ class ControllerService:
                 await self._signal(job, request.signal, ident, batch_only=request.batch_only)
             return pb.CancelJobResponse(state=targets[0].state.value)
         state = await self.ctl.propose(
-            c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task, admin=is_admin(ident))
+            c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task, admin=is_admin(ident, self.ctl.state))
         )
         self.ctl.kick_scheduler()
         return pb.CancelJobResponse(state=state)
 
     async def _signal(self, job, signal: int, ident: Identity, *, batch_only: bool = False) -> None:
-        if not is_admin(ident) and ident.uid != job.uid:
+        if not is_admin(ident, self.ctl.state) and ident.uid != job.uid:
             raise RpcError(
                 StatusCode.PERMISSION_DENIED,
                 permission_denied(f"signalling job {job.job_id} of another user"),
@@ -200,7 +201,7 @@ class ControllerService:
             name=opt("name"),
             comment=opt("comment"),
             action=action,
-            admin=is_admin(ident),
+            admin=is_admin(ident, self.ctl.state),
         )
         ids = await self.ctl.propose(cmd)
         for job_id in ids:
@@ -222,7 +223,7 @@ class ControllerService:
         if not spec.argv:
             raise RpcError(StatusCode.INVALID_ARGUMENT, "a step needs a command to run")
         step = await self.ctl.propose(
-            c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall(), admin=is_admin(ident))
+            c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall(), admin=is_admin(ident, self.ctl.state))
         )
         job = self.ctl.state.jobs[request.job_id]
         return pb.CreateStepResponse(step=convert.step_to_proto(step), job=convert.job_to_proto(job))
@@ -289,7 +290,7 @@ class ControllerService:
 
     @leader_only
     async def UpdateNode(self, request: pb.UpdateNodeRequest, context: CallContext) -> pb.Empty:
-        _require_admin(context, "updating nodes")
+        _require_admin(context, "updating nodes", self.ctl.state)
         names = _expand_names([request.nodes])
         await self.ctl.propose(c.UpdateNode(names, request.state, request.reason, self.ctl.clock.wall()))
         self.ctl.kick_scheduler()
@@ -441,7 +442,7 @@ class ControllerService:
 
     @leader_only
     async def Reconfigure(self, request: pb.Empty, context: CallContext) -> pb.ReconfigureResponse:
-        _require_admin(context, "reconfigure")
+        _require_admin(context, "reconfigure", self.ctl.state)
         applied = await self.ctl.reconfigure()
         return pb.ReconfigureResponse(applied=applied, node_id=self.ctl.node_id)
 
