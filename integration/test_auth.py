@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from integration.harness import BIN, Cluster, wait_for
 from spur.auth.identity import Identity, identity_metadata
 from spur.auth.tokens import mint
-from spur.rpc.proto import auth_pb2
+from spur.rpc.proto import accounting_pb2, admission_pb2, auth_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
+from spur.startup import EXIT_CONFIG
 
 KEY = b"integration-test-cluster-key-0123456789abcdef"
 MODES = ("disabled", "permissive", "required")
@@ -35,7 +36,7 @@ ME = Identity(4242, 4242, "mallory", "mallory")
 
 # ---------------------------------------------------------------------------- the one rule
 
-ADMIN_ONLY = {"UpdateNode", "Reconfigure"}
+ADMIN_ONLY = {"UpdateNode", "Reconfigure", "CreateToken", "ListTokens", "RevokeToken", "Change"}
 DAEMON_ONLY = {"RegisterNode", "Heartbeat", "ReportJobStatus", "RegisterController", "LaunchJob", "SignalJob"}
 VERIFIED_ONLY = {"MintToken"}  # a token is never minted for a merely claimed identity
 CREDENTIALS = ("none", "bad signature", "expired", "wrong key", "another user", "non-admin", "admin")
@@ -154,6 +155,8 @@ def _services() -> list[tuple[str, Any]]:
     return [
         ("controller", pb.DESCRIPTOR.services_by_name["Controller"]),
         ("controller", auth_pb2.DESCRIPTOR.services_by_name["Auth"]),
+        ("controller", admission_pb2.DESCRIPTOR.services_by_name["Admission"]),
+        ("controller", accounting_pb2.DESCRIPTOR.services_by_name["Accounting"]),
         ("agent", pb.DESCRIPTOR.services_by_name["Agent"]),
     ]
 
@@ -343,7 +346,7 @@ def test_required_mode_without_a_key_refuses_to_start(tmp_path: Path, daemon: st
         ],
     }[daemon]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1
+    assert proc.returncode == EXIT_CONFIG  # a configuration error, like any other (spur.startup)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert lines == [
         f'{daemon}: error: auth.mode = "required" needs a key, but neither auth.jwt_key nor '
@@ -371,7 +374,7 @@ def test_key_file_readable_by_others_refuses_to_start(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 1
+    assert proc.returncode == EXIT_CONFIG  # a configuration error, like any other (spur.startup)
     assert f"chmod 600 {key}" in proc.stderr and "group/other" in proc.stderr
     assert KEY.decode() not in proc.stderr
 

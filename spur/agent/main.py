@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         opts.auth = load_settings(opts.auth_cfg)
     except AuthConfigError as e:
         print(f"spurd: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG
     from spur.agent.discovery import DiscoveryError, discover
 
     try:

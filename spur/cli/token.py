@@ -117,5 +117,12 @@ def main(args: list[str]) -> int:
         from spur.cli import node_tokens
 
         return node_tokens.main(args)
+    if args[:1] and not args[0].startswith("-") and args[0] != "help":
+        print(
+            f"spur token: error: unknown command {args[0]!r} (commands: create, list, revoke; "
+            "'spur token' alone mints a token)",
+            file=sys.stderr,
+        )
+        return 2
     result = app(args, result_action="return_value")
     return int(result) if isinstance(result, int) else 0

@@ -93,13 +93,13 @@ class AccountingService:
     @_leader_only
     async def Change(self, request: apb.AcctChangeRequest, context: CallContext) -> apb.AcctChangeResponse:
         ident = _caller(context)
-        if request.entity not in ENTITIES:
-            raise RpcError(StatusCode.INVALID_ARGUMENT, f"No valid entity in {request.op} command")
-        if not may_administer(ident, self.domain):
+        if not may_administer(ident, self.domain):  # before looking at the request: refusals reveal nothing
             raise RpcError(
                 StatusCode.PERMISSION_DENIED,
                 " Your user doesn't have privilege to perform this action",
             )
+        if request.entity not in ENTITIES:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, f"No valid entity in {request.op} command")
         where, values = dict(request.where), dict(request.values)
         if request.op == "add":
             cmd: Any = AcctAdd(request.entity, list(request.names), values)
