@@ -179,6 +179,8 @@ class HACluster:
             f"node_id = {m.node_id}\n"
             f'raft_listen_addr = "{m.host}:{m.raft_port}"\n'
             f'state_dir = "{m.state_dir}"\n'
+            f'rest_addr = "{m.host}:0"\n'
+            f'metrics_addr = "{m.host}:0"\n'
             "heartbeat_interval_secs = 1\n"
             "node_timeout_secs = 6\n"
             "kill_grace_secs = 2\n" + timing + "[scheduler]\n"

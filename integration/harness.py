@@ -75,6 +75,8 @@ def spurd_argv(
         str(memory_mb),
         "--kill-grace",
         "2",
+        "--metrics-addr",
+        "127.0.0.1:0",
         *(extra or []),
     ]
 
@@ -117,6 +119,8 @@ class Cluster:
     root: Path
     conf_extra: str = ""
     port: int = field(default_factory=free_port)
+    rest_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
     controller: Proc | None = None
     agents: dict[str, Proc] = field(default_factory=dict)
     agent_ports: dict[str, int] = field(default_factory=dict)
@@ -139,6 +143,8 @@ class Cluster:
             'cluster_name = "itest"\n'
             "[controller]\n"
             f'state_dir = "{self.root / "ctl"}"\n'
+            f'rest_addr = "127.0.0.1:{self.rest_port}"\n'
+            f'metrics_addr = "127.0.0.1:{self.metrics_port}"\n'
             "heartbeat_interval_secs = 1\n"
             "node_timeout_secs = 4\n"
             "kill_grace_secs = 2\n"

@@ -28,6 +28,7 @@ from spur.config.model import (
     AuthMode,
     ClusterConfig,
     ControllerConfig,
+    MetricsConfig,
     NetworkConfig,
     NodeConfig,
     PartitionConfig,
@@ -102,6 +103,9 @@ class ControllerSchema(SectionSchema):
         default_port=6817, metadata=doc("gRPC address spurctld listens on (clients, agents).")
     )
     rest_addr = f.Addr(default_port=6820, metadata=doc("REST API (slurmrestd-compatible) listen address."))
+    metrics_addr = f.Addr(
+        default_port=6822, metadata=doc("Prometheus metrics address of spurctld (see [metrics]).")
+    )
     raft_listen_addr = f.Addr(
         default_port=6821, metadata=doc("Raft listen address (controller-to-controller).")
     )
@@ -306,12 +310,37 @@ class AgentSchema(SectionSchema):
     spool_dir = f.PathField(
         metadata=doc("Where job scripts are written; unset = state_dir/spool.", "/var/spool/spur")
     )
+    metrics_addr = f.Addr(
+        default_port=6824, metadata=doc("Prometheus metrics address of spurd (see [metrics]).")
+    )
 
 
 class RestSchema(SectionSchema):
     model = RestConfig
 
     enabled = f.Bool(metadata=doc("Serve the REST API on controller.rest_addr."))
+    max_body_bytes = f.Int(
+        validate=f.at_least(1024), metadata=doc("Largest request body accepted (bytes); larger -> 413.")
+    )
+    max_json_depth = f.Int(
+        validate=f.at_least(2), metadata=doc("Deepest JSON nesting accepted in a body; deeper -> 400.")
+    )
+    max_string_length = f.Int(
+        validate=f.at_least(64), metadata=doc("Longest JSON string accepted in a body; longer -> 400.")
+    )
+
+
+class MetricsSchema(SectionSchema):
+    model = MetricsConfig
+
+    enabled = f.Bool(metadata=doc("Serve Prometheus metrics from spurctld and spurd."))
+    bind = f.Addr(
+        default_port=6822,
+        metadata=doc(
+            "spurctld metrics address overriding controller.metrics_addr; unset = that key.",
+            "0.0.0.0:6822",
+        ),
+    )
 
 
 SECTIONS: dict[str, type[SectionSchema]] = {
@@ -323,6 +352,7 @@ SECTIONS: dict[str, type[SectionSchema]] = {
     "cluster": ClusterSchema,
     "agent": AgentSchema,
     "rest": RestSchema,
+    "metrics": MetricsSchema,
 }
 """Single-table sections, in documentation order."""
 
@@ -350,6 +380,7 @@ class SpurConfigSchema(SectionSchema):
     cluster = fields.Nested(ClusterSchema)
     agent = fields.Nested(AgentSchema)
     rest = fields.Nested(RestSchema)
+    metrics = fields.Nested(MetricsSchema)
 
     @post_load
     def _build(self, data: dict[str, Any], **kwargs: Any) -> SpurConfig:

@@ -91,6 +91,10 @@ class Controller:
         self.bound_port: int | None = None
         self.plugin_manager: Any = None
         self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running
+        self.grpc_server: Server | None = None  # its interceptor is the auth policy REST also runs
+        self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
+        self.rest_port: int | None = None
+        self.metrics_port: int | None = None
 
     # ------------------------------------------------------------------ identity in the group
 
@@ -196,8 +200,13 @@ class Controller:
         if self.plugin_manager is None:
             self.plugin_manager = load_plugin_manager("scheduler", self.cfg.scheduler.plugin)
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
-        server = Server()
-        server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
+        from spur.controller.surfaces import make_metrics, start_surfaces
+
+        self.metrics = make_metrics(self)
+        server = Server(observer=self.metrics.observe_rpc if self.metrics is not None else None)
+        service = ControllerService(self)
+        server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], service)
+        self.grpc_server = server
         from spur.controller.pool import controller_pool
 
         raft_listen = (
@@ -206,6 +215,7 @@ class Controller:
         async with controller_pool() as self.peer_pool, trio.open_nursery() as nursery:
             await nursery.start(self.raft.run, raft_listen)
             self.bound_port = await nursery.start(server.serve, host, port)
+            await start_surfaces(self, nursery, service)
             nursery.start_soon(self._leadership_watch, name="leadership-watch")
             nursery.start_soon(self._announce_self, name="announce-self")
             log.info("spurctld listening on %s:%s (state in %s)", host, self.bound_port, self.state_dir)
