@@ -160,6 +160,17 @@ class Cluster:
         wait_for(self._controller_up, timeout=20, what="spurctld to answer")
         return self.controller
 
+    def wait_rest(self, timeout: float = 20) -> None:
+        """Wait until spurctld's REST API (and its metrics endpoint) accept connections."""
+
+        def up() -> bool:
+            for port in (self.rest_port, self.metrics_port):
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    pass
+            return True
+
+        wait_for(up, timeout=timeout, what="the REST API and metrics of spurctld")
+
     def _controller_up(self) -> bool:
         if self.controller and not self.controller.alive():
             raise AssertionError(f"spurctld exited:\n{self.controller.log()}")

@@ -92,7 +92,10 @@ class RestApi:
                     if exc.status >= 500:
                         log.warning("REST %s %s: %s", method.upper(), request.path, exc)
                     extra = {empty: []} if empty else {}
-                    return _json(body(db, [exc.entry()], **extra), exc.status)
+                    response = _json(body(db, [exc.entry()], **extra), exc.status)
+                    if exc.status == 413:  # the unread body must not be taken for the next request
+                        response.headers["Connection"] = "close"
+                    return response
 
             quart_path = path.replace("{", "<").replace("}", ">")
             endpoint = f"{method}:{path}"
@@ -106,7 +109,9 @@ class RestApi:
         status = exc.code or 500
         if status == 413:
             err = too_large(self.limits.max_body_bytes, "http")
-            return _json(body(False, [err.entry()]), 413)
+            response = _json(body(False, [err.entry()]), 413)
+            response.headers["Connection"] = "close"
+            return response
         number = ESLURM_REST_INVALID_QUERY if status in (404, 405) else ESLURM_REST_FAIL_PARSING
         entry = error_entry(number, f"{exc.name}: {request.method} {request.path}", "http")
         return _json(body(False, [entry]), status)
@@ -161,7 +166,7 @@ class RestApi:
         # -------------------------------------------------------------- slurm
         @route(f"{S}/ping", "get", empty="pings")
         async def ping() -> Response:
-            resp = await self.call("GetControllers", pb.Empty(), "_op_handler_ping")
+            resp = await self.call("GetControllers", pb.Empty(), "slurm_ping")
             return _json(body(pings=mapping.pings(resp.controllers)))
 
         @route(f"{S}/diag", "get")
@@ -178,18 +183,18 @@ class RestApi:
 
         @route(f"{S}/jobs", "get", empty="jobs")
         async def jobs() -> Response:
-            resp = await self.call("GetJobs", pb.GetJobsRequest(), "_op_handler_jobs")
+            resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
             return _json(body(jobs=[mapping.job_to_slurm(j, cluster) for j in resp.jobs]))
 
         @route(f"{S}/job/{{job_id}}", "get", empty="jobs")
         async def get_job(job_id: str) -> Response:
-            found = await self._find_jobs(job_id, "_op_handler_job")
+            found = await self._find_jobs(job_id, "slurm_load_job")
             return _json(body(jobs=[mapping.job_to_slurm(j, self.cluster) for j in found]))
 
         @route(f"{S}/job/{{job_id}}", "post")
         async def update_job(job_id: str) -> Response:
-            source = "_op_handler_job"
+            source = "slurm_update_job"
             md = self.identity_metadata(source)
             jid, task = mapping.parse_job_id(job_id, source)
             req = mapping.update_to_request(jid, task, await self.json_body(source), source)
@@ -198,7 +203,7 @@ class RestApi:
 
         @route(f"{S}/job/{{job_id}}", "delete")
         async def cancel_job(job_id: str) -> Response:
-            source = "_op_handler_job"
+            source = "slurm_kill_job"
             md = self.identity_metadata(source)
             jid, task = mapping.parse_job_id(job_id, source)
             sig = mapping.parse_signal(request.args.get("signal"), source)
@@ -210,7 +215,7 @@ class RestApi:
 
         @route(f"{S}/job/submit", "post")
         async def submit() -> Response:
-            source = "_op_handler_submit_job"
+            source = "slurm_submit_batch_job"
             md = self.identity_metadata(source)
             spec = mapping.submit_to_spec(await self.json_body(source), home_of(md["x-spur-user"]), source)
             resp = await self.call("SubmitJob", pb.SubmitJobRequest(spec=spec), source, md)
@@ -218,12 +223,12 @@ class RestApi:
 
         @route(f"{S}/nodes", "get", empty="nodes")
         async def nodes() -> Response:
-            resp = await self.call("GetNodes", pb.GetNodesRequest(), "_op_handler_nodes")
+            resp = await self.call("GetNodes", pb.GetNodesRequest(), "slurm_load_node")
             return _json(body(nodes=[mapping.node_to_slurm(n) for n in resp.nodes]))
 
         @route(f"{S}/node/{{node_name}}", "get", empty="nodes")
         async def node(node_name: str) -> Response:
-            source = "_op_handler_nodes"
+            source = "slurm_load_node_single"
             md = self.identity_metadata(source)
             if not node_name or any(ch in node_name for ch in "[],"):
                 raise RestError(404, ESLURM_INVALID_NODE_NAME, f"Unable to find node {node_name}", source)
@@ -232,11 +237,11 @@ class RestApi:
 
         @route(f"{S}/partitions", "get", empty="partitions")
         async def partitions() -> Response:
-            return _json(body(partitions=await self._partitions([], "_op_handler_partitions")))
+            return _json(body(partitions=await self._partitions([], "slurm_load_partitions")))
 
         @route(f"{S}/partition/{{partition_name}}", "get", empty="partitions")
         async def partition(partition_name: str) -> Response:
-            return _json(body(partitions=await self._partitions([partition_name], "_op_handler_partitions")))
+            return _json(body(partitions=await self._partitions([partition_name], "slurm_load_partitions")))
 
         @route(f"{S}/reservations", "get", empty="reservations")
         async def reservations() -> Response:

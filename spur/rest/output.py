@@ -34,6 +34,7 @@ from spur.rest.errors import (
     SLURM_PROTOCOL_AUTHENTICATION_ERROR,
     RestError,
     body,
+    from_rpc_error,
 )
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
@@ -86,8 +87,8 @@ def register_output_route(api: RestApi) -> None:
             peer = websocket.remote_addr or "rest"
             ctx = api.adapter.context("GetJobs", md, peer)
             await api.adapter.authorize(ctx, SOURCE)
-            try:
-                ident = identity_from_metadata(ctx.metadata)
+            try:  # the verified identity when the auth interceptor set one, else the claimed one
+                ident = getattr(ctx, "identity", None) or identity_from_metadata(ctx.metadata)
             except IdentityError as exc:
                 raise RestError(401, SLURM_PROTOCOL_AUTHENTICATION_ERROR, str(exc), SOURCE) from None
             resp = await api.adapter.call(
@@ -98,7 +99,7 @@ def register_output_route(api: RestApi) -> None:
                 what = "an array job: attach to one task (JOBID_TASK)" if jobs else f"Unable to find JobId={job_id}"
                 raise RestError(404, ESLURM_INVALID_JOB_ID, what, SOURCE)
             job = jobs[0]
-            if not ident.is_admin and ident.uid != job.uid:
+            if not getattr(ident, "is_admin", False) and ident.uid != job.uid:
                 raise RestError(
                     403, ESLURM_ACCESS_DENIED, "only the job's owner or an administrator may attach", SOURCE
                 )
@@ -122,7 +123,10 @@ async def _stream(api: RestApi, job_id: int, md: dict, peer: str, skips: dict[st
     from spur.rpc.stub import agent_stub
 
     service = api.adapter.service
-    job = await _wait_started(api, job_id, md, peer)
+    try:
+        job = await _wait_started(api, job_id, md, peer)
+    except RpcError as exc:
+        raise from_rpc_error(exc, SOURCE) from None
     if job.state == "RUNNING" and job.allocation:
         nodes = await api.adapter.call(
             "GetNodes", pb.GetNodesRequest(names=[job.allocation[0].node]), md, peer, SOURCE
