@@ -87,6 +87,7 @@ class RestApi:
             @functools.wraps(view)
             async def handler(**kwargs: Any) -> Response:
                 try:
+                    await self._drain_body()
                     return await view(**kwargs)
                 except RestError as exc:
                     if exc.status >= 500:
@@ -104,6 +105,15 @@ class RestApi:
             return handler
 
         return decorate
+
+    async def _drain_body(self) -> None:
+        """Read the whole request body up front (Quart keeps it for the view): a keep-alive
+        connection must never be left with unread body bytes, whatever the view answers."""
+        length = request.content_length
+        if length is not None and length > self.limits.max_body_bytes:
+            raise too_large(self.limits.max_body_bytes, "http")
+        if length or request.headers.get("Transfer-Encoding"):
+            await request.get_data(as_text=False)
 
     async def _http_error(self, exc: HTTPException) -> Response:
         status = exc.code or 500

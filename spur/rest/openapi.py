@@ -6,7 +6,10 @@ the filter makes two kinds of documented corrections so the document describes t
 slurmrestd 22.05 sends (and Spur sends the same): properties slurmrestd fills with ``null`` for
 "not set" are marked ``nullable``, and the few whose declared type disagrees with what slurmrestd
 emits (``meta.Slurm.version`` numbers are integers; ``cpus_per_task`` etc. are integers) get the
-emitted type. Only ``application/json`` is offered (Spur does not parse YAML bodies).
+emitted type. Two schema bugs of the captured document are fixed the same way: error responses
+declare the bare ``errors`` array while slurmrestd answers an object (``meta`` + ``errors``), and
+``slurmdb`` config's ``tres`` is a list of TRES objects, not a list of lists. Only
+``application/json`` is offered (Spur does not parse YAML bodies).
 """
 
 from __future__ import annotations
@@ -79,6 +82,32 @@ def _json_only(op: dict[str, Any]) -> None:
             response["content"] = {k: v for k, v in response["content"].items() if k == "application/json"}
 
 
+_ERRORS_REF = {
+    "#/components/schemas/v0.0.38_errors": "v0.0.38_errors_response",
+    "#/components/schemas/dbv0.0.38_errors": "dbv0.0.38_errors_response",
+}
+
+
+def _error_responses(op: dict[str, Any]) -> None:
+    """Point error responses declared as the bare errors array at the object slurmrestd sends."""
+    for response in op.get("responses", {}).values():
+        for media in (response.get("content") or {}).values() if isinstance(response, dict) else ():
+            name = _ERRORS_REF.get(media.get("schema", {}).get("$ref", ""))
+            if name is not None:
+                media["schema"] = {"$ref": f"#/components/schemas/{name}"}
+
+
+def _error_response_schema(prefix: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": "Error answer: meta and the errors (slurmrestd's actual error body)",
+        "properties": {
+            "meta": {"$ref": f"#/components/schemas/{prefix}_meta"},
+            "errors": {"$ref": f"#/components/schemas/{prefix}_errors"},
+        },
+    }
+
+
 def _correct(schemas: dict[str, Any]) -> None:
     for name, path, change in CORRECTIONS:
         node = schemas.get(name)
@@ -88,6 +117,10 @@ def _correct(schemas: dict[str, Any]) -> None:
             node = node.get("properties", {}).get(part)
         if node is not None:
             node.update(change)
+    config = schemas.get("dbv0.0.38_config_info", {}).get("properties", {})
+    tres_list = schemas.get("dbv0.0.38_tres_list")
+    if "tres" in config and tres_list is not None:
+        config["tres"] = {"type": "array", "description": "Array of TRES", "items": copy.deepcopy(tres_list["items"])}
 
 
 def build_document(registered: Iterable[tuple[str, str]]) -> dict[str, Any]:
@@ -112,11 +145,14 @@ def build_document(registered: Iterable[tuple[str, str]]) -> dict[str, Any]:
             if method in methods and method in item:
                 op = copy.deepcopy(item[method])
                 _json_only(op)
+                _error_responses(op)
                 new_item[method] = op
         if any(m in new_item for m in HTTP_METHODS):
             paths[path] = new_item
     doc["paths"] = paths
-    all_schemas = ref["components"]["schemas"]
+    all_schemas = dict(ref["components"]["schemas"])
+    all_schemas["v0.0.38_errors_response"] = _error_response_schema("v0.0.38")
+    all_schemas["dbv0.0.38_errors_response"] = _error_response_schema("dbv0.0.38")
     keep: set[str] = set()
     pending: set[str] = set()
     _refs(paths, pending)
