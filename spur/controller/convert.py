@@ -33,8 +33,18 @@ def _values_from_proto(cls, msg) -> dict:
     return values
 
 
-def spec_to_proto(spec: JobSpec) -> pb.JobSpec:
-    return _copy_to_proto(spec, pb.JobSpec())
+_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
+
+
+def spec_to_proto(spec: JobSpec, *, include_script: bool = True) -> pb.JobSpec:
+    """The wire JobSpec; without ``include_script`` the script and environment are left out.
+    Only set (non-default) fields are passed: the message constructor is much faster than setattr."""
+    values = spec.__dict__
+    kwargs = {name: value for name in _SPEC_FIELDS if (value := values[name])}
+    if not include_script:
+        kwargs.pop("script", None)
+        kwargs.pop("environment", None)
+    return pb.JobSpec(**kwargs)
 
 
 def spec_from_proto(msg: pb.JobSpec) -> JobSpec:
@@ -79,10 +89,7 @@ def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
     from spur.core.hostlist import compress
     from spur.state.eligibility import dependency_display
 
-    spec = spec_to_proto(job.spec)
-    if not include_script:
-        spec.script = ""
-        spec.environment.clear()
+    spec = spec_to_proto(job.spec, include_script=include_script)
     return pb.JobInfo(
         job_id=job.job_id,
         spec=spec,

@@ -11,12 +11,12 @@ status (5xx only when no controller leader can be reached); a refused request ch
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import trio
 from quart import Response, request
 from quart_trio import QuartTrio
@@ -49,9 +49,7 @@ View = Callable[..., Awaitable[Response]]
 
 
 def _json(data: dict[str, Any], status: int = 200) -> Response:
-    return Response(
-        json.dumps(data, separators=(",", ":")), status=status, content_type="application/json"
-    )
+    return Response(orjson.dumps(data), status=status, content_type="application/json")
 
 
 class RestApi:

@@ -102,135 +102,144 @@ def _array_task_string(job: pb.JobInfo) -> str:
 # ---------------------------------------------------------------------------- slurm/v0.0.38 jobs
 
 
+# Every field of v0.0.38_job_response_properties in slurmrestd's order, with the value Spur always
+# sends for the ones it has no notion of; job_to_slurm copies this and fills in the rest.
+_JOB_TEMPLATE: dict[str, Any] = dict.fromkeys(
+    (
+        "account accrue_time admin_comment array_job_id array_task_id array_max_tasks array_task_string "
+        "association_id batch_features batch_flag batch_host flags burst_buffer burst_buffer_state cluster "
+        "cluster_features command comment container contiguous core_spec thread_spec cores_per_socket "
+        "billable_tres cpus_per_task cpu_frequency_minimum cpu_frequency_maximum cpu_frequency_governor "
+        "cpus_per_tres deadline delay_boot dependency derived_exit_code eligible_time end_time excluded_nodes "
+        "exit_code features federation_origin federation_siblings_active federation_siblings_viable "
+        "gres_detail group_id group_name job_id job_resources job_state last_sched_evaluation licenses "
+        "max_cpus max_nodes mcs_label memory_per_tres name nodes nice tasks_per_core tasks_per_node "
+        "tasks_per_socket tasks_per_board cpus node_count tasks het_job_id het_job_id_set het_job_offset "
+        "partition prefer memory_per_node memory_per_cpu minimum_cpus_per_node minimum_tmp_disk_per_node "
+        "preempt_time pre_sus_time priority profile qos reboot required_nodes requeue resize_time "
+        "restart_cnt resv_name shared show_flags sockets_per_board sockets_per_node start_time "
+        "state_description state_reason standard_error standard_input standard_output submit_time "
+        "suspend_time system_comment time_limit time_minimum threads_per_core tres_bind tres_freq "
+        "tres_per_job tres_per_node tres_per_socket tres_per_task tres_req_str tres_alloc_str user_id "
+        "user_name wckey current_working_directory"
+    ).split()
+)
+_JOB_TEMPLATE.update(
+    admin_comment="", association_id=0, batch_features="", burst_buffer="", burst_buffer_state="",
+    cluster_features="", container="", contiguous=False, cpus_per_tres="", deadline=0, delay_boot=0,
+    derived_exit_code=0, federation_origin="", federation_siblings_active="",
+    federation_siblings_viable="", licenses="", max_cpus=0, max_nodes=0, mcs_label="", memory_per_tres="",
+    tasks_per_board=0, het_job_id=0, het_job_id_set="", het_job_offset=0, prefer="",
+    minimum_tmp_disk_per_node=0, preempt_time=0, pre_sus_time=0, reboot=False, resize_time=0, resv_name="",
+    sockets_per_board=0, state_description="", system_comment="", time_minimum=0, tres_bind="",
+    tres_freq="", tres_per_socket="",
+)  # fmt: skip
+_SHOW_FLAGS = ("SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL")
+
+
 def job_to_slurm(job: pb.JobInfo, cluster: str) -> dict[str, Any]:
     """One ``v0.0.38_job_response_properties`` object (field order as slurmrestd 22.05)."""
     spec = job.spec
-    alloc = list(job.allocation)
-    alloc_cpus = sum(a.cpus for a in alloc)
-    alloc_mem = sum(a.mem_mb for a in alloc)
-    alloc_gpus = sum(len(a.gpus) for a in alloc)
+    alloc = job.allocation
+    d = _JOB_TEMPLATE.copy()
     nodes_requested = spec.num_nodes or 1
-    cpus = alloc_cpus or _requested_cpus(spec)
-    node_count = len(alloc) or nodes_requested
+    cpus_per_task = spec.cpus_per_task
+    req_cpus = (spec.num_tasks or nodes_requested) * (cpus_per_task or 1)
+    if alloc:
+        alloc_cpus = sum(a.cpus for a in alloc)
+        alloc_mem = sum(a.mem_mb for a in alloc)
+        alloc_gpus = sum(len(a.gpus) for a in alloc)
+        d["batch_host"] = alloc[0].node
+        d["gres_detail"] = [f"gpu:{len(a.gpus)}(IDX:{','.join(map(str, a.gpus))})" for a in alloc if a.gpus]
+        d["job_resources"] = _job_resources(list(alloc))
+        d["tres_alloc_str"] = _tres_str(alloc_cpus, alloc_mem, len(alloc), alloc_gpus)
+        cpus, node_count = alloc_cpus or req_cpus, len(alloc)
+    else:
+        d["batch_host"] = ""
+        d["gres_detail"] = []
+        d["job_resources"] = {}
+        d["tres_alloc_str"] = ""
+        cpus, node_count = req_cpus, nodes_requested
+    start_time = job.start_time
+    eligible = int(job.eligible_time) if job.eligible_time > 0 else 0
     flags = []
-    if job.start_time:
+    if start_time:
         flags.append("JOB_WAS_RUNNING")
-    if job.eligible_time:
+    if eligible:
         flags.append("JOB_ACCRUE_OVER")
-    dependency = job.dependency if job.dependency and job.dependency != "(null)" else ""
-    return {
-        "account": spec.account,
-        "accrue_time": _ts(job.eligible_time),
-        "admin_comment": "",
-        "array_job_id": job.array_job_id,
-        "array_task_id": job.array_task_id if job.HasField("array_task_id") else None,
-        "array_max_tasks": job.array_max_running,
-        "array_task_string": _array_task_string(job),
-        "association_id": 0,
-        "batch_features": "",
-        "batch_flag": not spec.interactive,
-        "batch_host": alloc[0].node if alloc else "",
-        "flags": flags,
-        "burst_buffer": "",
-        "burst_buffer_state": "",
-        "cluster": cluster,
-        "cluster_features": "",
-        "command": spec.command if spec.command != "(null)" else "",
-        "comment": spec.comment,
-        "container": "",
-        "contiguous": False,
-        "core_spec": None,
-        "thread_spec": None,
-        "cores_per_socket": None,
-        "billable_tres": float(cpus),
-        "cpus_per_task": spec.cpus_per_task if spec.cpus_per_task > 1 else None,
-        "cpu_frequency_minimum": None,
-        "cpu_frequency_maximum": None,
-        "cpu_frequency_governor": None,
-        "cpus_per_tres": "",
-        "deadline": 0,
-        "delay_boot": 0,
-        "dependency": dependency,
-        "derived_exit_code": 0,
-        "eligible_time": _ts(job.eligible_time),
-        "end_time": _ts(job.end_time),
-        "excluded_nodes": ",".join(spec.exclude),
-        "exit_code": _wait_status(job.exit_code, job.signal),
-        "features": "&".join(spec.constraint),
-        "federation_origin": "",
-        "federation_siblings_active": "",
-        "federation_siblings_viable": "",
-        "gres_detail": [f"gpu:{len(a.gpus)}(IDX:{','.join(map(str, a.gpus))})" for a in alloc if a.gpus],
-        "group_id": job.gid,
-        "group_name": job.group,
-        "job_id": job.job_id,
-        "job_resources": _job_resources(alloc),
-        "job_state": job.state,
-        "last_sched_evaluation": _ts(job.eligible_time or job.submit_time),
-        "licenses": "",
-        "max_cpus": 0,
-        "max_nodes": 0,
-        "mcs_label": "",
-        "memory_per_tres": "",
-        "name": spec.name,
-        "nodes": job.nodelist,
-        "nice": spec.nice if spec.nice else None,
-        "tasks_per_core": None,
-        "tasks_per_node": spec.ntasks_per_node,
-        "tasks_per_socket": None,
-        "tasks_per_board": 0,
-        "cpus": cpus,
-        "node_count": node_count,
-        "tasks": spec.num_tasks or nodes_requested,
-        "het_job_id": 0,
-        "het_job_id_set": "",
-        "het_job_offset": 0,
-        "partition": job.partition,
-        "prefer": "",
-        "memory_per_node": spec.mem_per_node_mb or None,
-        "memory_per_cpu": spec.mem_per_cpu_mb or None,
-        "minimum_cpus_per_node": spec.cpus_per_task or 1,
-        "minimum_tmp_disk_per_node": 0,
-        "preempt_time": 0,
-        "pre_sus_time": 0,
-        "priority": max(job.priority, 0),
-        "profile": None,
-        "qos": spec.qos or "normal",
-        "reboot": False,
-        "required_nodes": ",".join(spec.nodelist),
-        "requeue": not spec.no_requeue,
-        "resize_time": 0,
-        "restart_cnt": job.restarts,
-        "resv_name": "",
-        "shared": "none" if spec.exclusive else "shared",
-        "show_flags": ["SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL"],
-        "sockets_per_board": 0,
-        "sockets_per_node": None,
-        "start_time": _ts(job.start_time),
-        "state_description": "",
-        "state_reason": job.reason or "None",
-        "standard_error": spec.stderr_pattern,
-        "standard_input": spec.stdin_path,
-        "standard_output": spec.stdout_pattern,
-        "submit_time": _ts(job.submit_time),
-        "suspend_time": _ts(job.suspend_time),
-        "system_comment": "",
-        "time_limit": _minutes(job.time_limit_secs),
-        "time_minimum": 0,
-        "threads_per_core": None,
-        "tres_bind": "",
-        "tres_freq": "",
-        "tres_per_job": f"gres:gpu:{spec.gpus_total}" if spec.gpus_total else "",
-        "tres_per_node": ",".join(f"gres:{g}" for g in spec.gres),
-        "tres_per_socket": "",
-        "tres_per_task": f"gres:gpu:{spec.gpus_per_task}" if spec.gpus_per_task else "",
-        "tres_req_str": _tres_str(_requested_cpus(spec), _requested_mem_mb(spec), nodes_requested),
-        "tres_alloc_str": _tres_str(alloc_cpus, alloc_mem, len(alloc), alloc_gpus) if alloc else "",
-        "user_id": job.uid,
-        "user_name": job.user,
-        "wckey": spec.wckey,
-        "current_working_directory": spec.work_dir,
-    }
+    dependency = job.dependency
+    command = spec.command
+    array_job_id = job.array_job_id
+    has_task = job.HasField("array_task_id")
+    limit = job.time_limit_secs
+    mem_node, mem_cpu = spec.mem_per_node_mb, spec.mem_per_cpu_mb
+    mem_req = mem_node * nodes_requested if mem_node else mem_cpu * req_cpus
+    d["account"] = spec.account
+    d["accrue_time"] = eligible
+    d["array_job_id"] = array_job_id
+    d["array_task_id"] = job.array_task_id if has_task else None
+    d["array_max_tasks"] = job.array_max_running
+    d["array_task_string"] = _array_task_string(job) if array_job_id and not has_task else ""
+    d["batch_flag"] = not spec.interactive
+    d["flags"] = flags
+    d["cluster"] = cluster
+    d["command"] = command if command != "(null)" else ""
+    d["comment"] = spec.comment
+    d["core_spec"] = d["thread_spec"] = d["cores_per_socket"] = None
+    d["billable_tres"] = float(cpus)
+    d["cpus_per_task"] = cpus_per_task if cpus_per_task > 1 else None
+    d["cpu_frequency_minimum"] = d["cpu_frequency_maximum"] = d["cpu_frequency_governor"] = None
+    d["dependency"] = dependency if dependency and dependency != "(null)" else ""
+    d["eligible_time"] = eligible
+    d["end_time"] = int(job.end_time) if job.end_time > 0 else 0
+    d["excluded_nodes"] = ",".join(spec.exclude)
+    d["exit_code"] = ((job.exit_code & 0xFF) << 8) | (job.signal & 0x7F)
+    d["features"] = "&".join(spec.constraint)
+    d["group_id"] = job.gid
+    d["group_name"] = job.group
+    d["job_id"] = job.job_id
+    d["job_state"] = job.state
+    d["last_sched_evaluation"] = eligible or (int(job.submit_time) if job.submit_time > 0 else 0)
+    d["name"] = spec.name
+    d["nodes"] = job.nodelist
+    d["nice"] = spec.nice or None
+    d["tasks_per_core"] = d["tasks_per_socket"] = None
+    d["tasks_per_node"] = spec.ntasks_per_node
+    d["cpus"] = cpus
+    d["node_count"] = node_count
+    d["tasks"] = spec.num_tasks or nodes_requested
+    d["partition"] = job.partition
+    d["memory_per_node"] = mem_node or None
+    d["memory_per_cpu"] = mem_cpu or None
+    d["minimum_cpus_per_node"] = cpus_per_task or 1
+    d["priority"] = max(job.priority, 0)
+    d["profile"] = None
+    d["qos"] = spec.qos or "normal"
+    d["required_nodes"] = ",".join(spec.nodelist)
+    d["requeue"] = not spec.no_requeue
+    d["restart_cnt"] = job.restarts
+    d["shared"] = "none" if spec.exclusive else "shared"
+    d["show_flags"] = list(_SHOW_FLAGS)
+    d["sockets_per_node"] = None
+    d["start_time"] = int(start_time) if start_time > 0 else 0
+    d["state_reason"] = job.reason or "None"
+    d["standard_error"] = spec.stderr_pattern
+    d["standard_input"] = spec.stdin_path
+    d["standard_output"] = spec.stdout_pattern
+    d["submit_time"] = int(job.submit_time) if job.submit_time > 0 else 0
+    d["suspend_time"] = int(job.suspend_time) if job.suspend_time > 0 else 0
+    d["time_limit"] = INFINITE if limit < 0 else -(-limit // 60)
+    d["threads_per_core"] = None
+    gpus_total, gpus_per_task, gres = spec.gpus_total, spec.gpus_per_task, spec.gres
+    d["tres_per_job"] = f"gres:gpu:{gpus_total}" if gpus_total else ""
+    d["tres_per_node"] = ",".join(f"gres:{g}" for g in gres) if gres else ""
+    d["tres_per_task"] = f"gres:gpu:{gpus_per_task}" if gpus_per_task else ""
+    d["tres_req_str"] = _tres_str(req_cpus, mem_req, nodes_requested)
+    d["user_id"] = job.uid
+    d["user_name"] = job.user
+    d["wckey"] = spec.wckey
+    d["current_working_directory"] = spec.work_dir
+    return d
 
 
 def _job_resources(alloc: list[pb.NodeAllocation]) -> dict[str, Any]:
