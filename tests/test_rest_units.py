@@ -278,3 +278,48 @@ def test_document_error_responses_are_objects() -> None:
     default = doc["paths"]["/slurm/v0.0.38/job/submit"]["post"]["responses"]["default"]
     assert default["content"]["application/json"]["schema"]["$ref"].endswith("v0.0.38_errors_response")
     assert list(default["content"]) == ["application/json"]
+
+
+# ---------------------------------------------------------------------------- slurmdb entities
+
+
+def test_association_json_is_slurmrestds() -> None:
+    from spur.rest import slurmdb
+
+    ref = json.loads((FIXTURES / "slurmdb_associations.json").read_text())["associations"]
+    records = [
+        slurmdb.AssociationRecord(account="root", cluster="anchor"),
+        slurmdb.AssociationRecord(account="research", cluster="anchor", parent_account="root"),
+        slurmdb.AssociationRecord(account="research", cluster="anchor", user="root"),
+        slurmdb.AssociationRecord(account="root", cluster="anchor", user="root", is_default=True),
+    ]
+    assert [slurmdb.association_to_json(r) for r in records] == ref
+
+
+def test_entity_routes_are_operations_of_the_reference_document() -> None:
+    from spur.rest import slurmdb
+    from spur.rest.openapi import reference_document
+
+    paths = reference_document()["paths"]
+    for route in slurmdb.ENTITY_ROUTES:
+        assert route.method in paths[route.path], (route.path, route.method)
+    served = {(r.path, r.method) for r in slurmdb.ENTITY_ROUTES}
+    for path, item in paths.items():
+        if path.startswith("/slurmdb/") and not path.endswith(("/jobs", "/job/{job_id}", "/config", "/diag")):
+            for method in ("get", "post", "delete"):
+                if method in item:
+                    assert (path, method) in served, (path, method)
+
+
+def test_entity_bodies_are_validated() -> None:
+    from spur.rest import slurmdb
+
+    accounts = slurmdb.accounts_from_body({"accounts": [{"name": "physics", "description": "d"}]}, "s")
+    assert accounts == [slurmdb.AccountRecord(name="physics", description="d")]
+    for bad in ({}, {"accounts": {}}, {"accounts": [{"description": "no name"}]}, {"accounts": [{"name": 5}]}):
+        with pytest.raises(RestError) as info:
+            slurmdb.accounts_from_body(bad, "s")
+        assert info.value.status == 400
+    with pytest.raises(RestError):
+        slurmdb.users_from_body({"users": [{"name": "u", "administrator_level": "God"}]}, "s")
+    assert slurmdb.association_filter({"account": "a", "user": ""}) == slurmdb.AssociationFilter(account="a")

@@ -22,7 +22,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from spur.rest import mapping
+from spur.rest import mapping, slurmdb
 from spur.rest.adapter import ServiceAdapter
 from spur.rest.auth import home_of, metadata_from_headers, resolve_local_user
 from spur.rest.errors import (
@@ -35,10 +35,12 @@ from spur.rest.errors import (
     RestError,
     body,
     error_entry,
+    from_rpc_error,
 )
 from spur.rest.limits import Limits, decode_body, too_large
 from spur.rest.openapi import build_document, to_yaml
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError
 
 if TYPE_CHECKING:
     from spur.controller.app import Controller
@@ -279,20 +281,27 @@ class RestApi:
 
         @route(f"{D}/config", "get", db=True)
         async def db_config() -> Response:
-            self.identity_metadata("op_handler_config")
+            """The standard TRES and every accounting entity the backend lists (empty lists without
+            an accounting backend)."""
+            source = "op_handler_config"
+            md = self.identity_metadata(source)
             backend = getattr(self.ctl, "accounting_backend", None)
-            entities = await backend.config() if backend is not None else {}
-            return _json(
-                body(
-                    True,
-                    tres=[dict(t) for t in mapping.STANDARD_TRES],
-                    accounts=entities.get("accounts", []),
-                    associations=entities.get("associations", []),
-                    users=entities.get("users", []),
-                    qos=entities.get("qos", []),
-                    wckeys=entities.get("wckeys", []),
-                )
-            )
+            out: dict[str, Any] = {"tres": [dict(t) for t in mapping.STANDARD_TRES]}
+            for key, method, to_json in (
+                ("accounts", "list_accounts", slurmdb.account_to_json),
+                ("associations", "list_associations", slurmdb.association_to_json),
+                ("users", "list_users", slurmdb.user_to_json),
+                ("qos", "list_qos", slurmdb.qos_to_json),
+                ("wckeys", "list_wckeys", slurmdb.wckey_to_json),
+            ):
+                fn = getattr(backend, method, None)
+                if fn is None:
+                    out[key] = []
+                    continue
+                args = (slurmdb.AssociationFilter(),) if key == "associations" else ()
+                records = await self._backend_call(fn, md, source, *args)
+                out[key] = [to_json(r) for r in records]
+            return _json(body(True, **out))
 
         @route(f"{D}/diag", "get", db=True)
         async def db_diag() -> Response:
@@ -303,6 +312,53 @@ class RestApi:
             ]
             stats = {"time_start": int(self.started_at), "rollups": [], "RPCs": rpcs, "users": []}
             return _json(body(True, statistics=stats))
+
+        self._entity_routes()
+
+    def _entity_routes(self) -> None:
+        """The slurmdb accounting-entity routes the accounting backend implements (none without one)."""
+        backend = getattr(self.ctl, "accounting_backend", None)
+        if backend is None:
+            return
+        for entity in slurmdb.ENTITY_ROUTES:
+            fn = getattr(backend, entity.backend_method, None)
+            if fn is not None:
+                self._entity_route(entity, fn)
+
+    def _entity_route(self, entity: slurmdb.EntityRoute, fn: Callable[..., Awaitable[Any]]) -> None:
+        source = f"op_handler_{entity.backend_method}"
+
+        @self.route(entity.path, entity.method, db=True, empty=entity.key or None)
+        async def view(**params: str) -> Response:
+            md = self.identity_metadata(source)
+            if entity.kind == "list":
+                records = await self._backend_call(fn, md, source)
+            elif entity.kind == "filter_list":
+                records = await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
+            elif entity.kind == "get":
+                name = params[entity.param]
+                found = await self._backend_call(fn, md, source, name)
+                if found is None:
+                    raise RestError(404, ESLURM_REST_EMPTY_RESULT, f"Nothing found for {name!r}", source)
+                records = [found]
+            else:
+                if entity.kind == "add":
+                    await self._backend_call(fn, md, source, entity.parse(await self.json_body(source), source))
+                elif entity.kind == "delete":
+                    await self._backend_call(fn, md, source, params[entity.param])
+                else:  # filter_delete
+                    await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
+                return _json(body(True))
+            return _json(body(True, **{entity.key: [entity.to_json(r) for r in records]}))
+
+    async def _backend_call(self, fn: Callable[..., Awaitable[Any]], md: dict[str, str], source: str, *args: Any) -> Any:
+        """Run an accounting backend method for the caller (``md``); its RpcError refusals ->
+        RestError. The backend reaches the controller through ``ServiceAdapter.call`` (or the same
+        interceptor), which authenticates ``md``; nothing is served here without that."""
+        try:
+            return await fn(md, request.remote_addr or "rest", *args)
+        except RpcError as exc:
+            raise from_rpc_error(exc, source) from None
 
     # ------------------------------------------------------------------ helpers
 
