@@ -269,22 +269,28 @@ def test_openapi_documents_exactly_the_registered_routes(api: httpx.Client) -> N
 
 
 def test_websocket_attach_streams_lines_in_order_and_the_end(cluster: Cluster, api: httpx.Client, tmp_path: Path) -> None:
-    script = "#!/bin/sh\nfor i in 1 2 3 4 5 6; do echo line $i; echo err $i >&2; sleep 0.3; done\n"
+    script = "#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8 9 10; do echo line $i; echo err $i >&2; sleep 0.3; done\nexit 3\n"
     job_id = submit(api, tmp_path, script, standard_error="err-%j.txt", name="chatty")
     env = dict(cluster.env, SPUR_REST_URL=f"http://127.0.0.1:{cluster.rest_port}")
-    proc = subprocess.run(
-        [str(BIN / "sattach"), str(job_id)], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "".join(f"line {i}\n" for i in range(1, 7))
-    assert proc.stderr == "".join(f"err {i}\n" for i in range(1, 7))
-    # from an offset, after the end: the rest of the output, then the end
-    again = subprocess.run(
-        [str(BIN / "spur"), "attach", "--offset", str(len("line 1\nline 2\n")), str(job_id)],
+    # attach while pending (waits for the start), and from an offset once it runs
+    full = subprocess.Popen([str(BIN / "sattach"), str(job_id)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    wait_for(lambda: job_state(api, job_id) == "RUNNING", timeout=30, what="the chatty job to run")
+    skip = len("line 1\nline 2\n")
+    resumed = subprocess.run(
+        [str(BIN / "spur"), "attach", "--offset", str(skip), "--stderr-offset", str(len("err 1\n")), str(job_id)],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert again.returncode == 0, again.stderr
-    assert again.stdout in ("", "".join(f"line {i}\n" for i in range(3, 7)))
+    out, err = full.communicate(timeout=60)
+    assert full.returncode == 3, err  # the job's exit code
+    assert out == "".join(f"line {i}\n" for i in range(1, 11))
+    assert err == "".join(f"err {i}\n" for i in range(1, 11))
+    assert resumed.returncode == 3, resumed.stderr
+    assert resumed.stdout == "".join(f"line {i}\n" for i in range(3, 11))
+    assert resumed.stderr == "".join(f"err {i}\n" for i in range(2, 11))
+    # after the end there is nothing left to follow: attach reports the end at once
+    late = subprocess.run([str(BIN / "sattach"), str(job_id)], env=env, capture_output=True, text=True, timeout=30)
+    assert late.returncode == 3 and late.stdout == ""
 
 
 def test_websocket_refuses_a_non_owner(cluster: Cluster, api: httpx.Client, tmp_path: Path) -> None:
