@@ -138,7 +138,7 @@ async def _stream(api: RestApi, job_id: int, md: dict, peer: str, skips: dict[st
         while True:
             try:
                 async with open_channel(f"{node.address}:{node.port}") as channel:
-                    request = pb.StreamOutputRequest(job_id=job_id, follow=True)
+                    request = pb.StreamOutputRequest(job_id=job_id, follow=True, observer=True)
                     async for chunk in agent_stub(channel).StreamOutput(request):
                         if chunk.stream == "exit":
                             continue
