@@ -269,7 +269,7 @@ def test_openapi_documents_exactly_the_registered_routes(api: httpx.Client) -> N
 
 
 def test_websocket_attach_streams_lines_in_order_and_the_end(cluster: Cluster, api: httpx.Client, tmp_path: Path) -> None:
-    script = "#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8 9 10; do echo line $i; echo err $i >&2; sleep 0.3; done\nexit 3\n"
+    script = "#!/bin/sh\nfor i in 1 2 3 4 5 6 7 8 9 10; do echo line $i; echo err $i >&2; sleep 0.5; done\nexit 3\n"
     job_id = submit(api, tmp_path, script, standard_error="err-%j.txt", name="chatty")
     env = dict(cluster.env, SPUR_REST_URL=f"http://127.0.0.1:{cluster.rest_port}")
     # attach while pending (waits for the start), and from an offset once it runs
