@@ -395,3 +395,28 @@ def test_required_auth_mode_refuses_requests_without_a_valid_token(tmp_path: Pat
             assert r.json()["errors"][0]["error_number"] == 1007
     finally:
         c.controller.kill()
+
+
+def test_rest_port_in_use_leaves_spurctld_scheduling(tmp_path: Path) -> None:
+    """REST and metrics are optional: an address that cannot be bound is logged and spurctld keeps
+    serving gRPC; ``[metrics] enabled = false`` serves no metrics at all."""
+    import socket
+
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    try:
+        c = Cluster(tmp_path, conf_extra="[metrics]\nenabled = false\n")
+        c.rest_port = blocker.getsockname()[1]
+        c.start_controller()
+        try:
+            out = c.cli("squeue")
+            assert "JOBID" in out.stdout
+            wait_for(lambda: "REST API not served" in c.controller.log(), timeout=10, what="the REST bind error")
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", c.metrics_port), timeout=1).close()
+            assert c.controller.alive()
+        finally:
+            c.controller.kill()
+    finally:
+        blocker.close()
