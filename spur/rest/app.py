@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -62,7 +61,7 @@ class RestApi:
         self.ctl = ctl
         self.adapter = ServiceAdapter(ctl, service)
         self.limits = limits or Limits()
-        self.started_at = time.time()
+        self.started_at = self.ctl.clock.wall()
         self.registered: list[tuple[str, str]] = []
         self._document: dict[str, Any] | None = None
         app = QuartTrio("spur.rest")
@@ -183,7 +182,7 @@ class RestApi:
         async def diag() -> Response:
             md = self.identity_metadata("_op_handler_diag")
             resp = await self.call("GetJobs", pb.GetJobsRequest(include_finished=True), "_op_handler_diag", md)
-            stats = mapping.diag_statistics(resp.jobs, time.time(), self.started_at, self.counters())
+            stats = mapping.diag_statistics(resp.jobs, self.ctl.clock.wall(), self.started_at, self.counters())
             return _json(body(statistics=stats))
 
         @route(f"{S}/licenses", "get", empty="licenses")
@@ -270,13 +269,13 @@ class RestApi:
             source = "op_handler_jobs"
             resp = await self.call("GetJobs", pb.GetJobsRequest(include_finished=True), source)
             keep = mapping.slurmdb_job_filter(request.args)
-            now, cluster = time.time(), self.cluster
+            now, cluster = self.ctl.clock.wall(), self.cluster
             return _json(body(True, jobs=[mapping.job_to_slurmdb(j, cluster, now) for j in resp.jobs if keep(j)]))
 
         @route(f"{D}/job/{{job_id}}", "get", db=True, empty="jobs")
         async def db_job(job_id: str) -> Response:
             found = await self._find_jobs(job_id, "op_handler_job", db=True)
-            now = time.time()
+            now = self.ctl.clock.wall()
             return _json(body(True, jobs=[mapping.job_to_slurmdb(j, self.cluster, now) for j in found]))
 
         @route(f"{D}/config", "get", db=True)
