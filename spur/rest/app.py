@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("spur.rest")
 
 View = Callable[..., Awaitable[Response]]
+_THREAD_JOBS = 1000  # job lists longer than this are rendered off the event loop
 
 
 def _json(data: dict[str, Any], status: int = 200) -> Response:
@@ -194,7 +195,13 @@ class RestApi:
         async def jobs() -> Response:
             resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
-            return _json(body(jobs=[mapping.job_to_slurm(j, cluster) for j in resp.jobs]))
+
+            def render() -> bytes:
+                return orjson.dumps(body(jobs=[mapping.job_to_slurm(j, cluster) for j in resp.jobs]))
+
+            # A long list is mapped in a worker thread, so Raft and the scheduler keep their turns.
+            data = await trio.to_thread.run_sync(render) if len(resp.jobs) > _THREAD_JOBS else render()
+            return Response(data, content_type="application/json")
 
         @route(f"{S}/job/{{job_id}}", "get", empty="jobs")
         async def get_job(job_id: str) -> Response:
