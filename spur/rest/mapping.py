@@ -87,11 +87,6 @@ def _tres_str(cpus: int, mem_mb: int, nodes: int, gpus: int = 0) -> str:
     return ",".join(parts)
 
 
-def _wait_status(exit_code: int, sig: int) -> int:
-    """Slurm reports a job's exit code as a wait(2) status: code << 8 | signal."""
-    return ((exit_code & 0xFF) << 8) | (sig & 0x7F)
-
-
 def _array_task_string(job: pb.JobInfo) -> str:
     if not job.array_job_id or job.HasField("array_task_id"):
         return ""
@@ -193,7 +188,7 @@ def job_to_slurm(job: pb.JobInfo, cluster: str) -> dict[str, Any]:
     d["eligible_time"] = eligible
     d["end_time"] = int(job.end_time) if job.end_time > 0 else 0
     d["excluded_nodes"] = ",".join(spec.exclude)
-    d["exit_code"] = ((job.exit_code & 0xFF) << 8) | (job.signal & 0x7F)
+    d["exit_code"] = ((job.exit_code & 0xFF) << 8) | (job.signal & 0x7F)  # a wait(2) status, as Slurm
     d["features"] = "&".join(spec.constraint)
     d["group_id"] = job.gid
     d["group_name"] = job.group
