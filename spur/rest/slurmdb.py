@@ -377,6 +377,46 @@ def tres_from_body(body: Mapping[str, Any], source: str) -> list[TresRecord]:
     return out
 
 
+@dataclass(frozen=True)
+class ConfigLoad:
+    """``POST slurmdb/v0.0.38/config``: entities to add, in dependency order for the backend."""
+
+    clusters: tuple[ClusterRecord, ...] = ()
+    tres: tuple[TresRecord, ...] = ()
+    accounts: tuple[AccountRecord, ...] = ()
+    users: tuple[UserRecord, ...] = ()
+    qos: tuple[QosRecord, ...] = ()
+    wckeys: tuple[WckeyRecord, ...] = ()
+    associations: tuple[AssociationRecord, ...] = ()
+
+
+def config_from_body(body: Mapping[str, Any], source: str) -> ConfigLoad:
+    """A ``dbv0.0.38_set_config`` body (every list optional; ``accounts``/``clusters`` entries are
+    themselves ``{"accounts": [...]}``/``{"clusters": [...]}`` objects, as the document nests them)."""
+
+    def nested(key: str, inner: str, parse: Any) -> tuple[Any, ...]:
+        if body.get(key) is None:
+            return ()
+        out: list[Any] = []
+        for item in _items(body, key, source):
+            out.extend(parse(item, source) if inner in item else parse({inner: [item]}, source))
+        return tuple(out)
+
+    def flat(key: str, parse: Any) -> tuple[Any, ...]:
+        return tuple(parse({key: body[key]}, source)) if body.get(key) is not None else ()
+
+    tres = tuple(tres_from_body({"tres": body["TRES"]}, source)) if body.get("TRES") is not None else ()
+    return ConfigLoad(
+        clusters=nested("clusters", "clusters", clusters_from_body),
+        tres=tres,
+        accounts=nested("accounts", "accounts", accounts_from_body),
+        users=flat("users", users_from_body),
+        qos=flat("qos", qos_from_body),
+        wckeys=flat("wckeys", wckeys_from_body),
+        associations=flat("associations", associations_from_body),
+    )
+
+
 def association_filter(query: Mapping[str, str]) -> AssociationFilter:
     def get(key: str) -> str | None:
         value = query.get(key)
@@ -436,4 +476,5 @@ ENTITY_ROUTES: Sequence[EntityRoute] = (
     EntityRoute(f"{_D}/wckeys", "post", "add_wckeys", "add", parse=wckeys_from_body),
     EntityRoute(f"{_D}/wckey/{{wckey}}", "get", "get_wckey", "get", "wckeys", wckey_to_json, param="wckey"),
     EntityRoute(f"{_D}/wckey/{{wckey}}", "delete", "delete_wckey", "delete", param="wckey"),
+    EntityRoute(f"{_D}/config", "post", "load_config", "add", parse=config_from_body),
 )  # fmt: skip
