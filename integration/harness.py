@@ -75,6 +75,8 @@ def spurd_argv(
         str(memory_mb),
         "--kill-grace",
         "2",
+        "--metrics-addr",
+        "127.0.0.1:0",
         *(extra or []),
     ]
 
@@ -117,6 +119,8 @@ class Cluster:
     root: Path
     conf_extra: str = ""
     port: int = field(default_factory=free_port)
+    rest_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
     controller: Proc | None = None
     # Start agents with ``-f spur.conf`` too (they then read [auth] and the cluster name from it).
     agent_conf: bool = False
@@ -143,6 +147,8 @@ class Cluster:
             'cluster_name = "itest"\n'
             "[controller]\n"
             f'state_dir = "{self.root / "ctl"}"\n'
+            f'rest_addr = "127.0.0.1:{self.rest_port}"\n'
+            f'metrics_addr = "127.0.0.1:{self.metrics_port}"\n'
             "heartbeat_interval_secs = 1\n"
             "node_timeout_secs = 4\n"
             "kill_grace_secs = 2\n"
@@ -157,6 +163,17 @@ class Cluster:
         self.controller = Proc(argv, self.root / "spurctld.log", self.env).start()
         wait_for(self._controller_up, timeout=20, what="spurctld to answer")
         return self.controller
+
+    def wait_rest(self, timeout: float = 20) -> None:
+        """Wait until spurctld's REST API (and its metrics endpoint) accept connections."""
+
+        def up() -> bool:
+            for port in (self.rest_port, self.metrics_port):
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    pass
+            return True
+
+        wait_for(up, timeout=timeout, what="the REST API and metrics of spurctld")
 
     def _controller_up(self) -> bool:
         if self.controller and not self.controller.alive():

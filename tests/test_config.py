@@ -124,6 +124,7 @@ cluster_name = "full"
 [controller]
 listen_addr = "10.0.0.1:7817"
 rest_addr = "[::1]:7820"
+metrics_addr = "127.0.0.1:7822"
 raft_listen_addr = "10.0.0.1:7821"
 agent_port = 7818
 state_dir = "/srv/spur"
@@ -220,6 +221,7 @@ node_name = "n1"
 state_dir = "/srv/spur/agent"
 backend = "process"
 spool_dir = "/srv/spool"
+metrics_addr = "0.0.0.0:7824"
 join_token_file = "/etc/spur/join-token"
 
 [admission]
@@ -227,6 +229,13 @@ mode = "token"
 
 [rest]
 enabled = false
+max_body_bytes = 4096
+max_json_depth = 8
+max_string_length = 128
+
+[metrics]
+enabled = false
+bind = "0.0.0.0:7822"
 """
 
 

@@ -69,6 +69,7 @@ class AgentOptions:
     # The config's [auth] section (None: built-in defaults); resolved into ``auth`` by main().
     auth_cfg: Any = None
     auth: Any = None  # spur.auth.keys.AuthSettings
+    metrics_addr: str | None = "127.0.0.1:6824"  # None: no metrics endpoint ([metrics] enabled = false)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -96,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kill-grace", type=float, help="seconds between SIGTERM and SIGKILL (default 30)")
     p.add_argument("--backend", choices=["auto", "process", "systemd"], help="how jobs are started")
     p.add_argument("--heartbeat", type=float, metavar="SECS", help="heartbeat interval override")
+    p.add_argument(
+        "--metrics-addr", metavar="HOST:PORT", help="Prometheus metrics address (agent.metrics_addr; 'off' = none)"
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument(
         "--join-token",
@@ -200,6 +204,12 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         )
     except JoinTokenError as e:
         raise UsageError(str(e)) from None
+    if cfg is not None:
+        opts.metrics_addr = agent_cfg.metrics_addr if cfg.metrics.enabled and agent_cfg else None
+    if args.metrics_addr:
+        opts.metrics_addr = None if args.metrics_addr == "off" else args.metrics_addr
+        if opts.metrics_addr is not None:
+            _split_hostport(opts.metrics_addr, "--metrics-addr")
     return opts
 
 
@@ -278,7 +288,14 @@ async def run_agent(
             raise StartupError(f"cannot use state directory {opts.state_dir}: {e.strerror or e}") from None
         credentials.use(executor.cluster_id)
 
-        server = Server(interceptor=auth)
+        metrics = None
+        if opts.metrics_addr is not None:
+            from spur.metrics.agent import AgentMetrics
+
+            metrics = AgentMetrics(executor.jobs)
+        server = Server(
+            interceptor=auth, observer=metrics.observe_rpc if metrics is not None else None
+        )
 
         async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:
             response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))
@@ -296,6 +313,14 @@ async def run_agent(
                 "stop the process holding that port (another spurd?) or choose another with --listen/--port"
             ) from None
         await nursery.start(serve_broker, auth, name="auth-broker")
+        if metrics is not None and opts.metrics_addr is not None:
+            from spur.metrics.http import serve_metrics
+
+            m_host, m_port = _split_hostport(opts.metrics_addr, "--metrics-addr")
+            try:
+                await nursery.start(serve_metrics, metrics.registry, m_host, m_port)
+            except OSError as e:  # metrics are optional: the node keeps running jobs without them
+                log.error("metrics not served: cannot listen on %s: %s", opts.metrics_addr, e.strerror or e)
 
         async def build_request() -> spur_pb2.RegisterNodeRequest:
             address = opts.address or await local_address_towards(link.current_target)

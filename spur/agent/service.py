@@ -193,7 +193,7 @@ class AgentServicer:
         async for chunk in stream_output(job, follow=request.follow):
             yield chunk
             complete = chunk.stream == "exit"
-        if complete:
+        if complete and not request.observer:
             self.executor.mark_streamed(request.job_id, step_id)
 
     async def Status(self, request: spur_pb2.Empty, context: CallContext) -> spur_pb2.AgentStatus:

@@ -42,6 +42,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "cancel": ("spur.cli.scancel", "scancel", "Cancel or signal jobs (scancel)."),
     "nodes": ("spur.cli.sinfo", "sinfo", "Show partitions and nodes (sinfo)."),
     "history": ("spur.cli.sacct", "sacct", "Show accounting records of jobs and steps (sacct)."),
+    "attach": ("spur.cli.sattach", "sattach", "Follow a running job's output (sattach)."),
     "show": (
         "spur.cli.scontrol",
         "scontrol",

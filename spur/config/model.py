@@ -40,6 +40,7 @@ class ControllerConfig:
 
     listen_addr: str = "0.0.0.0:6817"
     rest_addr: str = "0.0.0.0:6820"
+    metrics_addr: str = "127.0.0.1:6822"
     raft_listen_addr: str = "0.0.0.0:6821"
     agent_port: int = 6818
     state_dir: Path = Path("/var/lib/spur")
@@ -196,6 +197,7 @@ class AgentConfig:
     spool_dir: Path | None = None
     join_token: str | None = None
     join_token_file: Path | None = None
+    metrics_addr: str = "127.0.0.1:6824"
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,18 @@ class RestConfig:
     """``[rest]``: the slurmrestd-compatible REST API served by spurctld on ``controller.rest_addr``."""
 
     enabled: bool = True
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_json_depth: int = 32
+    max_string_length: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """``[metrics]``: Prometheus endpoints of spurctld (``controller.metrics_addr``) and spurd
+    (``agent.metrics_addr``)."""
+
+    enabled: bool = True
+    bind: str | None = None
 
 
 DEFAULT_PARTITION = PartitionConfig(name="default", default=True, nodes="ALL")
@@ -237,6 +251,7 @@ class SpurConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     rest: RestConfig = field(default_factory=RestConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: str = field(default="<defaults>", compare=False)
 
     @property
@@ -256,6 +271,7 @@ __all__ = [
     "AuthMode",
     "ClusterConfig",
     "ControllerConfig",
+    "MetricsConfig",
     "NetworkConfig",
     "NodeConfig",
     "PartitionConfig",

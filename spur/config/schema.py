@@ -30,6 +30,7 @@ from spur.config.model import (
     AuthMode,
     ClusterConfig,
     ControllerConfig,
+    MetricsConfig,
     NetworkConfig,
     NodeConfig,
     PartitionConfig,
@@ -105,6 +106,9 @@ class ControllerSchema(SectionSchema):
         default_port=6817, metadata=doc("gRPC address spurctld listens on (clients, agents).")
     )
     rest_addr = f.Addr(default_port=6820, metadata=doc("REST API (slurmrestd-compatible) listen address."))
+    metrics_addr = f.Addr(
+        default_port=6822, metadata=doc("Prometheus metrics address of spurctld (see [metrics]).")
+    )
     raft_listen_addr = f.Addr(
         default_port=6821, metadata=doc("Raft listen address (controller-to-controller).")
     )
@@ -373,6 +377,10 @@ class AgentSchema(SectionSchema):
         metadata=doc("File holding the join token (mode 0600, read at start).", "/etc/spur/join-token")
     )
 
+    metrics_addr = f.Addr(
+        default_port=6824, metadata=doc("Prometheus metrics address of spurd (see [metrics]).")
+    )
+
     def check(self, obj: AgentConfig) -> None:
         if obj.join_token is not None and obj.join_token_file is not None:
             raise _fail("join_token_file", "set either agent.join_token or agent.join_token_file, not both")
@@ -382,6 +390,28 @@ class RestSchema(SectionSchema):
     model = RestConfig
 
     enabled = f.Bool(metadata=doc("Serve the REST API on controller.rest_addr."))
+    max_body_bytes = f.Int(
+        validate=f.at_least(1024), metadata=doc("Largest request body accepted (bytes); larger -> 413.")
+    )
+    max_json_depth = f.Int(
+        validate=f.at_least(2), metadata=doc("Deepest JSON nesting accepted in a body; deeper -> 400.")
+    )
+    max_string_length = f.Int(
+        validate=f.at_least(64), metadata=doc("Longest JSON string accepted in a body; longer -> 400.")
+    )
+
+
+class MetricsSchema(SectionSchema):
+    model = MetricsConfig
+
+    enabled = f.Bool(metadata=doc("Serve Prometheus metrics from spurctld and spurd."))
+    bind = f.Addr(
+        default_port=6822,
+        metadata=doc(
+            "spurctld metrics address overriding controller.metrics_addr; unset = that key.",
+            "0.0.0.0:6822",
+        ),
+    )
 
 
 SECTIONS: dict[str, type[SectionSchema]] = {
@@ -395,6 +425,7 @@ SECTIONS: dict[str, type[SectionSchema]] = {
     "cluster": ClusterSchema,
     "agent": AgentSchema,
     "rest": RestSchema,
+    "metrics": MetricsSchema,
 }
 """Single-table sections, in documentation order."""
 
@@ -424,6 +455,7 @@ class SpurConfigSchema(SectionSchema):
     cluster = fields.Nested(ClusterSchema)
     agent = fields.Nested(AgentSchema)
     rest = fields.Nested(RestSchema)
+    metrics = fields.Nested(MetricsSchema)
 
     @post_load
     def _build(self, data: dict[str, Any], **kwargs: Any) -> SpurConfig:

@@ -102,6 +102,10 @@ class Controller:
         self.bound_port: int | None = None
         self.plugin_manager: Any = None
         self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running
+        self.grpc_server: Server | None = None  # its interceptor is the auth policy REST also runs
+        self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
+        self.rest_port: int | None = None
+        self.metrics_port: int | None = None
 
     # ------------------------------------------------------------------ identity in the group
 
@@ -210,10 +214,15 @@ class Controller:
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
         from spur.auth.broker import serve_broker
         from spur.auth.service import AuthService
+        from spur.controller.surfaces import make_metrics, start_surfaces
         from spur.rpc.proto import auth_pb2
 
-        server = Server(interceptor=self.auth)
-        server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
+        self.metrics = make_metrics(self)
+        server = Server(
+            interceptor=self.auth, observer=self.metrics.observe_rpc if self.metrics is not None else None
+        )
+        service = ControllerService(self)
+        server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], service)
         from spur.controller.admission import AdmissionService
         from spur.rpc.proto import admission_pb2
 
@@ -225,6 +234,7 @@ class Controller:
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )
+        self.grpc_server = server
         from spur.controller.pool import controller_pool
 
         raft_listen = (
@@ -234,6 +244,7 @@ class Controller:
             await nursery.start(self.raft.run, raft_listen)
             await nursery.start(serve_broker, self.auth, name="auth-broker")
             self.bound_port = await nursery.start(server.serve, host, port)
+            await start_surfaces(self, nursery, service)
             nursery.start_soon(self._leadership_watch, name="leadership-watch")
             nursery.start_soon(self._announce_self, name="announce-self")
             log.info("spurctld listening on %s:%s (state in %s)", host, self.bound_port, self.state_dir)

@@ -48,10 +48,13 @@ class SchedulerLoop:
                 continue  # nothing changed since the last pass: the plan would be the same
             seen_index = self.ctl.state.applied_index
             began = time.process_time()
+            wall = time.perf_counter()
             try:
                 await self.cycle()
             except RpcError as exc:
                 log.warning("scheduler cycle could not commit: %s", exc)
+            if self.ctl.metrics is not None:
+                self.ctl.metrics.observe_scheduler_cycle(time.perf_counter() - wall)
             # Kicks arrive with every submit; spacing passes by twice their CPU cost keeps a burst of
             # submissions from spending the controller's CPU on re-planning the same queue.
             await trio.sleep(min(interval, 2 * (time.process_time() - began)))

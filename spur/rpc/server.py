@@ -45,11 +45,13 @@ from spur.rpc.wire import (
     validate_metadata,
 )
 
-__all__ = ["CallContext", "Server", "Interceptor"]
+__all__ = ["CallContext", "Server", "Interceptor", "Observer"]
 
 log = logging.getLogger("spur.rpc.server")
 
 Interceptor = Callable[["CallContext"], Awaitable[None]]
+# Called once per finished call with (method path, status code name, seconds); must not raise or block.
+Observer = Callable[[str, str, float], None]
 _MAX_STREAMS = 4096
 # Long status messages are cut: peers cap header blocks (grpcio at 8-16 KiB).
 _MAX_STATUS_MESSAGE = 2048
@@ -97,8 +99,10 @@ class Server:
         *,
         interceptor: Interceptor | None = None,
         max_message_bytes: int = 64 * 1024 * 1024,
+        observer: Observer | None = None,
     ) -> None:
         self.interceptor = interceptor
+        self.observer = observer
         self.max_message_bytes = max_message_bytes
         self._methods: dict[str, _Method] = {}
         self._services: set[str] = set()
@@ -290,6 +294,21 @@ class _ServerConnection(H2Transport):
     # ------------------------------------------------------------------ calls
 
     async def _serve_call(self, call: _Call, method: _Method, ctx: CallContext) -> None:
+        if self.server.observer is None:
+            await self._serve_call_inner(call, method, ctx)
+            return
+        began = trio.current_time()
+        code = "CANCELLED"
+        try:
+            code = await self._serve_call_inner(call, method, ctx)
+        finally:
+            try:
+                self.server.observer(method.path, code, trio.current_time() - began)
+            except Exception:
+                log.exception("RPC observer failed")
+
+    async def _serve_call_inner(self, call: _Call, method: _Method, ctx: CallContext) -> str:
+        """Serve the call; returns the name of the status it ended with."""
         status: RpcError | None = None
         try:
             with call.scope:
@@ -298,7 +317,7 @@ class _ServerConnection(H2Transport):
                 except RpcError as err:
                     status = err
                 except StreamGone:
-                    return
+                    return "CANCELLED"
                 except Exception as exc:
                     status = _unwrap_rpc_error(exc)
                     if status is None:
@@ -306,9 +325,10 @@ class _ServerConnection(H2Transport):
                         status = RpcError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
             if call.scope.cancelled_caught:
                 if call.reset_by_peer or self.closed:
-                    return
+                    return "CANCELLED"
                 status = RpcError(StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
             self._finish(call, status, ctx.trailing_metadata)
+            return "OK" if status is None else status.code.name
         except trio.Cancelled:
             if not self.closed:
                 self._finish(call, RpcError(StatusCode.UNAVAILABLE, "server is shutting down"))

@@ -8,5 +8,6 @@ from __future__ import annotations
 from spur.state.accounting import AccountingDomain
 from spur.state.admission import AdmissionDomain
 from spur.state.domain import StateDomain
+from spur.state.job_stats import JobStats
 
-DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain]
+DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain, JobStats]

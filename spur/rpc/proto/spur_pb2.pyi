@@ -631,14 +631,16 @@ class SignalJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ..., step_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., action: _Optional[str] = ..., time_limit_secs: _Optional[int] = ...) -> None: ...
 
 class StreamOutputRequest(_message.Message):
-    __slots__ = ("job_id", "follow", "step_id")
+    __slots__ = ("job_id", "follow", "step_id", "observer")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    OBSERVER_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     follow: bool
     step_id: int
-    def __init__(self, job_id: _Optional[int] = ..., follow: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
+    observer: bool
+    def __init__(self, job_id: _Optional[int] = ..., follow: _Optional[bool] = ..., step_id: _Optional[int] = ..., observer: _Optional[bool] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
     __slots__ = ("stream", "data", "task", "exit_code", "signal")
