@@ -87,3 +87,6 @@ class Kubectl:
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}:\n{result.stdout}\n{result.stderr}")
         return result
+
+#: The example manifests of docs/kubernetes.md.
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "k8s"

@@ -81,6 +81,7 @@ class Store:
         self._history: deque[Change] = deque(maxlen=history)
         self._compacted = 0  # changes with rv <= this are no longer in the history
         self._ips = 0
+        self._reconciling = False
         ns = self.registry.by_key("", "namespaces")
         assert ns is not None
         for name in _INITIAL_NAMESPACES:
@@ -546,7 +547,18 @@ class Store:
             if matches(selector, p["metadata"].get("labels")) and not p["metadata"].get("deletionTimestamp")
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
-        expected = len(pods)
+        # Like the disruption controller: a controller's scale counts, not the pods alive right now.
+        expected = 0
+        scaled: set[str] = set()
+        for p in pods:
+            ref = next((r for r in p["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
+            owner = self._owner(p["metadata"]["namespace"], ref) if ref else None
+            replicas = (owner or {}).get("spec", {}).get("replicas") if ref and ref.get("kind") != "DaemonSet" else None
+            if owner is None or replicas is None:
+                expected += 1
+            elif ref["uid"] not in scaled:
+                scaled.add(ref["uid"])
+                expected += int(replicas)
         healthy = sum(1 for p in pods if pod_ready(p))
 
         def amount(value: Any) -> int:
@@ -562,16 +574,28 @@ class Store:
             desired = 0
         return healthy, desired, expected
 
+    def _owner(self, namespace: str, ref: dict[str, Any]) -> dict[str, Any] | None:
+        plural = {"StatefulSet": "statefulsets", "Deployment": "deployments", "ReplicaSet": "replicasets", "DaemonSet": "daemonsets"}.get(ref.get("kind", ""))
+        if plural is None:
+            return None
+        owner = self._bucket(self._rt("apps", plural)).get((namespace, ref.get("name", "")))
+        return owner if owner and owner["metadata"]["uid"] == ref.get("uid") else None
+
     # ------------------------------------------------------------------ workload controller
 
     def _after_write(self, rt: ResourceType, obj: dict[str, Any] | None) -> None:
-        if not self.workloads:
+        if not self.workloads or self._reconciling:
             return
-        if rt.key in (("apps", "statefulsets"), ("apps", "deployments"), ("apps", "daemonsets"), ("", "nodes")):
-            self.reconcile_workloads()
+        if rt.key in (("apps", "statefulsets"), ("apps", "deployments"), ("apps", "daemonsets"), ("", "nodes"), ("", "pods")):
+            self._reconciling = True
+            try:
+                self.reconcile_workloads()
+            finally:
+                self._reconciling = False
 
     def reconcile_workloads(self) -> None:
-        """Create/delete pods so each StatefulSet/Deployment/DaemonSet has the pods it asks for."""
+        """Create/delete pods so each StatefulSet/Deployment/DaemonSet has the pods it asks for
+        (a deleted or evicted pod comes back, Pending, as the real controllers make it)."""
         pods = self._rt("", "pods")
         nodes = [n["metadata"]["name"] for n in self._bucket(self._rt("", "nodes")).values()]
         for key in (("apps", "statefulsets"), ("apps", "deployments"), ("apps", "daemonsets")):
