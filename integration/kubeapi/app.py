@@ -21,7 +21,7 @@ from integration.kubeapi import errors
 from integration.kubeapi.errors import ApiError
 from integration.kubeapi.kubelet import Kubelet
 from integration.kubeapi.protowire import ProtoError, decode_object
-from integration.kubeapi.resources import ResourceType, parse_resource_path
+from integration.kubeapi.resources import ResourceType, openapi_group_version, openapi_root, parse_resource_path
 from integration.kubeapi.store import Store
 from integration.kubeapi.tables import to_table
 from integration.kubeapi.watch import bookmark, encode_event, event_for
@@ -57,7 +57,8 @@ class KubeAPI:
     ``bookmark_interval``: seconds between BOOKMARK events on watches that allow them.
     ``history``: how many changes a watch can resume across before 410 Expired.
     ``requests`` records ``(method, path?query, content-type)`` of every request, for tests that
-    check what a client sent.
+    check what a client sent; ``bodies`` the request bodies (as received) of the requests that
+    carried one, in order.
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class KubeAPI:
         self.store = Store(clock=clock, history=history, workloads=workloads, notify=self._wake)
         self.kubelet = Kubelet(self.store, clock)
         self.requests: list[tuple[str, str, str]] = []
+        self.bodies: list[bytes] = []
         self.url: str | None = None
         self.app = self._build_app()
 
@@ -124,6 +126,7 @@ class KubeAPI:
                 if self.token is not None and presented is not None and presented != f"Bearer {self.token}":
                     raise ApiError(401, "Unauthorized", "Unauthorized")
                 body = await request.get_data() if request.method in ("POST", "PUT", "PATCH", "DELETE") else b""
+                self.bodies.append(body)
                 if content_type == PROTOBUF and body:
                     try:
                         body = json.dumps(decode_object(body)).encode()
@@ -155,6 +158,17 @@ class KubeAPI:
                 return self._json(VERSION)
             if path in ("/healthz", "/readyz", "/livez"):
                 return "ok", 200, {"Content-Type": "text/plain"}
+            if path == "/openapi/v3":
+                return self._json(openapi_root(registry))
+            if path.startswith("/openapi/v3/"):
+                rest = path[len("/openapi/v3/") :].split("/")
+                doc = None
+                if len(rest) == 2 and rest[0] == "api":
+                    doc = openapi_group_version(registry, "", rest[1])
+                elif len(rest) == 3 and rest[0] == "apis":
+                    doc = openapi_group_version(registry, rest[1], rest[2])
+                if doc is not None:
+                    return self._json(doc)
             if path == "/api":
                 return self._json(registry.api_versions())
             if path == "/apis":

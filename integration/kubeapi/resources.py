@@ -266,3 +266,59 @@ def parse_resource_path(path: str) -> ResourcePath | None:
     name = rest[1] if len(rest) > 1 else None
     sub = "/".join(rest[2:]) if len(rest) > 2 else None
     return ResourcePath(group, version, plural, namespace, name, sub)
+
+
+# ---------------------------------------------------------------------- OpenAPI v3 (enough for kubectl)
+
+
+def _gv_path(group: str, version: str) -> str:
+    return f"apis/{group}/{version}" if group else f"api/{version}"
+
+
+def openapi_root(registry: Registry) -> dict[str, Any]:
+    """``/openapi/v3``: where each group version's document is."""
+    paths = {}
+    for group, versions in sorted(registry.groups().items()):
+        for version in versions:
+            path = _gv_path(group, version)
+            paths[path] = {"serverRelativeURL": f"/openapi/v3/{path}"}
+    return {"paths": paths}
+
+
+def openapi_group_version(registry: Registry, group: str, version: str) -> dict[str, Any] | None:
+    """``/openapi/v3/<gv>``: one PATCH operation per kind, tagged with its group-version-kind.
+
+    This is what kubectl reads to decide that the server validates fields itself (the
+    ``fieldValidation`` query parameter) instead of validating on the client. The request bodies
+    list merge-patch and JSON patch only, so ``kubectl apply`` computes strategic merge patches
+    from its own compiled-in types rather than from schemas the double does not publish.
+    """
+    types = [rt for rt in registry.all() if rt.group == group and rt.version == version]
+    if not types:
+        return None
+    params = [
+        {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+        for name in ("dryRun", "fieldManager", "fieldValidation")
+    ]
+    paths: dict[str, Any] = {}
+    for rt in types:
+        gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+        base = rt.base_path("{namespace}" if rt.namespaced else None)
+        op = {
+            "operationId": f"patch{rt.kind}",
+            "parameters": params,
+            "requestBody": {"content": {"application/merge-patch+json": {}, "application/json-patch+json": {}}},
+            "responses": {"200": {"description": "OK"}},
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": gvk,
+        }
+        create = {**op, "operationId": f"create{rt.kind}", "x-kubernetes-action": "post",
+                  "requestBody": {"content": {"*/*": {}}}}
+        paths[base] = {"post": create}
+        paths[f"{base}/{{name}}"] = {"patch": op}
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }
