@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from integration.harness import wait_for
 from integration.kubeapi import HttpKubelet, KubeAPI
 from integration.kubeapi.kubectl import EXAMPLES, KUBECTL, Kubectl
 
@@ -138,7 +137,9 @@ def test_deploy_sequence_as_written_then_pods_run(api_process: str, tmp_path: Pa
     )
 
 
-async def test_spurjob_apply_and_status_through_the_status_subresource(api: KubeAPI, kubectl: Kubectl, tmp_path: Path) -> None:
+async def test_spurjob_apply_and_status_through_the_status_subresource(
+    api: KubeAPI, kubectl: Kubectl, tmp_path: Path
+) -> None:
     await kubectl.run("apply", "-f", "examples/k8s/spurjob-crd.yaml")
     (tmp_path / "job.yaml").write_text(TRAINING_RUN)
     out = await kubectl.run("apply", "-f", str(tmp_path / "job.yaml"))
@@ -149,8 +150,12 @@ async def test_spurjob_apply_and_status_through_the_status_subresource(api: Kube
     jobs = api.store.registry.by_key("spur.amd.com", "spurjobs")
     assert jobs is not None
     api.store.patch(
-        jobs, "default", "training-run", "application/merge-patch+json",
-        {"status": {"state": "RUNNING", "jobId": 42, "nodes": "gpu-[1-2]"}}, subresource="status",
+        jobs,
+        "default",
+        "training-run",
+        "application/merge-patch+json",
+        {"status": {"state": "RUNNING", "jobId": 42, "nodes": "gpu-[1-2]"}},
+        subresource="status",
     )
     assert (await kubectl.run(*state)).stdout == "RUNNING"
     table = (await kubectl.run("get", "spurjobs")).stdout.splitlines()
@@ -159,15 +164,21 @@ async def test_spurjob_apply_and_status_through_the_status_subresource(api: Kube
 
     # A user's re-apply of a changed spec keeps the status the operator wrote.
     (tmp_path / "job.yaml").write_text(TRAINING_RUN.replace("train.py", "train.py --epochs 3"))
-    assert (await kubectl.run("apply", "-f", str(tmp_path / "job.yaml"))).stdout == "spurjob.spur.amd.com/training-run configured\n"
+    assert (
+        await kubectl.run("apply", "-f", str(tmp_path / "job.yaml"))
+    ).stdout == "spurjob.spur.amd.com/training-run configured\n"
     assert (await kubectl.run(*state)).stdout == "RUNNING"
     script = (await kubectl.run("get", "sj", "training-run", "-o", "jsonpath={.spec.script}")).stdout
     assert script.endswith("torchrun --nnodes=2 train.py --epochs 3\n")
     # kubectl sent a merge patch for the custom resource (no strategic merge for CRs).
-    assert ("PATCH", "application/merge-patch+json") in {(m, ct) for m, p, ct in api.requests if "spurjobs/training-run" in p}
+    assert ("PATCH", "application/merge-patch+json") in {
+        (m, ct) for m, p, ct in api.requests if "spurjobs/training-run" in p
+    }
 
 
-async def _read_until(stream: trio.abc.ReceiveStream, buffer: bytearray, needle: bytes, timeout: float = 20) -> str:
+async def _read_until(
+    stream: trio.abc.ReceiveStream, buffer: bytearray, needle: bytes, timeout: float = 20
+) -> str:
     with trio.fail_after(timeout):
         while needle not in buffer:
             chunk = await stream.receive_some(65536)
@@ -183,13 +194,23 @@ async def test_get_watch_sees_changes(api: KubeAPI, kubectl: Kubectl) -> None:
     assert jobs is not None
     api.store.create(jobs, "default", {"metadata": {"name": "watched"}, "spec": {"script": "#!/bin/sh\n"}})
     proc = await trio.lowlevel.open_process(
-        kubectl.argv(["get", "spurjobs", "-w"]), env=kubectl.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        kubectl.argv(["get", "spurjobs", "-w"]),
+        env=kubectl.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         assert proc.stdout is not None
         buf = bytearray()
         await _read_until(proc.stdout, buf, b"watched")
-        api.store.patch(jobs, "default", "watched", "application/merge-patch+json", {"status": {"state": "RUNNING", "jobId": 7}}, subresource="status")
+        api.store.patch(
+            jobs,
+            "default",
+            "watched",
+            "application/merge-patch+json",
+            {"status": {"state": "RUNNING", "jobId": 7}},
+            subresource="status",
+        )
         text = await _read_until(proc.stdout, buf, b"RUNNING")
         lines = [line.split() for line in text.splitlines() if line.strip()]
         assert lines[0][:4] == ["NAME", "STATE", "JOBID", "NODES"]
@@ -207,7 +228,14 @@ async def test_delete_waits_for_the_finalizer(api: KubeAPI, kubectl: Kubectl) ->
     await kubectl.run("apply", "-f", "examples/k8s/spurjob-crd.yaml")
     jobs = api.store.registry.by_key("spur.amd.com", "spurjobs")
     assert jobs is not None
-    api.store.create(jobs, "default", {"metadata": {"name": "held", "finalizers": ["spur.amd.com/cancel-job"]}, "spec": {"script": "#!/bin/sh\n"}})
+    api.store.create(
+        jobs,
+        "default",
+        {
+            "metadata": {"name": "held", "finalizers": ["spur.amd.com/cancel-job"]},
+            "spec": {"script": "#!/bin/sh\n"},
+        },
+    )
     async with trio.open_nursery() as nursery:
         result: dict = {}
 
@@ -221,7 +249,9 @@ async def test_delete_waits_for_the_finalizer(api: KubeAPI, kubectl: Kubectl) ->
         shown = await kubectl.run("get", "spurjob", "held", "-o", "jsonpath={.metadata.deletionTimestamp}")
         assert shown.stdout  # marked, still there: the finalizer holds it
         assert "proc" not in result  # kubectl delete is still waiting for it to go
-        await kubectl.run("patch", "spurjob", "held", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+        await kubectl.run(
+            "patch", "spurjob", "held", "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
+        )
     assert result["proc"].returncode == 0 and result["proc"].stdout == 'spurjob.spur.amd.com "held" deleted\n'
     gone = await kubectl.run("get", "spurjob", "held", check=False)
     assert gone.returncode == 1
@@ -250,7 +280,9 @@ spec:
 """
 
 
-async def test_cordon_and_drain_honour_the_disruption_budget(api: KubeAPI, kubectl: Kubectl, tmp_path: Path) -> None:
+async def test_cordon_and_drain_honour_the_disruption_budget(
+    api: KubeAPI, kubectl: Kubectl, tmp_path: Path
+) -> None:
     for name in ("node-a", "node-b"):
         api.kubelet.add_node(name, {"cpu": "8", "memory": "32Gi"})
     (tmp_path / "sts.yaml").write_text(STATEFULSET)
@@ -258,20 +290,30 @@ async def test_cordon_and_drain_honour_the_disruption_budget(api: KubeAPI, kubec
     pods = api.store.registry.by_key("", "pods")
     assert pods is not None
     for i in range(3):  # the scheduler's part: all three on node-a; then the kubelet runs them
-        api.store.patch(pods, "default", f"ctl-{i}", "application/merge-patch+json", {"spec": {"nodeName": "node-a"}})
+        api.store.patch(
+            pods, "default", f"ctl-{i}", "application/merge-patch+json", {"spec": {"nodeName": "node-a"}}
+        )
         api.kubelet.set_pod_phase("default", f"ctl-{i}", "Running")
 
     assert (await kubectl.run("cordon", "node-b")).stdout == "node/node-b cordoned\n"
     nodes = (await kubectl.run("get", "nodes")).stdout
     assert "node-b   Ready,SchedulingDisabled" in nodes and "node-a   Ready " in nodes
-    assert ("PATCH", "application/strategic-merge-patch+json") in {(m, ct) for m, p, ct in api.requests if p.startswith("/api/v1/nodes/node-b")}
+    assert ("PATCH", "application/strategic-merge-patch+json") in {
+        (m, ct) for m, p, ct in api.requests if p.startswith("/api/v1/nodes/node-b")
+    }
 
     drain = await kubectl.run("drain", "node-a", "--timeout=3s", check=False)
     assert drain.returncode != 0
     assert "Cannot evict pod as it would violate the pod's disruption budget" in drain.stderr
-    running = (await kubectl.run("get", "pods", "--field-selector", "spec.nodeName=node-a,status.phase=Running", "-o", "name")).stdout.split()
+    running = (
+        await kubectl.run(
+            "get", "pods", "--field-selector", "spec.nodeName=node-a,status.phase=Running", "-o", "name"
+        )
+    ).stdout.split()
     assert len(running) == 2  # exactly one eviction fitted the budget (2 of 3 must stay)
-    assert api.store.get(api.store.registry.by_key("", "nodes"), None, "node-a")["spec"]["unschedulable"] is True
+    assert (
+        api.store.get(api.store.registry.by_key("", "nodes"), None, "node-a")["spec"]["unschedulable"] is True
+    )
 
     await kubectl.run("patch", "pdb", "ctl", "--type=merge", "-p", '{"spec":{"minAvailable":0}}')
     drained = await kubectl.run("drain", "node-a", "--timeout=10s")
@@ -287,18 +329,36 @@ async def test_patch_flavours(api: KubeAPI, kubectl: Kubectl) -> None:
     image = ["get", "deploy", "spur-k8s-operator", "-n", "spur", "-o"]
     strategic = '{"spec":{"template":{"spec":{"containers":[{"name":"operator","image":"spur:2"}]}}}}'
     await kubectl.run("patch", "deployment", "spur-k8s-operator", "-n", "spur", "-p", strategic)
-    got = (await kubectl.run(*image, "jsonpath={.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args[0]}")).stdout
+    got = (
+        await kubectl.run(
+            *image,
+            "jsonpath={.spec.template.spec.containers[0].image} {.spec.template.spec.containers[0].args[0]}",
+        )
+    ).stdout
     assert got == "spur:2 --controller"  # strategic: the container merged by name, its args kept
     env = '{"spec":{"template":{"spec":{"containers":[{"name":"operator","env":[{"name":"EXTRA","value":"1"}]}]}}}}'
     await kubectl.run("patch", "deployment", "spur-k8s-operator", "-n", "spur", "-p", env)
     names = (await kubectl.run(*image, "jsonpath={.spec.template.spec.containers[0].env[*].name}")).stdout
     assert names == "POD_IP EXTRA"  # env merged by name
-    await kubectl.run("patch", "deployment", "spur-k8s-operator", "-n", "spur", "--type=json",
-                      "-p", '[{"op":"replace","path":"/spec/replicas","value":2}]')
+    await kubectl.run(
+        "patch",
+        "deployment",
+        "spur-k8s-operator",
+        "-n",
+        "spur",
+        "--type=json",
+        "-p",
+        '[{"op":"replace","path":"/spec/replicas","value":2}]',
+    )
     assert (await kubectl.run(*image, "jsonpath={.spec.replicas}")).stdout == "2"
     merge = '{"spec":{"template":{"spec":{"containers":[{"name":"operator","image":"spur:3"}]}}}}'
     await kubectl.run("patch", "deployment", "spur-k8s-operator", "-n", "spur", "--type=merge", "-p", merge)
-    got = (await kubectl.run(*image, "jsonpath={.spec.template.spec.containers[0].image}|{.spec.template.spec.containers[0].args}")).stdout
+    got = (
+        await kubectl.run(
+            *image,
+            "jsonpath={.spec.template.spec.containers[0].image}|{.spec.template.spec.containers[0].args}",
+        )
+    ).stdout
     assert got == "spur:3|"  # merge patch: the list was replaced whole
 
 
@@ -306,7 +366,14 @@ async def test_selectors_errors_and_namespaces(api: KubeAPI, kubectl: Kubectl) -
     pods = api.store.registry.by_key("", "pods")
     assert pods is not None
     for name, labels in (("a", {"tier": "ctl"}), ("b", {"tier": "agent"}), ("c", {})):
-        api.store.create(pods, "default", {"metadata": {"name": name, "labels": labels}, "spec": {"containers": [{"name": "x", "image": "i"}]}})
+        api.store.create(
+            pods,
+            "default",
+            {
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"containers": [{"name": "x", "image": "i"}]},
+            },
+        )
     names = ["-o", "jsonpath={.items[*].metadata.name}"]
     assert (await kubectl.run("get", "pods", "-l", "tier in (ctl,agent)", *names)).stdout == "a b"
     assert (await kubectl.run("get", "pods", "-l", "!tier", *names)).stdout == "c"

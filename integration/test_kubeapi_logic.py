@@ -58,7 +58,10 @@ def test_bad_label_selectors_are_refused(bad: str) -> None:
 
 def test_label_selector_objects() -> None:
     sel = selector_from_object(
-        {"matchLabels": {"app": "spurctld"}, "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["b"]}]}
+        {
+            "matchLabels": {"app": "spurctld"},
+            "matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["b"]}],
+        }
     )
     assert matches(sel, {"app": "spurctld", "zone": "a"})
     assert not matches(sel, {"app": "spurctld", "zone": "b"})
@@ -151,7 +154,11 @@ def test_strategic_merge_patch_merges_lists_by_key() -> None:
     out = strategic_merge_patch(orig, patch)
     app, sidecar = out["spec"]["template"]["spec"]["containers"]
     assert app["image"] == "spur:2" and sidecar == {"name": "sidecar", "image": "busybox"}
-    assert app["env"] == [{"name": "A", "value": "1"}, {"name": "B", "value": "3"}, {"name": "C", "value": "4"}]
+    assert app["env"] == [
+        {"name": "A", "value": "1"},
+        {"name": "B", "value": "3"},
+        {"name": "C", "value": "4"},
+    ]
     assert [p["containerPort"] for p in app["ports"]] == [6817, 6820]
     assert out["metadata"]["finalizers"] == ["a", "b"]
     assert orig == _deployment()
@@ -178,7 +185,9 @@ def test_strategic_merge_patch_directives() -> None:
     sidecar, app = out["spec"]["template"]["spec"]["containers"]
     assert sidecar["name"] == "sidecar" and [e["name"] for e in app["env"]] == ["B"]
     assert out["metadata"]["finalizers"] == []
-    replaced = strategic_merge_patch(orig, {"spec": {"template": {"spec": {"$patch": "replace", "hostNetwork": True}}}})
+    replaced = strategic_merge_patch(
+        orig, {"spec": {"template": {"spec": {"$patch": "replace", "hostNetwork": True}}}}
+    )
     assert replaced["spec"]["template"]["spec"] == {"hostNetwork": True}
     removed = strategic_merge_patch(
         orig, {"spec": {"template": {"spec": {"containers": [{"name": "sidecar", "$patch": "delete"}]}}}}
@@ -189,7 +198,10 @@ def test_strategic_merge_patch_directives() -> None:
         {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}},
     )
     assert retained == {"strategy": {"type": "Recreate"}}
-    service = strategic_merge_patch({"spec": {"ports": [{"port": 80}, {"port": 443}]}}, {"spec": {"ports": [{"port": 443, "name": "tls"}]}})
+    service = strategic_merge_patch(
+        {"spec": {"ports": [{"port": 80}, {"port": 443}]}},
+        {"spec": {"ports": [{"port": 443, "name": "tls"}]}},
+    )
     assert service["spec"]["ports"] == [{"port": 80}, {"port": 443, "name": "tls"}]
 
 
@@ -240,19 +252,40 @@ def test_stale_resource_version_conflicts_and_noop_keeps_it(store: Store) -> Non
     assert store.update(cms, "default", "c", updated) == updated
     assert store.resource_version == rv
     with pytest.raises(ApiError) as exc:
-        store.patch(cms, "default", "c", MERGE_PATCH, {"metadata": {"resourceVersion": stale["metadata"]["resourceVersion"]}})
+        store.patch(
+            cms,
+            "default",
+            "c",
+            MERGE_PATCH,
+            {"metadata": {"resourceVersion": stale["metadata"]["resourceVersion"]}},
+        )
     assert exc.value.reason == "Conflict"
 
 
 def test_status_subresource_separates_spec_and_status(store: Store) -> None:
     pods = rt(store, "", "pods")
-    pod = store.create(pods, "default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}, "status": {"phase": "Running"}})
+    pod = store.create(
+        pods,
+        "default",
+        {
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"},
+        },
+    )
     assert pod["status"]["phase"] == "Pending"  # status is not the creator's to set
     pod["status"] = {"phase": "Running"}
     pod["spec"]["nodeName"] = "n1"
     pod = store.update(pods, "default", "p", pod)
     assert pod["status"]["phase"] == "Pending" and pod["spec"]["nodeName"] == "n1"
-    after = store.patch(pods, "default", "p", MERGE_PATCH, {"status": {"phase": "Running"}, "spec": {"nodeName": "n2"}}, subresource="status")
+    after = store.patch(
+        pods,
+        "default",
+        "p",
+        MERGE_PATCH,
+        {"status": {"phase": "Running"}, "spec": {"nodeName": "n2"}},
+        subresource="status",
+    )
     assert after["status"]["phase"] == "Running" and after["spec"]["nodeName"] == "n1"
     assert after["metadata"]["generation"] == 2  # the spec change bumped it, the status change did not
 
@@ -267,7 +300,11 @@ def test_finalizers_hold_deletion_until_the_last_is_removed(store: Store) -> Non
     with pytest.raises(ApiError) as exc:
         store.get(cms, "default", "c")
     assert exc.value.code == 404
-    kinds = [("DELETED" if c.new is None else "ADDED" if c.old is None else "MODIFIED") for c in store.changes_since(0) if c.key == cms.key]
+    kinds = [
+        ("DELETED" if c.new is None else "ADDED" if c.old is None else "MODIFIED")
+        for c in store.changes_since(0)
+        if c.key == cms.key
+    ]
     assert kinds == ["ADDED", "MODIFIED", "DELETED"]
 
 
@@ -316,9 +353,18 @@ def _statefulset(store: Store, name: str, replicas: int) -> None:
     store.create(
         rt(store, "apps", "statefulsets"),
         "default",
-        {"metadata": {"name": name}, "spec": {"replicas": replicas, "serviceName": name,
-         "selector": {"matchLabels": {"app": name}},
-         "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": replicas,
+                "serviceName": name,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]},
+                },
+            },
+        },
     )
     kubelet = Kubelet(store, clock=store.clock)
     for i in range(replicas):
@@ -327,11 +373,20 @@ def _statefulset(store: Store, name: str, replicas: int) -> None:
 
 @pytest.mark.parametrize(
     ("budget", "evictable"),
-    [({"minAvailable": 2}, 1), ({"maxUnavailable": "50%"}, 2), ({"minAvailable": "100%"}, 0), ({"maxUnavailable": 3}, 3)],
+    [
+        ({"minAvailable": 2}, 1),
+        ({"maxUnavailable": "50%"}, 2),
+        ({"minAvailable": "100%"}, 0),
+        ({"maxUnavailable": 3}, 3),
+    ],
 )
 def test_eviction_honours_pod_disruption_budgets(store: Store, budget: dict, evictable: int) -> None:
     _statefulset(store, "ctl", 3)
-    store.create(rt(store, "policy", "poddisruptionbudgets"), "default", {"metadata": {"name": "b"}, "spec": {"selector": {"matchLabels": {"app": "ctl"}}, **budget}})
+    store.create(
+        rt(store, "policy", "poddisruptionbudgets"),
+        "default",
+        {"metadata": {"name": "b"}, "spec": {"selector": {"matchLabels": {"app": "ctl"}}, **budget}},
+    )
     evicted = 0
     for i in range(3):
         try:
@@ -349,7 +404,11 @@ def test_eviction_honours_pod_disruption_budgets(store: Store, budget: dict, evi
 def test_eviction_without_budget_deletes_and_pending_pods_always_go(store: Store) -> None:
     pods = rt(store, "", "pods")
     store.create(pods, "default", {"metadata": {"name": "free", "labels": {"app": "x"}}, "spec": {}})
-    store.create(rt(store, "policy", "poddisruptionbudgets"), "default", {"metadata": {"name": "b"}, "spec": {"selector": {"matchLabels": {"app": "x"}}, "minAvailable": 1}})
+    store.create(
+        rt(store, "policy", "poddisruptionbudgets"),
+        "default",
+        {"metadata": {"name": "b"}, "spec": {"selector": {"matchLabels": {"app": "x"}}, "minAvailable": 1}},
+    )
     store.evict("default", "free", None)  # Pending: the budget does not protect it
     with pytest.raises(ApiError):
         store.get(pods, "default", "free")
@@ -389,7 +448,22 @@ def test_watch_events_follow_selectors() -> None:
 
 def test_owned_objects_are_garbage_collected(store: Store) -> None:
     sts = rt(store, "apps", "statefulsets")
-    store.create(sts, "default", {"metadata": {"name": "ctl"}, "spec": {"replicas": 2, "serviceName": "ctl", "selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    store.create(
+        sts,
+        "default",
+        {
+            "metadata": {"name": "ctl"},
+            "spec": {
+                "replicas": 2,
+                "serviceName": "ctl",
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {
+                    "metadata": {"labels": {"a": "b"}},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]},
+                },
+            },
+        },
+    )
     pods = rt(store, "", "pods")
     assert [p["metadata"]["name"] for p in store.list(pods, "default")[0]] == ["ctl-0", "ctl-1"]
     store.delete(pods, "default", "ctl-1")
@@ -399,11 +473,23 @@ def test_owned_objects_are_garbage_collected(store: Store) -> None:
 
 
 def test_kubelet_statuses() -> None:
-    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "main", "image": "i"}]}, "status": {"phase": "Pending"}}
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "i"}]},
+        "status": {"phase": "Pending"},
+    }
     oom = pod_status(pod, "Failed", now=0, exit_code=137, reason="OOMKilled")
-    assert oom["containerStatuses"][0]["state"]["terminated"] == {"exitCode": 137, "reason": "OOMKilled", "startedAt": "1970-01-01T00:00:00Z", "finishedAt": "1970-01-01T00:00:00Z"}
+    assert oom["containerStatuses"][0]["state"]["terminated"] == {
+        "exitCode": 137,
+        "reason": "OOMKilled",
+        "startedAt": "1970-01-01T00:00:00Z",
+        "finishedAt": "1970-01-01T00:00:00Z",
+    }
     pull = pod_status(pod, "Pending", now=0, reason="ErrImagePull", message="pull access denied")
-    assert pull["containerStatuses"][0]["state"]["waiting"] == {"reason": "ErrImagePull", "message": "pull access denied"}
+    assert pull["containerStatuses"][0]["state"]["waiting"] == {
+        "reason": "ErrImagePull",
+        "message": "pull access denied",
+    }
     with pytest.raises(ValueError):
         pod_status(pod, "Exploded", now=0)
 
@@ -413,7 +499,13 @@ def test_kubelet_statuses() -> None:
 
 def test_resource_paths() -> None:
     p = parse_resource_path("/api/v1/namespaces/spur/pods/x/eviction")
-    assert p and (p.group, p.plural, p.namespace, p.name, p.subresource) == ("", "pods", "spur", "x", "eviction")
+    assert p and (p.group, p.plural, p.namespace, p.name, p.subresource) == (
+        "",
+        "pods",
+        "spur",
+        "x",
+        "eviction",
+    )
     p = parse_resource_path("/api/v1/namespaces/spur/status")
     assert p and (p.plural, p.name, p.subresource) == ("namespaces", "spur", "status")
     p = parse_resource_path("/apis/spur.amd.com/v1alpha1/spurjobs")
@@ -446,14 +538,25 @@ def test_protobuf_secret_decodes() -> None:
 
 def test_human_durations() -> None:
     assert [human_duration(s) for s in (5, 119, 150, 3600, 8 * 3600, 3 * 86400, 400 * 86400)] == [
-        "5s", "119s", "2m30s", "60m", "8h", "3d", "400d"
+        "5s",
+        "119s",
+        "2m30s",
+        "60m",
+        "8h",
+        "3d",
+        "400d",
     ]
 
 
 def test_error_status_shape() -> None:
     st = errors.not_found("spurjobs", "spur.amd.com", "x").status()
     assert st == {
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": 'spurjobs.spur.amd.com "x" not found', "reason": "NotFound", "code": 404,
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": 'spurjobs.spur.amd.com "x" not found',
+        "reason": "NotFound",
+        "code": 404,
         "details": {"name": "x", "group": "spur.amd.com", "kind": "spurjobs"},
     }

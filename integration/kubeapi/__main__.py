@@ -17,16 +17,29 @@ from integration.kubeapi.app import KubeAPI
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m integration.kubeapi", description="in-memory Kubernetes API server (test double)")
+    p = argparse.ArgumentParser(
+        prog="python -m integration.kubeapi", description="in-memory Kubernetes API server (test double)"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--token", help="require this bearer token on every request")
-    p.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch BOOKMARK events")
+    p.add_argument(
+        "--bookmark-interval", type=float, default=1.0, help="seconds between watch BOOKMARK events"
+    )
     p.add_argument("--history", type=int, default=10000, help="changes a watch can resume across before 410")
-    p.add_argument("--no-workloads", action="store_true", help="do not create pods for StatefulSets/Deployments/DaemonSets")
+    p.add_argument(
+        "--no-workloads",
+        action="store_true",
+        help="do not create pods for StatefulSets/Deployments/DaemonSets",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s kubeapi %(levelname)s %(message)s")
-    api = KubeAPI(token=args.token, bookmark_interval=args.bookmark_interval, history=args.history, workloads=not args.no_workloads)
+    api = KubeAPI(
+        token=args.token,
+        bookmark_interval=args.bookmark_interval,
+        history=args.history,
+        workloads=not args.no_workloads,
+    )
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:

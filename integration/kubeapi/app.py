@@ -21,7 +21,12 @@ from integration.kubeapi import errors
 from integration.kubeapi.errors import ApiError
 from integration.kubeapi.kubelet import Kubelet
 from integration.kubeapi.protowire import ProtoError, decode_object
-from integration.kubeapi.resources import ResourceType, openapi_group_version, openapi_root, parse_resource_path
+from integration.kubeapi.resources import (
+    ResourceType,
+    openapi_group_version,
+    openapi_root,
+    parse_resource_path,
+)
 from integration.kubeapi.store import Store
 from integration.kubeapi.tables import to_table
 from integration.kubeapi.watch import bookmark, encode_event, event_for
@@ -85,7 +90,9 @@ class KubeAPI:
         self._changed.set()
         self._changed = trio.Event()
 
-    async def serve(self, host: str = "127.0.0.1", port: int = 0, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self, host: str = "127.0.0.1", port: int = 0, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Serve until cancelled; ``task_status.started`` gets the base URL (``http://host:port``)."""
         from hypercorn.config import Config
         from hypercorn.trio import serve
@@ -125,14 +132,20 @@ class KubeAPI:
                 presented = request.headers.get("Authorization")
                 if self.token is not None and presented is not None and presented != f"Bearer {self.token}":
                     raise ApiError(401, "Unauthorized", "Unauthorized")
-                body = await request.get_data() if request.method in ("POST", "PUT", "PATCH", "DELETE") else b""
+                body = (
+                    await request.get_data() if request.method in ("POST", "PUT", "PATCH", "DELETE") else b""
+                )
                 self.bodies.append(body)
                 if content_type == PROTOBUF and body:
                     try:
                         body = json.dumps(decode_object(body)).encode()
                     except ProtoError as exc:
                         raise ApiError(415, "UnsupportedMediaType", str(exc)) from None
-                elif content_type not in ("", "application/json", "application/yaml") and not content_type.endswith("patch+json"):
+                elif content_type not in (
+                    "",
+                    "application/json",
+                    "application/yaml",
+                ) and not content_type.endswith("patch+json"):
                     raise ApiError(
                         415,
                         "UnsupportedMediaType",
@@ -140,7 +153,12 @@ class KubeAPI:
                         "media types include: application/json, application/yaml",
                     )
                 return await self._dispatch(
-                    request.method, "/" + path, request.args, request.headers.get("Accept", ""), content_type, body
+                    request.method,
+                    "/" + path,
+                    request.args,
+                    request.headers.get("Accept", ""),
+                    content_type,
+                    body,
                 )
             except ApiError as exc:
                 return self._json(exc.status(), exc.code)
@@ -151,7 +169,9 @@ class KubeAPI:
     def _json(obj: Any, code: int = 200) -> Any:
         return json.dumps(obj), code, {"Content-Type": "application/json"}
 
-    async def _dispatch(self, method: str, path: str, args: Any, accept: str, content_type: str, raw: bytes) -> Any:
+    async def _dispatch(
+        self, method: str, path: str, args: Any, accept: str, content_type: str, raw: bytes
+    ) -> Any:
         registry = self.store.registry
         if method == "GET":
             if path == "/version":
@@ -200,15 +220,24 @@ class KubeAPI:
                     return await self._watch(rt, ns, args, want_table)
                 items, rv = store.list(rt, ns, args.get("labelSelector"), args.get("fieldSelector"))
                 if want_table:
-                    return self._json(to_table(rt, items, rv, self.clock(), args.get("includeObject", "Metadata")))
+                    return self._json(
+                        to_table(rt, items, rv, self.clock(), args.get("includeObject", "Metadata"))
+                    )
                 return self._json(
-                    {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(rv)}, "items": items}
+                    {
+                        "kind": f"{rt.kind}List",
+                        "apiVersion": rt.api_version,
+                        "metadata": {"resourceVersion": str(rv)},
+                        "items": items,
+                    }
                 )
             if method == "POST":
                 return self._json(store.create(rt, ns, body), 201)
             if method == "DELETE":
                 gone = store.delete_collection(rt, ns, args.get("labelSelector"), args.get("fieldSelector"))
-                return self._json({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": {}, "items": gone})
+                return self._json(
+                    {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": {}, "items": gone}
+                )
             raise errors.method_not_allowed()
         sub = rp.subresource
         if sub == "eviction":
@@ -222,7 +251,11 @@ class KubeAPI:
         if method == "GET":
             obj = store.get(rt, ns, rp.name)
             if want_table and sub is None:
-                return self._json(to_table(rt, [obj], store.resource_version, self.clock(), args.get("includeObject", "Metadata")))
+                return self._json(
+                    to_table(
+                        rt, [obj], store.resource_version, self.clock(), args.get("includeObject", "Metadata")
+                    )
+                )
             return self._json(obj)
         if method == "PUT":
             return self._json(store.update(rt, ns, rp.name, body, subresource=sub))
@@ -269,7 +302,9 @@ class KubeAPI:
 
         def render(kind: str, obj: dict[str, Any]) -> bytes:
             if want_table and kind in ("ADDED", "MODIFIED", "DELETED"):
-                obj = to_table(rt, [obj], int(obj["metadata"].get("resourceVersion", since)), self.clock(), include)
+                obj = to_table(
+                    rt, [obj], int(obj["metadata"].get("resourceVersion", since)), self.clock(), include
+                )
             return encode_event(kind, obj)
 
         async def stream() -> AsyncIterator[bytes]:

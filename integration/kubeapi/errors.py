@@ -58,7 +58,12 @@ def _qualified(plural: str, group: str) -> str:
 
 def not_found(plural: str, group: str, name: str) -> ApiError:
     return ApiError(
-        404, "NotFound", f'{_qualified(plural, group)} "{name}" not found', kind=plural, group=group, name=name
+        404,
+        "NotFound",
+        f'{_qualified(plural, group)} "{name}" not found',
+        kind=plural,
+        group=group,
+        name=name,
     )
 
 
@@ -101,7 +106,9 @@ def invalid(kind: str, group: str, name: str, field: str, message: str) -> ApiEr
     )
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 
 

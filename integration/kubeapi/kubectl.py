@@ -66,13 +66,23 @@ class Kubectl:
         assert KUBECTL is not None
         return [KUBECTL, *args]
 
-    def __call__(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess:
         """Run one kubectl command synchronously; ``check`` fails with its output on a non-zero exit."""
         proc = subprocess.run(
-            self.argv(args), env=self.env(), cwd=self.cwd, input=input, capture_output=True, text=True, timeout=timeout
+            self.argv(args),
+            env=self.env(),
+            cwd=self.cwd,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     async def run(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -81,12 +91,22 @@ class Kubectl:
 
         with trio.fail_after(timeout):
             proc = await trio.run_process(
-                self.argv(args), env=self.env(), cwd=self.cwd, capture_stdout=True, capture_stderr=True, check=False
+                self.argv(args),
+                env=self.env(),
+                cwd=self.cwd,
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
             )
-        result = subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+        result = subprocess.CompletedProcess(
+            proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} exited {proc.returncode}:\n{result.stdout}\n{result.stderr}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {proc.returncode}:\n{result.stdout}\n{result.stderr}"
+            )
         return result
+
 
 #: The example manifests of docs/kubernetes.md.
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "k8s"

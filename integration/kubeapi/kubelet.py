@@ -57,7 +57,12 @@ def pod_status(
         elif phase in ("Succeeded", "Failed"):
             code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
             why = reason or ("Completed" if phase == "Succeeded" else "Error")
-            term = {"exitCode": code, "reason": why, "startedAt": status.get("startTime", stamp), "finishedAt": stamp}
+            term = {
+                "exitCode": code,
+                "reason": why,
+                "startedAt": status.get("startTime", stamp),
+                "finishedAt": stamp,
+            }
             if message:
                 term["message"] = message
             entry["state"] = {"terminated": term}
@@ -91,7 +96,9 @@ def node_status(
     if allocatable is not None:
         status["allocatable"] = dict(allocatable)
         status["capacity"] = dict(allocatable)
-    status.setdefault("nodeInfo", {"kubeletVersion": "v1.32.0", "architecture": "amd64", "operatingSystem": "linux"})
+    status.setdefault(
+        "nodeInfo", {"kubeletVersion": "v1.32.0", "architecture": "amd64", "operatingSystem": "linux"}
+    )
     status["addresses"] = status.get("addresses") or [
         {"type": "Hostname", "address": node["metadata"]["name"]},
         {"type": "InternalIP", "address": "10.0.0.1"},
@@ -127,7 +134,14 @@ class Kubelet:
         pod["status"] = pod_status(pod, phase, now=self.clock(), **kwargs)
         return self.store.update(_PODS, namespace, name, pod, subresource="status")
 
-    def add_node(self, name: str, allocatable: dict[str, str], *, ready: bool = True, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    def add_node(
+        self,
+        name: str,
+        allocatable: dict[str, str],
+        *,
+        ready: bool = True,
+        labels: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         created = self.store.create(_NODES, None, new_node(name, allocatable, labels))
         created["status"] = node_status(created, ready=ready, now=self.clock(), allocatable=allocatable)
         return self.store.update(_NODES, None, name, created, subresource="status")
@@ -138,7 +152,13 @@ class Kubelet:
         return self.store.update(_NODES, None, name, node, subresource="status")
 
     def cordon(self, name: str, unschedulable: bool = True) -> dict[str, Any]:
-        return self.store.patch(_NODES, None, name, "application/merge-patch+json", {"spec": {"unschedulable": unschedulable or None}})
+        return self.store.patch(
+            _NODES,
+            None,
+            name,
+            "application/merge-patch+json",
+            {"spec": {"unschedulable": unschedulable or None}},
+        )
 
 
 class HttpKubelet:
@@ -165,7 +185,14 @@ class HttpKubelet:
         pod["status"] = pod_status(pod, phase, now=self.clock(), **kwargs)
         return self._ok(self.http.put(f"{path}/status", json=pod))
 
-    def add_node(self, name: str, allocatable: dict[str, str], *, ready: bool = True, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    def add_node(
+        self,
+        name: str,
+        allocatable: dict[str, str],
+        *,
+        ready: bool = True,
+        labels: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         created = self._ok(self.http.post("/api/v1/nodes", json=new_node(name, allocatable, labels)))
         created["status"] = node_status(created, ready=ready, now=self.clock(), allocatable=allocatable)
         return self._ok(self.http.put(f"/api/v1/nodes/{name}/status", json=created))

@@ -133,7 +133,11 @@ def json_patch(doc: Any, operations: Any) -> Any:
             result = _remove(result, tokens)
         elif kind == "replace":
             _get(result, tokens)
-            result = _add(_remove(result, tokens), tokens, copy.deepcopy(op.get("value"))) if tokens else copy.deepcopy(op.get("value"))
+            result = (
+                _add(_remove(result, tokens), tokens, copy.deepcopy(op.get("value")))
+                if tokens
+                else copy.deepcopy(op.get("value"))
+            )
         elif kind in ("move", "copy"):
             source = _pointer(op.get("from", ""))
             value = copy.deepcopy(_get(result, source))
@@ -203,8 +207,12 @@ def _strip_directives(value: Any) -> Any:
         return {
             k: _strip_directives(v)
             for k, v in value.items()
-            if not (k == "$patch" or k == "$retainKeys" or k.startswith("$setElementOrder/")
-                    or k.startswith("$deleteFromPrimitiveList/"))
+            if not (
+                k == "$patch"
+                or k == "$retainKeys"
+                or k.startswith("$setElementOrder/")
+                or k.startswith("$deleteFromPrimitiveList/")
+            )
         }
     if isinstance(value, list):
         return [_strip_directives(v) for v in value]
@@ -299,5 +307,5 @@ def _apply_order(field: str, items: list[Any], order: list[Any]) -> list[Any]:
 
     wanted = [ident(o) if isinstance(o, dict) else o for o in order]
     position = {w: n for n, w in enumerate(wanted) if not isinstance(w, (dict, list))}
-    ranked = sorted(enumerate(items), key=lambda p: (position.get(ident(p[1]), len(wanted) + p[0])))
+    ranked = sorted(enumerate(items), key=lambda p: position.get(ident(p[1]), len(wanted) + p[0]))
     return [item for _, item in ranked]

@@ -53,7 +53,16 @@ class ResourceType:
         return f"{root}/{self.plural}"
 
 
-def _rt(group: str, version: str, plural: str, kind: str, namespaced: bool, short: Iterable[str] = (), status: bool = False, categories: Iterable[str] = ()) -> ResourceType:
+def _rt(
+    group: str,
+    version: str,
+    plural: str,
+    kind: str,
+    namespaced: bool,
+    short: Iterable[str] = (),
+    status: bool = False,
+    categories: Iterable[str] = (),
+) -> ResourceType:
     return ResourceType(
         group=group,
         version=version,
@@ -89,7 +98,15 @@ BUILTIN: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
-    _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, ["crd", "crds"], status=True),
+    _rt(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        ["crd", "crds"],
+        status=True,
+    ),
     _rt("coordination.k8s.io", "v1", "leases", "Lease", True),
 )
 
@@ -197,7 +214,13 @@ class Registry:
         if not versions or not group:
             return None
         gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-        return {"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": gvs, "preferredVersion": gvs[0]}
+        return {
+            "kind": "APIGroup",
+            "apiVersion": "v1",
+            "name": group,
+            "versions": gvs,
+            "preferredVersion": gvs[0],
+        }
 
     def resource_list(self, group: str, version: str) -> dict[str, Any] | None:
         types = [rt for rt in self._types.values() if rt.group == group and rt.version == version]
@@ -219,13 +242,25 @@ class Registry:
             resources.append(entry)
             if rt.status_subresource:
                 resources.append(
-                    {"name": f"{rt.plural}/status", "singularName": "", "namespaced": rt.namespaced,
-                     "kind": rt.kind, "verbs": ["get", "patch", "update"]}
+                    {
+                        "name": f"{rt.plural}/status",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "kind": rt.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
                 )
             for sub, (g, v, kind) in EXTRA_SUBRESOURCES.get(rt.key, {}).items():
                 resources.append(
-                    {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                     "group": g, "version": v, "kind": kind, "verbs": ["create"] if sub == "eviction" else ["get"]}
+                    {
+                        "name": f"{rt.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "group": g,
+                        "version": v,
+                        "kind": kind,
+                        "verbs": ["create"] if sub == "eviction" else ["get"],
+                    }
                 )
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
@@ -257,7 +292,11 @@ def parse_resource_path(path: str) -> ResourcePath | None:
         return None
     if not rest:
         return None
-    if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
+    if (
+        rest[0] == "namespaces"
+        and len(rest) >= 3
+        and not (len(rest) == 3 and rest[2] in ("status", "finalize"))
+    ):
         namespace = rest[1]
         rest = rest[2:]
     else:
@@ -307,13 +346,19 @@ def openapi_group_version(registry: Registry, group: str, version: str) -> dict[
         op = {
             "operationId": f"patch{rt.kind}",
             "parameters": params,
-            "requestBody": {"content": {"application/merge-patch+json": {}, "application/json-patch+json": {}}},
+            "requestBody": {
+                "content": {"application/merge-patch+json": {}, "application/json-patch+json": {}}
+            },
             "responses": {"200": {"description": "OK"}},
             "x-kubernetes-action": "patch",
             "x-kubernetes-group-version-kind": gvk,
         }
-        create = {**op, "operationId": f"create{rt.kind}", "x-kubernetes-action": "post",
-                  "requestBody": {"content": {"*/*": {}}}}
+        create = {
+            **op,
+            "operationId": f"create{rt.kind}",
+            "x-kubernetes-action": "post",
+            "requestBody": {"content": {"*/*": {}}},
+        }
         paths[base] = {"post": create}
         paths[f"{base}/{{name}}"] = {"patch": op}
     return {

@@ -103,7 +103,9 @@ def parse_label_selector(text: str | None) -> Selector:
             reqs.append(Requirement(_check_key(m.group("key"), text), m.group("op"), values))
         elif m := _EQ.match(term):
             op = "!=" if m.group("op") == "!=" else "="
-            reqs.append(Requirement(_check_key(m.group("key"), text), op, (_check_value(m.group("value"), text),)))
+            reqs.append(
+                Requirement(_check_key(m.group("key"), text), op, (_check_value(m.group("value"), text),))
+            )
         elif term.startswith("!"):
             reqs.append(Requirement(_check_key(term[1:].strip(), text), "!exists"))
         else:
@@ -144,13 +146,22 @@ COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 #: Extra fields per (group, plural), as the real server allows them.
 KIND_FIELDS: dict[tuple[str, str], frozenset[str]] = {
     ("", "pods"): frozenset(
-        {"spec.nodeName", "status.phase", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
-         "status.podIP", "status.nominatedNodeName"}
+        {
+            "spec.nodeName",
+            "status.phase",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "status.podIP",
+            "status.nominatedNodeName",
+        }
     ),
     ("", "nodes"): frozenset({"spec.unschedulable"}),
     ("", "namespaces"): frozenset({"status.phase"}),
     ("", "secrets"): frozenset({"type"}),
-    ("", "events"): frozenset({"involvedObject.name", "involvedObject.kind", "involvedObject.namespace", "reason", "type"}),
+    ("", "events"): frozenset(
+        {"involvedObject.name", "involvedObject.kind", "involvedObject.namespace", "reason", "type"}
+    ),
 }
 
 
@@ -177,7 +188,7 @@ def parse_field_selector(text: str | None, allowed: Iterable[str]) -> tuple[Fiel
             raise SelectorError(f"invalid field selector {text!r}: {term!r} is not f=v or f!=v")
         field, op, value = m.group(1).strip(), m.group(2), m.group(3).strip()
         if field not in allowed:
-            raise SelectorError(f'field label not supported: {field}')
+            raise SelectorError(f"field label not supported: {field}")
         reqs.append(FieldRequirement(field, "!=" if op == "!=" else "=", value))
     return tuple(reqs)
 

@@ -96,7 +96,9 @@ class Store:
     def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], dict[str, Any]]:
         return self._objects.setdefault(rt.key, {})
 
-    def _commit(self, rt: ResourceType, namespace: str | None, old: dict | None, new: dict | None) -> dict | None:
+    def _commit(
+        self, rt: ResourceType, namespace: str | None, old: dict | None, new: dict | None
+    ) -> dict | None:
         self._rv += 1
         if new is not None:
             new["metadata"]["resourceVersion"] = str(self._rv)
@@ -156,7 +158,9 @@ class Store:
     def selectors(self, rt: ResourceType, label_selector: str | None, field_selector: str | None) -> tuple:
         try:
             labels = parse_label_selector(label_selector)
-            fields = parse_field_selector(field_selector, COMMON_FIELDS | KIND_FIELDS.get(rt.key, frozenset()))
+            fields = parse_field_selector(
+                field_selector, COMMON_FIELDS | KIND_FIELDS.get(rt.key, frozenset())
+            )
         except SelectorError as exc:
             raise errors.bad_request(str(exc)) from None
         return labels, fields
@@ -175,9 +179,17 @@ class Store:
             meta["name"] = f"{meta['generateName']}{secrets.token_hex(3)[:5]}"
         name = meta.get("name")
         if not name:
-            raise errors.invalid(rt.kind, rt.group, "", "metadata.name", "Required value: name or generateName is required")
+            raise errors.invalid(
+                rt.kind, rt.group, "", "metadata.name", "Required value: name or generateName is required"
+            )
         if not _NAME.match(name) or len(name) > 253:
-            raise errors.invalid(rt.kind, rt.group, name, "metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \'-\' or \'.\'')
+            raise errors.invalid(
+                rt.kind,
+                rt.group,
+                name,
+                "metadata.name",
+                f"Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'",
+            )
         if rt.namespaced:
             ns = self._namespace_for(meta, namespace)
             meta["namespace"] = ns
@@ -215,7 +227,9 @@ class Store:
     def _namespace_for(self, meta: dict[str, Any], namespace: str | None) -> str:
         given = meta.get("namespace")
         if namespace and given and given != namespace:
-            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
         ns = namespace or given
         if not ns:
             raise errors.bad_request("a namespace is required for a namespaced kind")
@@ -277,7 +291,9 @@ class Store:
         self._check_type(rt, new)
         meta = new.setdefault("metadata", {})
         if meta.get("name", name) != name:
-            raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
         rv = meta.get("resourceVersion")
         if rv not in (None, "") and rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, name)
@@ -332,7 +348,9 @@ class Store:
         self, rt: ResourceType, current: dict[str, Any], new: dict[str, Any], subresource: str | None
     ) -> dict[str, Any]:
         if subresource not in (None, "status"):
-            raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({subresource})")
+            raise errors.ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({subresource})"
+            )
         if subresource == "status":
             if not rt.status_subresource:
                 raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -345,7 +363,15 @@ class Store:
             result = new
             meta = result.setdefault("metadata", {})
             cur_meta = current["metadata"]
-            for key in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"):
+            for key in (
+                "uid",
+                "creationTimestamp",
+                "namespace",
+                "name",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ):
                 if key in cur_meta:
                     meta[key] = cur_meta[key]
                 else:
@@ -366,7 +392,11 @@ class Store:
             return current  # a no-op write changes nothing, not even the resourceVersion
         meta = result["metadata"]
         ns = meta.get("namespace") if rt.namespaced else None
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not self._namespace_blocked(rt, result):
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not self._namespace_blocked(rt, result)
+        ):
             self._hard_delete(rt, current)
             return result
         updated = self._commit(rt, ns, current, result)
@@ -386,9 +416,17 @@ class Store:
         current = self.get(rt, namespace, name)
         pre = (options or {}).get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != current["metadata"]["uid"]:
-            raise ApiError(409, "Conflict", f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {current['metadata']['uid']}")
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {current['metadata']['uid']}",
+            )
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"]["resourceVersion"]:
-            raise ApiError(409, "Conflict", f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}")
+            raise ApiError(
+                409,
+                "Conflict",
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
+            )
         blocked = bool(current["metadata"].get("finalizers")) or rt.key == ("", "namespaces")
         if not blocked:
             self._hard_delete(rt, current)
@@ -462,7 +500,11 @@ class Store:
         for rt in self.registry.all():
             for obj in list(self._bucket(rt).values()):
                 refs = obj["metadata"].get("ownerReferences") or []
-                if refs and any(r.get("uid") == owner_uid for r in refs) and not any(r.get("uid") in alive for r in refs):
+                if (
+                    refs
+                    and any(r.get("uid") == owner_uid for r in refs)
+                    and not any(r.get("uid") in alive for r in refs)
+                ):
                     if self._exists(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"]):
                         self.delete(rt, obj["metadata"].get("namespace"), obj["metadata"]["name"])
 
@@ -492,8 +534,20 @@ class Store:
         status = {
             "acceptedNames": {k: v for k, v in names.items()},
             "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": now,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": now,
+                },
             ],
             "storedVersions": [v["name"] for v in crd["spec"].get("versions", []) if v.get("storage")],
         }
@@ -513,10 +567,16 @@ class Store:
         budgets = [
             pdb
             for pdb in self.list(self._rt("policy", "poddisruptionbudgets"), namespace)[0]
-            if matches(selector_from_object((pdb.get("spec") or {}).get("selector")), pod["metadata"].get("labels"))
+            if matches(
+                selector_from_object((pdb.get("spec") or {}).get("selector")), pod["metadata"].get("labels")
+            )
         ]
         if len(budgets) > 1:
-            raise ApiError(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
+            raise ApiError(
+                500,
+                "InternalError",
+                "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            )
         phase = (pod.get("status") or {}).get("phase")
         # Pending and finished pods may always go, as may a pod already being deleted.
         if budgets and phase == "Running" and not pod["metadata"].get("deletionTimestamp"):
@@ -531,7 +591,12 @@ class Store:
                     429,
                     "TooManyRequests",
                     "Cannot evict pod as it would violate the pod's disruption budget.",
-                    causes=[{"reason": "DisruptionBudget", "message": f"The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently"}],
+                    causes=[
+                        {
+                            "reason": "DisruptionBudget",
+                            "message": f"The disruption budget {pdb_name} needs {desired} healthy pods and has {healthy} currently",
+                        }
+                    ],
                 )
         options = (body or {}).get("deleteOptions") if isinstance(body, dict) else None
         self.delete(pods, namespace, name, options)
@@ -544,7 +609,8 @@ class Store:
         pods = [
             p
             for p in self.list(self._rt("", "pods"), pdb["metadata"]["namespace"])[0]
-            if matches(selector, p["metadata"].get("labels")) and not p["metadata"].get("deletionTimestamp")
+            if matches(selector, p["metadata"].get("labels"))
+            and not p["metadata"].get("deletionTimestamp")
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
         # Like the disruption controller: a controller's scale counts, not the pods alive right now.
@@ -553,7 +619,11 @@ class Store:
         for p in pods:
             ref = next((r for r in p["metadata"].get("ownerReferences") or [] if r.get("controller")), None)
             owner = self._owner(p["metadata"]["namespace"], ref) if ref else None
-            replicas = (owner or {}).get("spec", {}).get("replicas") if ref and ref.get("kind") != "DaemonSet" else None
+            replicas = (
+                (owner or {}).get("spec", {}).get("replicas")
+                if ref and ref.get("kind") != "DaemonSet"
+                else None
+            )
             if owner is None or replicas is None:
                 expected += 1
             elif ref["uid"] not in scaled:
@@ -575,7 +645,12 @@ class Store:
         return healthy, desired, expected
 
     def _owner(self, namespace: str, ref: dict[str, Any]) -> dict[str, Any] | None:
-        plural = {"StatefulSet": "statefulsets", "Deployment": "deployments", "ReplicaSet": "replicasets", "DaemonSet": "daemonsets"}.get(ref.get("kind", ""))
+        plural = {
+            "StatefulSet": "statefulsets",
+            "Deployment": "deployments",
+            "ReplicaSet": "replicasets",
+            "DaemonSet": "daemonsets",
+        }.get(ref.get("kind", ""))
         if plural is None:
             return None
         owner = self._bucket(self._rt("apps", plural)).get((namespace, ref.get("name", "")))
@@ -586,7 +661,13 @@ class Store:
     def _after_write(self, rt: ResourceType, obj: dict[str, Any] | None) -> None:
         if not self.workloads or self._reconciling:
             return
-        if rt.key in (("apps", "statefulsets"), ("apps", "deployments"), ("apps", "daemonsets"), ("", "nodes"), ("", "pods")):
+        if rt.key in (
+            ("apps", "statefulsets"),
+            ("apps", "deployments"),
+            ("apps", "daemonsets"),
+            ("", "nodes"),
+            ("", "pods"),
+        ):
             self._reconciling = True
             try:
                 self.reconcile_workloads()
@@ -608,7 +689,8 @@ class Store:
                 owned = {
                     p["metadata"]["name"]: p
                     for (pns, _), p in self._bucket(pods).items()
-                    if pns == ns and any(r.get("uid") == meta["uid"] for r in p["metadata"].get("ownerReferences") or [])
+                    if pns == ns
+                    and any(r.get("uid") == meta["uid"] for r in p["metadata"].get("ownerReferences") or [])
                 }
                 spec = owner.get("spec") or {}
                 replicas = int(spec.get("replicas", 1))
@@ -617,12 +699,17 @@ class Store:
                     wanted = {f"{meta['name']}-{i}": None for i in range(replicas)}
                 elif key == ("apps", "daemonsets"):
                     by_node = {p["spec"].get("nodeName"): n for n, p in owned.items()}
-                    wanted = {by_node.get(node) or f"{meta['name']}-{secrets.token_hex(3)[:5]}": node for node in nodes}
+                    wanted = {
+                        by_node.get(node) or f"{meta['name']}-{secrets.token_hex(3)[:5]}": node
+                        for node in nodes
+                    }
                 else:
                     keep = sorted(owned)[:replicas]
                     wanted = {n: None for n in keep}
                     while len(wanted) < replicas:
-                        wanted[f"{meta['name']}-{secrets.token_hex(5)[:10]}-{secrets.token_hex(3)[:5]}"] = None
+                        wanted[f"{meta['name']}-{secrets.token_hex(5)[:10]}-{secrets.token_hex(3)[:5]}"] = (
+                            None
+                        )
                 for pod_name in sorted(set(owned) - set(wanted)):
                     self.delete(pods, ns, pod_name)
                 for pod_name, node in wanted.items():
@@ -633,7 +720,9 @@ class Store:
         nsobj = self._bucket(self._rt("", "namespaces")).get(("", ns))
         return nsobj is None or bool(nsobj["metadata"].get("deletionTimestamp"))
 
-    def _pod_from_template(self, rt: ResourceType, owner: dict[str, Any], name: str, node: str | None) -> dict[str, Any]:
+    def _pod_from_template(
+        self, rt: ResourceType, owner: dict[str, Any], name: str, node: str | None
+    ) -> dict[str, Any]:
         spec = owner.get("spec") or {}
         template = copy.deepcopy(spec.get("template") or {})
         meta = template.get("metadata") or {}
@@ -649,8 +738,17 @@ class Store:
                 pvc_name = f"{claim_name}-{name}"
                 pvcs = self._rt("", "persistentvolumeclaims")
                 if not self._exists(pvcs, owner["metadata"]["namespace"], pvc_name):
-                    self.create(pvcs, owner["metadata"]["namespace"], {"metadata": {"name": pvc_name, "labels": dict(labels)}, "spec": copy.deepcopy(claim.get("spec") or {})})
-                pod_spec.setdefault("volumes", []).append({"name": claim_name, "persistentVolumeClaim": {"claimName": pvc_name}})
+                    self.create(
+                        pvcs,
+                        owner["metadata"]["namespace"],
+                        {
+                            "metadata": {"name": pvc_name, "labels": dict(labels)},
+                            "spec": copy.deepcopy(claim.get("spec") or {}),
+                        },
+                    )
+                pod_spec.setdefault("volumes", []).append(
+                    {"name": claim_name, "persistentVolumeClaim": {"claimName": pvc_name}}
+                )
         if node:
             pod_spec["nodeName"] = node
         return {
@@ -659,8 +757,14 @@ class Store:
                 "labels": labels,
                 "annotations": dict(meta.get("annotations") or {}),
                 "ownerReferences": [
-                    {"apiVersion": rt.api_version, "kind": rt.kind, "name": owner["metadata"]["name"],
-                     "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+                    {
+                        "apiVersion": rt.api_version,
+                        "kind": rt.kind,
+                        "name": owner["metadata"]["name"],
+                        "uid": owner["metadata"]["uid"],
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
                 ],
             },
             "spec": pod_spec,

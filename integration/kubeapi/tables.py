@@ -63,8 +63,16 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _col(name: str, typ: str = "string", fmt: str = "", priority: int = 0, description: str = "") -> dict[str, Any]:
-    return {"name": name, "type": typ, "format": fmt, "description": description or name, "priority": priority}
+def _col(
+    name: str, typ: str = "string", fmt: str = "", priority: int = 0, description: str = ""
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": typ,
+        "format": fmt,
+        "description": description or name,
+        "priority": priority,
+    }
 
 
 def _pod_row(pod: dict[str, Any], now: float) -> list[Any]:
@@ -104,12 +112,21 @@ def _node_row(node: dict[str, Any], now: float) -> list[Any]:
     return [node["metadata"]["name"], state, ",".join(roles) or "<none>", _age(node, now), version]
 
 
-def columns_and_rows(rt: ResourceType, objs: list[dict[str, Any]], now: float) -> tuple[list[dict], list[list[Any]]]:
+def columns_and_rows(
+    rt: ResourceType, objs: list[dict[str, Any]], now: float
+) -> tuple[list[dict], list[list[Any]]]:
     name = _col("Name", fmt="name", description="Name must be unique within a namespace.")
     age = _col("Age", description="CreationTimestamp")
     if rt.key == ("", "pods"):
-        cols = [name, _col("Ready"), _col("Status"), _col("Restarts", "integer"), age,
-                _col("IP", priority=1), _col("Node", priority=1)]
+        cols = [
+            name,
+            _col("Ready"),
+            _col("Status"),
+            _col("Restarts", "integer"),
+            age,
+            _col("IP", priority=1),
+            _col("Node", priority=1),
+        ]
         return cols, [_pod_row(o, now) for o in objs]
     if rt.key == ("", "nodes"):
         cols = [name, _col("Status"), _col("Roles"), age, _col("Version")]
@@ -125,8 +142,15 @@ def columns_and_rows(rt: ResourceType, objs: list[dict[str, Any]], now: float) -
     if rt.printer_columns:
         cols = [name]
         for pc in rt.printer_columns:
-            cols.append(_col(pc["name"], "string" if pc.get("type") == "date" else pc.get("type", "string"),
-                             pc.get("format", ""), int(pc.get("priority", 0)), pc.get("description", "")))
+            cols.append(
+                _col(
+                    pc["name"],
+                    "string" if pc.get("type") == "date" else pc.get("type", "string"),
+                    pc.get("format", ""),
+                    int(pc.get("priority", 0)),
+                    pc.get("description", ""),
+                )
+            )
         rows = []
         for o in objs:
             row: list[Any] = [o["metadata"]["name"]]
@@ -154,7 +178,11 @@ def to_table(
         if include_object == "Object":
             row["object"] = obj
         elif include_object != "None":
-            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj.get("metadata", {})}
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata", {}),
+            }
         out_rows.append(row)
     return {
         "kind": "Table",

@@ -35,7 +35,9 @@ def _selected(obj: Mapping[str, Any] | None, labels: Selector, fields: tuple[Fie
     return matches(labels, (obj.get("metadata") or {}).get("labels")) and fields_match(fields, obj)
 
 
-def event_for(change: Change, labels: Selector = (), fields: tuple[FieldRequirement, ...] = ()) -> tuple[str, dict[str, Any]] | None:
+def event_for(
+    change: Change, labels: Selector = (), fields: tuple[FieldRequirement, ...] = ()
+) -> tuple[str, dict[str, Any]] | None:
     """The (type, object) a watcher with these selectors sees for ``change``, or None."""
     before = _selected(change.old, labels, fields)
     after = _selected(change.new, labels, fields)
