@@ -68,3 +68,13 @@ def test_kubernetes_example_conf_matches_the_statefulset() -> None:
     assert cfg.default_partition.name == "default" and cfg.default_partition.state == "UP"
     text = (ROOT / "examples" / "k8s" / "spur.conf").read_text()
     assert "# [accounting]\n# database_url = " in text and "# [auth]\n" in text
+
+
+def test_kubernetes_example_conf_commented_sections_load_when_enabled(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "k8s" / "spur.conf").read_text()
+    enabled = text.replace("# [accounting]\n# ", "[accounting]\n").replace("# [auth]\n# mode", "[auth]\nmode")
+    enabled = enabled.replace("# jwt_key", "jwt_key")
+    (tmp_path / "spur.conf").write_text(enabled)
+    cfg = load_config(tmp_path / "spur.conf")
+    assert cfg.accounting.database_url.startswith("postgresql://")
+    assert cfg.auth.mode == "required" and cfg.auth.jwt_key
