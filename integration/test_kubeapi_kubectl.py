@@ -10,12 +10,12 @@ from __future__ import annotations
 import base64
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 
+from integration.k8s_harness import kubeapi_process
 from integration.kubeapi import HttpKubelet, KubeAPI
 from integration.kubeapi.kubectl import EXAMPLES, KUBECTL, Kubectl
 
@@ -54,23 +54,8 @@ DEPLOY = [
 @pytest.fixture
 def api_process(tmp_path: Path):
     """The double as its own process (``python -m integration.kubeapi --port 0``); yields its URL."""
-    log = open(tmp_path / "kubeapi.log", "w+")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "integration.kubeapi", "--port", "0", "--bookmark-interval", "0.2"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the double prints its URL once it accepts connections
-        assert line.startswith("listening on http://"), (line, (tmp_path / "kubeapi.log").read_text())
-        yield line.split()[-1]
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        log.close()
+    with kubeapi_process(tmp_path, "--bookmark-interval", "0.2") as url:
+        yield url
 
 
 @pytest.fixture
@@ -176,16 +161,15 @@ async def test_spurjob_apply_and_status_through_the_status_subresource(
     }
 
 
-async def _read_until(
-    stream: trio.abc.ReceiveStream, buffer: bytearray, needle: bytes, timeout: float = 20
-) -> str:
-    with trio.fail_after(timeout):
+async def _read_until(stream: trio.abc.ReceiveStream, buffer: bytearray, needle: bytes, timeout: float = 20) -> str:
+    with trio.move_on_after(timeout):
         while needle not in buffer:
             chunk = await stream.receive_some(65536)
             if not chunk:
                 raise AssertionError(f"stream ended before {needle!r}: {buffer.decode()!r}")
             buffer.extend(chunk)
-    return buffer.decode()
+        return buffer.decode()
+    raise AssertionError(f"no {needle!r} within {timeout}s; got {buffer.decode()!r}")
 
 
 async def test_get_watch_sees_changes(api: KubeAPI, kubectl: Kubectl) -> None:

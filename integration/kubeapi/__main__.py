@@ -10,6 +10,7 @@ import argparse
 import logging
 import signal
 import sys
+from pathlib import Path
 
 import trio
 
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not create pods for StatefulSets/Deployments/DaemonSets",
     )
+    p.add_argument("--logs-dir", type=Path, help="serve pods/log of ns/name from <dir>/<ns>_<name>.log")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s kubeapi %(levelname)s %(message)s")
     api = KubeAPI(
@@ -39,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         bookmark_interval=args.bookmark_interval,
         history=args.history,
         workloads=not args.no_workloads,
+        logs_dir=args.logs_dir,
     )
 
     async def run() -> None:

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -61,6 +62,8 @@ class KubeAPI:
     and the double serves plain http.
     ``bookmark_interval``: seconds between BOOKMARK events on watches that allow them.
     ``history``: how many changes a watch can resume across before 410 Expired.
+    ``logs_dir``: where node-side log files are, as kubelet keeps them: ``pods/log`` of pod
+    ``ns/name`` serves ``<logs_dir>/<ns>_<name>.log`` (after anything ``Kubelet.write_log`` added).
     ``requests`` records ``(method, path?query, content-type)`` of every request, for tests that
     check what a client sent; ``bodies`` the request bodies (as received) of the requests that
     carried one, in order.
@@ -74,8 +77,10 @@ class KubeAPI:
         history: int = 10000,
         workloads: bool = True,
         clock: Any = time.time,
+        logs_dir: Path | None = None,
     ) -> None:
         self.token = token
+        self.logs_dir = logs_dir
         self.bookmark_interval = bookmark_interval
         self.clock = clock
         self._changed = trio.Event()
@@ -244,6 +249,15 @@ class KubeAPI:
             if method != "POST" or rt.key != ("", "pods"):
                 raise errors.method_not_allowed()
             return self._json(store.evict(ns or "", rp.name, body), 201)
+        if sub == "log" and rt.key == ("", "pods") and method == "GET":
+            store.get(rt, ns, rp.name)  # 404 for a pod that does not exist
+            text = store.pod_logs.get((ns or "", rp.name), "")
+            if self.logs_dir is not None and (self.logs_dir / f"{ns}_{rp.name}.log").exists():
+                text += (self.logs_dir / f"{ns}_{rp.name}.log").read_text(errors="replace")
+            if args.get("tailLines"):
+                lines = text.splitlines(keepends=True)
+                text = "".join(lines[-int(args["tailLines"]) :]) if int(args["tailLines"]) > 0 else ""
+            return text, 200, {"Content-Type": "text/plain"}
         if sub not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if sub == "status" and not rt.status_subresource:
@@ -315,7 +329,10 @@ class KubeAPI:
             while True:
                 wake = self._changed
                 try:
+                    # read the history and the version it reaches together: yielding below lets
+                    # other tasks write, and their changes must wait for the next round
                     changes = store.changes_since(since)
+                    reached = store.resource_version
                 except ApiError as exc:
                     yield encode_event("ERROR", exc.status())
                     return
@@ -326,7 +343,7 @@ class KubeAPI:
                     event = event_for(change, labels, fields)
                     if event is not None:
                         yield render(*event)
-                since = max(since, store.resource_version)
+                since = max(since, reached)
                 wait = self.bookmark_interval if bookmarks else None
                 if deadline is not None:
                     left = deadline - trio.current_time()
@@ -337,7 +354,7 @@ class KubeAPI:
                 with trio.move_on_after(wait if wait is not None else float("inf")):
                     await wake.wait()
                     woke = True
-                if not woke and bookmarks and not store.changes_since(since):
+                if not woke and bookmarks and store.resource_version == since:
                     yield encode_event("BOOKMARK", bookmark(rt.api_version, rt.kind, since))
 
         return stream(), 200, {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}

@@ -134,6 +134,12 @@ class Kubelet:
         pod["status"] = pod_status(pod, phase, now=self.clock(), **kwargs)
         return self.store.update(_PODS, namespace, name, pod, subresource="status")
 
+    def write_log(self, namespace: str, name: str, text: str) -> None:
+        """Append ``text`` to what ``kubectl logs`` shows for the pod (its containers' output)."""
+        self.store.get(_PODS, namespace, name)
+        key = (namespace, name)
+        self.store.pod_logs[key] = self.store.pod_logs.get(key, "") + text
+
     def add_node(
         self,
         name: str,

@@ -82,6 +82,8 @@ class Store:
         self._compacted = 0  # changes with rv <= this are no longer in the history
         self._ips = 0
         self._reconciling = False
+        #: what each pod's containers wrote, (namespace, pod) -> text (``pods/log``; not an API object)
+        self.pod_logs: dict[tuple[str, str], str] = {}
         ns = self.registry.by_key("", "namespaces")
         assert ns is not None
         for name in _INITIAL_NAMESPACES:
@@ -481,6 +483,8 @@ class Store:
         last = copy.deepcopy(self._bucket(rt)[((ns or ""), meta["name"])])
         last["metadata"].setdefault("deletionTimestamp", rfc3339(self.clock()))
         self._commit(rt, ns, last, None)
+        if rt.key == ("", "pods"):
+            self.pod_logs.pop((ns or "", meta["name"]), None)
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
             for key in self.registry.crd_keys(meta["name"]):
                 served = self.registry.by_key(*key)
