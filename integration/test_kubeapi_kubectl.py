@@ -161,7 +161,9 @@ async def test_spurjob_apply_and_status_through_the_status_subresource(
     }
 
 
-async def _read_until(stream: trio.abc.ReceiveStream, buffer: bytearray, needle: bytes, timeout: float = 20) -> str:
+async def _read_until(
+    stream: trio.abc.ReceiveStream, buffer: bytearray, needle: bytes, timeout: float = 20
+) -> str:
     with trio.move_on_after(timeout):
         while needle not in buffer:
             chunk = await stream.receive_some(65536)
@@ -374,3 +376,33 @@ async def test_selectors_errors_and_namespaces(api: KubeAPI, kubectl: Kubectl) -
     assert (await kubectl.run("delete", "namespace", "team")).stdout == 'namespace "team" deleted\n'
     gone = await kubectl.run("get", "configmap", "cfg", "-n", "team", check=False)
     assert gone.returncode == 1
+
+
+async def test_strict_field_validation_like_the_real_server(
+    api: KubeAPI, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    await kubectl.run("apply", "-f", "examples/k8s/spurjob-crd.yaml")
+    typo = (EXAMPLES / "pdb.yaml").read_text().replace("minAvailable:", "minAvailible:")
+    (tmp_path / "pdb.yaml").write_text(typo.replace("namespace: spur", "namespace: default"))
+    bad = await kubectl.run("apply", "-f", str(tmp_path / "pdb.yaml"), check=False)
+    assert bad.returncode == 1
+    assert 'strict decoding error: unknown field "spec.minAvailible"' in bad.stderr
+    (tmp_path / "job.yaml").write_text(TRAINING_RUN.replace("  script: |", "  scrip: |"))
+    bad = await kubectl.run("apply", "-f", str(tmp_path / "job.yaml"), check=False)
+    assert bad.returncode == 1 and 'unknown field "spec.scrip"' in bad.stderr
+    (tmp_path / "job.yaml").write_text(TRAINING_RUN.replace("  script: |\n", "  partition: gpu\n  x: |\n"))
+    # without validation (kubectl --validate=false sends fieldValidation=Ignore) the CRD schema
+    # still applies: the required script is missing
+    ignored = await kubectl.run("apply", "--validate=false", "-f", str(tmp_path / "job.yaml"), check=False)
+    assert ignored.returncode == 1
+    assert (
+        ignored.stderr.strip()
+        == "The SpurJob \"training-run\" is invalid: spec: 'script' is a required property"
+    )
+    # ... and an undeclared field is dropped, not refused
+    (tmp_path / "job.yaml").write_text(TRAINING_RUN.replace("spec:\n", "spec:\n  colour: blue\n"))
+    await kubectl.run("apply", "--validate=false", "-f", str(tmp_path / "job.yaml"))
+    spec = (await kubectl.run("get", "spurjob", "training-run", "-o", "jsonpath={.spec}")).stdout
+    assert "colour" not in spec and "torchrun" in spec
+    pdbs = api.store.registry.by_key("policy", "poddisruptionbudgets")
+    assert pdbs is not None and api.store.list(pdbs, None)[0] == []  # the refused PDB was not stored

@@ -560,3 +560,52 @@ def test_error_status_shape() -> None:
         "code": 404,
         "details": {"name": "x", "group": "spur.amd.com", "kind": "spurjobs"},
     }
+
+
+def test_custom_resources_follow_their_schema(store: Store) -> None:
+    import yaml
+
+    from integration.kubeapi.kubectl import EXAMPLES
+
+    crds = rt(store, "apiextensions.k8s.io", "customresourcedefinitions")
+    store.create(crds, None, yaml.safe_load((EXAMPLES / "spurjob-crd.yaml").read_text()))
+    jobs = rt(store, "spur.amd.com", "spurjobs")
+    with pytest.raises(ApiError) as exc:
+        store.create(
+            jobs, "default", {"metadata": {"name": "a"}, "spec": {"script": "x", "extra": 1}}, strict=True
+        )
+    assert exc.value.code == 400 and 'unknown field "spec.extra"' in exc.value.message
+    pruned = store.create(jobs, "default", {"metadata": {"name": "a"}, "spec": {"script": "x", "extra": 1}})
+    assert pruned["spec"] == {"script": "x"}
+    with pytest.raises(ApiError) as exc:
+        store.create(jobs, "default", {"metadata": {"name": "b"}, "spec": {"script": 5}})
+    assert exc.value.code == 422 and exc.value.details["causes"][0]["field"] == "spec.script"
+    # status writes go through the status subresource unchecked by the main-resource rules
+    store.patch(jobs, "default", "a", MERGE_PATCH, {"status": {"state": "RUNNING"}}, subresource="status")
+    assert store.get(jobs, "default", "a")["status"] == {"state": "RUNNING"}
+
+
+def test_builtin_kinds_are_checked_only_when_strict(store: Store) -> None:
+    pytest.importorskip("kubernetes_validate")
+    cms = rt(store, "", "configmaps")
+    with pytest.raises(ApiError) as exc:
+        store.create(cms, "default", {"metadata": {"name": "c"}, "dta": {}}, strict=True)
+    assert exc.value.code == 400 and 'unknown field "dta"' in exc.value.message
+    assert store.create(cms, "default", {"metadata": {"name": "c"}, "dta": {}})["dta"] == {}
+
+
+def test_kubelet_moves_nodes_through_ready_and_cordon(store: Store) -> None:
+    kubelet = Kubelet(store, clock=store.clock)
+    node = kubelet.add_node("gpu-1", {"cpu": "64", "memory": "512Gi", "amd.com/gpu": "8"})
+    assert node["status"]["allocatable"]["amd.com/gpu"] == "8"
+    assert {c["type"]: c["status"] for c in node["status"]["conditions"]} == {"Ready": "True"}
+    down = kubelet.set_node_ready("gpu-1", False)
+    assert {c["type"]: c["status"] for c in down["status"]["conditions"]} == {"Ready": "False"}
+    assert down["status"]["allocatable"]["amd.com/gpu"] == "8"
+    assert kubelet.cordon("gpu-1")["spec"]["unschedulable"] is True
+    assert "unschedulable" not in kubelet.cordon("gpu-1", False)["spec"]
+    nodes = rt(store, "", "nodes")
+    assert (
+        store.list(nodes, None, field_selector="spec.unschedulable=false")[0][0]["metadata"]["name"]
+        == "gpu-1"
+    )

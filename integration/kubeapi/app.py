@@ -219,6 +219,7 @@ class KubeAPI:
         body = self._body(raw, method)
         store = self.store
         want_table = "as=Table" in accept
+        strict = args.get("fieldValidation") == "Strict"
         if rp.name is None:
             if method == "GET":
                 if _truthy(args.get("watch")):
@@ -237,7 +238,7 @@ class KubeAPI:
                     }
                 )
             if method == "POST":
-                return self._json(store.create(rt, ns, body), 201)
+                return self._json(store.create(rt, ns, body, strict=strict), 201)
             if method == "DELETE":
                 gone = store.delete_collection(rt, ns, args.get("labelSelector"), args.get("fieldSelector"))
                 return self._json(
@@ -272,9 +273,11 @@ class KubeAPI:
                 )
             return self._json(obj)
         if method == "PUT":
-            return self._json(store.update(rt, ns, rp.name, body, subresource=sub))
+            return self._json(store.update(rt, ns, rp.name, body, subresource=sub, strict=strict))
         if method == "PATCH":
-            return self._json(store.patch(rt, ns, rp.name, content_type, body, subresource=sub))
+            return self._json(
+                store.patch(rt, ns, rp.name, content_type, body, subresource=sub, strict=strict)
+            )
         if method == "DELETE" and sub is None:
             options = body if isinstance(body, dict) else {}
             obj, _gone = store.delete(rt, ns, rp.name, options)

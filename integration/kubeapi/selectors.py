@@ -193,15 +193,20 @@ def parse_field_selector(text: str | None, allowed: Iterable[str]) -> tuple[Fiel
     return tuple(reqs)
 
 
+#: Boolean fields whose absence reads as ``false`` (Go's zero value, as the server sees them).
+BOOLEAN_FIELDS = frozenset({"spec.unschedulable"})
+
+
 def field_value(obj: Mapping[str, Any], field: str) -> str:
-    """The string value of a dotted field (missing -> ``""``; booleans as ``true``/``false``)."""
+    """The string value of a dotted field (missing -> ``""``, or ``false`` for boolean fields;
+    booleans as ``true``/``false``)."""
     cur: Any = obj
     for part in field.split("."):
         if not isinstance(cur, Mapping):
             return ""
         cur = cur.get(part)
     if cur is None:
-        return ""
+        return "false" if field in BOOLEAN_FIELDS else ""
     if isinstance(cur, bool):
         return "true" if cur else "false"
     return str(cur)

@@ -37,6 +37,7 @@ from integration.kubeapi.selectors import (
     parse_label_selector,
     selector_from_object,
 )
+from integration.kubeapi.validation import admit
 from integration.kubeapi.watch import Change
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -169,7 +170,10 @@ class Store:
 
     # ------------------------------------------------------------------ create
 
-    def create(self, rt: ResourceType, namespace: str | None, body: Any) -> dict[str, Any]:
+    def create(
+        self, rt: ResourceType, namespace: str | None, body: Any, *, strict: bool = False
+    ) -> dict[str, Any]:
+        """POST. ``strict``: refuse unknown fields and invalid values (``fieldValidation=Strict``)."""
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
         obj = copy.deepcopy(body)
@@ -209,6 +213,7 @@ class Store:
         if rt.status_subresource:
             obj.pop("status", None)
         self._defaults(rt, obj)
+        obj = admit(rt, obj, strict)
         created = self._commit(rt, ns, None, obj)
         assert created is not None
         if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
@@ -283,7 +288,14 @@ class Store:
     # ------------------------------------------------------------------ update / patch
 
     def update(
-        self, rt: ResourceType, namespace: str | None, name: str, body: Any, subresource: str | None = None
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        body: Any,
+        subresource: str | None = None,
+        *,
+        strict: bool = False,
     ) -> dict[str, Any]:
         """PUT: replace the object (or only its status, with ``subresource="status"``)."""
         if not isinstance(body, dict):
@@ -299,7 +311,7 @@ class Store:
         rv = meta.get("resourceVersion")
         if rv not in (None, "") and rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, name)
-        return self._replace(rt, current, new, subresource)
+        return self._replace(rt, current, new, subresource, strict)
 
     def patch(
         self,
@@ -309,6 +321,8 @@ class Store:
         content_type: str,
         body: Any,
         subresource: str | None = None,
+        *,
+        strict: bool = False,
     ) -> dict[str, Any]:
         """PATCH with one of the three patch types (``content_type`` without parameters)."""
         current = self.get(rt, namespace, name)
@@ -344,10 +358,15 @@ class Store:
             raise errors.bad_request("a patch may not change metadata.name")
         if meta.get("resourceVersion") != current["metadata"]["resourceVersion"]:
             raise errors.conflict(rt.plural, rt.group, name)
-        return self._replace(rt, current, new, subresource)
+        return self._replace(rt, current, new, subresource, strict)
 
     def _replace(
-        self, rt: ResourceType, current: dict[str, Any], new: dict[str, Any], subresource: str | None
+        self,
+        rt: ResourceType,
+        current: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str | None,
+        strict: bool = False,
     ) -> dict[str, Any]:
         if subresource not in (None, "status"):
             raise errors.ApiError(
@@ -390,6 +409,8 @@ class Store:
             if rt.key == ("", "namespaces"):
                 result["status"] = current.get("status", {})
         result["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if subresource is None:
+            result = admit(rt, result, strict)
         if result == current:
             return current  # a no-op write changes nothing, not even the resourceVersion
         meta = result["metadata"]
