@@ -406,3 +406,47 @@ async def test_strict_field_validation_like_the_real_server(
     assert "colour" not in spec and "torchrun" in spec
     pdbs = api.store.registry.by_key("policy", "poddisruptionbudgets")
     assert pdbs is not None and api.store.list(pdbs, None)[0] == []  # the refused PDB was not stored
+
+
+async def test_graceful_pod_deletion_waits_for_the_kubelet(nursery, tmp_path: Path) -> None:
+    api = KubeAPI(graceful_pods=True)
+    await nursery.start(api.serve)
+    assert api.url
+    kubectl = Kubectl(api.url, tmp_path / "kube", cwd=ROOT)
+    api.kubelet.add_node("n1", {"cpu": "4", "memory": "8Gi"})
+    pods = api.store.registry.by_key("", "pods")
+    assert pods is not None
+    api.store.create(
+        pods,
+        "default",
+        {
+            "metadata": {"name": "task"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+        },
+    )
+    api.kubelet.set_pod_phase("default", "task", "Running")
+    await kubectl.run("delete", "pod", "task", "--grace-period=12", "--wait=false")
+    row = (await kubectl.run("get", "pods")).stdout.splitlines()[1].split()
+    assert row[:3] == ["task", "1/1", "Terminating"]
+    grace = await kubectl.run("get", "pod", "task", "-o", "jsonpath={.metadata.deletionGracePeriodSeconds}")
+    assert grace.stdout == "12"
+    async with trio.open_nursery() as inner:
+        done: dict = {}
+
+        async def delete_and_wait() -> None:
+            done["proc"] = await kubectl.run("delete", "pod", "task", "--timeout=30s")
+
+        inner.start_soon(delete_and_wait)
+        deletes = sum(
+            1
+            for m, p, _ in api.requests
+            if m == "DELETE" and p.startswith("/api/v1/namespaces/default/pods/task")
+        )
+        with trio.fail_after(20):  # the second kubectl asked; it now waits for the pod to go
+            while sum(1 for m, p, _ in api.requests if m == "DELETE" and "pods/task" in p) == deletes:
+                await trio.sleep(0.02)
+        assert "proc" not in done
+        assert api.store.get(pods, "default", "task")["metadata"]["deletionTimestamp"]
+        api.kubelet.confirm_deletion("default", "task")
+    assert done["proc"].stdout == 'pod "task" deleted\n'
+    assert (await kubectl.run("get", "pods", "-o", "name")).stdout == ""

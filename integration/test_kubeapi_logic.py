@@ -609,3 +609,36 @@ def test_kubelet_moves_nodes_through_ready_and_cordon(store: Store) -> None:
         store.list(nodes, None, field_selector="spec.unschedulable=false")[0][0]["metadata"]["name"]
         == "gpu-1"
     )
+
+
+def test_pod_deletion_grace_periods() -> None:
+    now = [1_800_000_000.0]
+    graceful = Store(clock=lambda: now[0], graceful_pods=True)
+    pods = rt(graceful, "", "pods")
+    kubelet = Kubelet(graceful, clock=graceful.clock)
+    spec = {
+        "nodeName": "n1",
+        "terminationGracePeriodSeconds": 45,
+        "containers": [{"name": "c", "image": "i"}],
+    }
+    graceful.create(pods, "default", {"metadata": {"name": "p"}, "spec": spec})
+    kubelet.set_pod_phase("default", "p", "Running")
+    marked, gone = graceful.delete(pods, "default", "p")
+    assert not gone and marked["metadata"]["deletionGracePeriodSeconds"] == 45
+    assert marked["metadata"]["deletionTimestamp"] == "2027-01-15T08:00:45Z"
+    shorter, _ = graceful.delete(pods, "default", "p", {"gracePeriodSeconds": 5})
+    assert shorter["metadata"]["deletionGracePeriodSeconds"] == 5
+    kubelet.confirm_deletion("default", "p")
+    with pytest.raises(ApiError):
+        graceful.get(pods, "default", "p")
+    # an unbound pod has no kubelet to wait for
+    graceful.create(pods, "default", {"metadata": {"name": "q"}, "spec": {"containers": []}})
+    assert graceful.delete(pods, "default", "q")[1] is True
+
+    quick = Store()
+    pods = rt(quick, "", "pods")
+    quick.create(pods, "default", {"metadata": {"name": "p"}, "spec": spec})
+    start = quick.resource_version
+    assert quick.delete(pods, "default", "p", {"gracePeriodSeconds": 7})[1] is True
+    (deleted,) = [c for c in quick.changes_since(start) if c.new is None]
+    assert deleted.old is not None and deleted.old["metadata"]["deletionGracePeriodSeconds"] == 7

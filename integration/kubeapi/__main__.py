@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not create pods for StatefulSets/Deployments/DaemonSets",
     )
+    p.add_argument(
+        "--graceful-pods", action="store_true", help="running pods stay Terminating until a kubelet confirms"
+    )
     p.add_argument("--logs-dir", type=Path, help="serve pods/log of ns/name from <dir>/<ns>_<name>.log")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s kubeapi %(levelname)s %(message)s")
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         history=args.history,
         workloads=not args.no_workloads,
         logs_dir=args.logs_dir,
+        graceful_pods=args.graceful_pods,
     )
 
     async def run() -> None:

@@ -76,6 +76,7 @@ class KubeAPI:
         bookmark_interval: float = 1.0,
         history: int = 10000,
         workloads: bool = True,
+        graceful_pods: bool = False,
         clock: Any = time.time,
         logs_dir: Path | None = None,
     ) -> None:
@@ -84,7 +85,9 @@ class KubeAPI:
         self.bookmark_interval = bookmark_interval
         self.clock = clock
         self._changed = trio.Event()
-        self.store = Store(clock=clock, history=history, workloads=workloads, notify=self._wake)
+        self.store = Store(
+            clock=clock, history=history, workloads=workloads, graceful_pods=graceful_pods, notify=self._wake
+        )
         self.kubelet = Kubelet(self.store, clock)
         self.requests: list[tuple[str, str, str]] = []
         self.bodies: list[bytes] = []
@@ -279,7 +282,9 @@ class KubeAPI:
                 store.patch(rt, ns, rp.name, content_type, body, subresource=sub, strict=strict)
             )
         if method == "DELETE" and sub is None:
-            options = body if isinstance(body, dict) else {}
+            options = dict(body) if isinstance(body, dict) else {}
+            if args.get("gracePeriodSeconds") is not None and options.get("gracePeriodSeconds") is None:
+                options["gracePeriodSeconds"] = int(args["gracePeriodSeconds"])
             obj, _gone = store.delete(rt, ns, rp.name, options)
             return self._json(obj)
         raise errors.method_not_allowed()

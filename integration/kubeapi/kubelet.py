@@ -134,6 +134,10 @@ class Kubelet:
         pod["status"] = pod_status(pod, phase, now=self.clock(), **kwargs)
         return self.store.update(_PODS, namespace, name, pod, subresource="status")
 
+    def confirm_deletion(self, namespace: str, name: str) -> None:
+        """The pod's containers have stopped: finish its graceful deletion (grace period 0)."""
+        self.store.delete(_PODS, namespace, name, {"gracePeriodSeconds": 0})
+
     def write_log(self, namespace: str, name: str, text: str) -> None:
         """Append ``text`` to what ``kubectl logs`` shows for the pod (its containers' output)."""
         self.store.get(_PODS, namespace, name)
@@ -190,6 +194,15 @@ class HttpKubelet:
         pod = self._ok(self.http.get(path))
         pod["status"] = pod_status(pod, phase, now=self.clock(), **kwargs)
         return self._ok(self.http.put(f"{path}/status", json=pod))
+
+    def confirm_deletion(self, namespace: str, name: str) -> None:
+        """The pod's containers have stopped: finish its graceful deletion (grace period 0)."""
+        resp = self.http.request(
+            "DELETE",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            json={"kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        )
+        self._ok(resp)
 
     def add_node(
         self,

@@ -62,7 +62,10 @@ class Store:
 
     ``clock`` returns wall-clock seconds (timestamps); ``history`` bounds how many changes a watch
     can resume across (older resourceVersions get 410 Expired); ``workloads`` turns the minimal
-    workload controller on.
+    workload controller on; ``graceful_pods`` makes deleting a running, node-bound pod mark it
+    (``deletionTimestamp`` = now + grace period, ``deletionGracePeriodSeconds``) until its kubelet
+    confirms (``Kubelet.confirm_deletion``), as on a real cluster; without it such pods go at
+    once, their last state still recording the grace period the request asked for.
     """
 
     def __init__(
@@ -71,9 +74,11 @@ class Store:
         clock: Callable[[], float] = time.time,
         history: int = 10000,
         workloads: bool = True,
+        graceful_pods: bool = False,
         notify: Callable[[], None] | None = None,
     ) -> None:
         self.clock = clock
+        self.graceful_pods = graceful_pods
         self.registry = Registry()
         self.notify = notify or (lambda: None)
         self.workloads = workloads
@@ -450,9 +455,13 @@ class Store:
                 "Conflict",
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
             )
+        grace = self._grace_period(rt, current, options)
+        if grace:  # a running pod: kubelet stops it first (see graceful_pods)
+            return self._mark_terminating(rt, current, grace)
         blocked = bool(current["metadata"].get("finalizers")) or rt.key == ("", "namespaces")
         if not blocked:
-            self._hard_delete(rt, current)
+            asked = (options or {}).get("gracePeriodSeconds") if rt.key == ("", "pods") else None
+            self._hard_delete(rt, current, None if asked is None else int(asked))
             return current, True
         if current["metadata"].get("deletionTimestamp"):
             if rt.key == ("", "namespaces"):
@@ -471,6 +480,39 @@ class Store:
             self._drain_namespace(name)
             gone = not self._exists(rt, None, name)
             return (updated if gone else self.get(rt, None, name)), gone
+        return updated, False
+
+    def _grace_period(self, rt: ResourceType, pod: dict[str, Any], options: dict[str, Any] | None) -> int:
+        """Seconds a graceful deletion of ``pod`` waits for its kubelet; 0 = delete now.
+
+        Only with ``graceful_pods``, and only for a pod bound to a node and not finished: the
+        grace period is the request's ``gracePeriodSeconds``, else the pod's
+        ``terminationGracePeriodSeconds``, else 30 (an already shorter one is kept)."""
+        if not self.graceful_pods or rt.key != ("", "pods"):
+            return 0
+        if not (pod.get("spec") or {}).get("nodeName") or (pod.get("status") or {}).get("phase") in (
+            "Succeeded",
+            "Failed",
+        ):
+            return 0
+        asked = (options or {}).get("gracePeriodSeconds")
+        grace = int(asked) if asked is not None else int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+        marked = pod["metadata"].get("deletionGracePeriodSeconds")
+        if marked is not None and pod["metadata"].get("deletionTimestamp"):
+            grace = min(grace, int(marked))
+        return max(grace, 0)
+
+    def _mark_terminating(
+        self, rt: ResourceType, pod: dict[str, Any], grace: int
+    ) -> tuple[dict[str, Any], bool]:
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == grace:
+            return pod, False
+        marked = copy.deepcopy(pod)
+        marked["metadata"]["deletionTimestamp"] = rfc3339(self.clock() + grace)
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace
+        updated = self._commit(rt, meta.get("namespace"), pod, marked)
+        assert updated is not None
         return updated, False
 
     def delete_collection(
@@ -496,13 +538,15 @@ class Store:
             ns == name for other in self.registry.all() if other.namespaced for (ns, _) in self._bucket(other)
         )
 
-    def _hard_delete(self, rt: ResourceType, current: dict[str, Any]) -> None:
+    def _hard_delete(self, rt: ResourceType, current: dict[str, Any], grace: int | None = None) -> None:
         meta = current["metadata"]
         ns = meta.get("namespace") if rt.namespaced else None
         if not self._exists(rt, ns, meta["name"]):
             return
         last = copy.deepcopy(self._bucket(rt)[((ns or ""), meta["name"])])
         last["metadata"].setdefault("deletionTimestamp", rfc3339(self.clock()))
+        if grace is not None:
+            last["metadata"]["deletionGracePeriodSeconds"] = grace
         self._commit(rt, ns, last, None)
         if rt.key == ("", "pods"):
             self.pod_logs.pop((ns or "", meta["name"]), None)
