@@ -437,13 +437,9 @@ async def test_graceful_pod_deletion_waits_for_the_kubelet(nursery, tmp_path: Pa
             done["proc"] = await kubectl.run("delete", "pod", "task", "--timeout=30s")
 
         inner.start_soon(delete_and_wait)
-        deletes = sum(
-            1
-            for m, p, _ in api.requests
-            if m == "DELETE" and p.startswith("/api/v1/namespaces/default/pods/task")
-        )
-        with trio.fail_after(20):  # the second kubectl asked; it now waits for the pod to go
-            while sum(1 for m, p, _ in api.requests if m == "DELETE" and "pods/task" in p) == deletes:
+        seen = len(api.requests)
+        with trio.fail_after(20):  # the second kubectl asked, and now watches the pod until it goes
+            while not any(m == "GET" and "watch=true" in p for m, p, _ in api.requests[seen:]):
                 await trio.sleep(0.02)
         assert "proc" not in done
         assert api.store.get(pods, "default", "task")["metadata"]["deletionTimestamp"]
