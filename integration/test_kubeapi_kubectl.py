@@ -8,6 +8,7 @@ user pointing at the double over plain http.
 from __future__ import annotations
 
 import base64
+import json
 import shlex
 import subprocess
 from pathlib import Path
@@ -132,16 +133,20 @@ async def test_spurjob_apply_and_status_through_the_status_subresource(
     state = ["get", "spurjob", "training-run", "-o", "jsonpath={.status.state}"]
     assert (await kubectl.run(*state)).stdout == ""
 
-    jobs = api.store.registry.by_key("spur.amd.com", "spurjobs")
-    assert jobs is not None
-    api.store.patch(
-        jobs,
-        "default",
-        "training-run",
-        "application/merge-patch+json",
-        {"status": {"state": "RUNNING", "jobId": 42, "nodes": "gpu-[1-2]"}},
-        subresource="status",
-    )
+    # what the operator will do: a merge patch of the status subresource over HTTP
+    import httpx
+
+    status = {
+        "status": {"state": "RUNNING", "jobId": 42, "nodes": "gpu-[1-2]"},
+        "spec": {"script": "ignored"},
+    }
+    async with httpx.AsyncClient(base_url=api.url or "") as http:
+        resp = await http.patch(
+            "/apis/spur.amd.com/v1alpha1/namespaces/default/spurjobs/training-run/status",
+            content=json.dumps(status),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+    assert resp.status_code == 200 and resp.json()["spec"]["script"].startswith("#!/bin/bash")
     assert (await kubectl.run(*state)).stdout == "RUNNING"
     table = (await kubectl.run("get", "spurjobs")).stdout.splitlines()
     assert table[0].split() == ["NAME", "STATE", "JOBID", "NODES", "AGE"]
@@ -446,3 +451,39 @@ async def test_graceful_pod_deletion_waits_for_the_kubelet(nursery, tmp_path: Pa
         api.kubelet.confirm_deletion("default", "task")
     assert done["proc"].stdout == 'pod "task" deleted\n'
     assert (await kubectl.run("get", "pods", "-o", "name")).stdout == ""
+
+
+async def test_reapplying_an_edited_manifest_converges_to_the_file(
+    api: KubeAPI, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """kubectl's three-way strategic merge patches (list items merged by key, removed ones
+    deleted with ``$patch: delete``, ``$setElementOrder``) leave exactly what the file says."""
+    import yaml
+
+    await kubectl.run("apply", "-f", "examples/k8s/namespace.yaml")
+    (deploy,) = yaml.safe_load_all((EXAMPLES / "operator.yaml").read_text())
+    path = tmp_path / "operator.yaml"
+
+    async def apply_and_compare() -> None:
+        path.write_text(yaml.safe_dump(deploy))
+        await kubectl.run("apply", "-f", str(path))
+        got = json.loads(
+            (await kubectl.run("get", "deploy", "spur-k8s-operator", "-n", "spur", "-o", "json")).stdout
+        )
+        assert (
+            got["spec"]["template"]["spec"]["containers"] == deploy["spec"]["template"]["spec"]["containers"]
+        )
+
+    await apply_and_compare()
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    container["ports"] = container["ports"][1:]
+    container["env"].append({"name": "SPUR_LOG", "value": "debug"})
+    container["args"] = container["args"][:2]
+    del container["livenessProbe"]
+    deploy["spec"]["template"]["spec"]["containers"].append({"name": "sidecar", "image": "busybox:1"})
+    await apply_and_compare()
+    deploy["spec"]["template"]["spec"]["containers"].pop()
+    container["env"] = container["env"][1:]
+    await apply_and_compare()
+    patches = [ct for m, p, ct in api.requests if m == "PATCH" and "spur-k8s-operator" in p]
+    assert patches == ["application/strategic-merge-patch+json"] * 2
