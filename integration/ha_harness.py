@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from integration.harness import BIN, Proc, free_port, spurd_argv, wait_for
+from integration.harness import BIN, Proc, free_port, spurd_argv, wait_for, with_private_broker
 
 # Fast timeouts for tests (the daemon defaults, 1000-2000 ms and 200 ms, are what bench/ measures).
 FAST_TIMEOUTS = {"election_timeout_min_ms": 500, "election_timeout_max_ms": 1000, "heartbeat_ms": 100}
@@ -148,6 +148,7 @@ class HACluster:
         env = dict(os.environ)
         env["SPUR_CONTROLLER"] = ",".join(self.addresses)
         env.pop("SPUR_CONF", None)
+        env["SPUR_AUTH_SOCKET"] = str(self.members[0].state_dir.parent / "auth.sock")
         env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
         return env
 
@@ -186,7 +187,7 @@ class HACluster:
             "heartbeat_interval_secs = 1\n"
             "node_timeout_secs = 6\n"
             "kill_grace_secs = 2\n" + timing + "[scheduler]\n"
-            "interval_secs = 0.2\n" + self.conf_extra
+            "interval_secs = 0.2\n" + with_private_broker(self.conf_extra, m.state_dir.parent / "auth.sock")
         )
 
     # ------------------------------------------------------------------ lifecycle

@@ -8,6 +8,7 @@ a deadline", never a fixed sleep.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -44,6 +45,20 @@ def wait_for(
     raise AssertionError(
         f"timed out after {timeout}s waiting for {what or predicate}: last error {last_exc!r}"
     )
+
+
+def with_private_broker(conf_extra: str, socket_path: Path) -> str:
+    """``conf_extra`` with ``[auth] broker_socket`` pointing at ``socket_path`` (unless it names one).
+
+    A test daemon with a key must never serve the default ``/run/spur/auth.sock``: the CLI of every
+    other test cluster on the machine would fetch tokens from it.
+    """
+    if "broker_socket" in conf_extra:
+        return conf_extra
+    line = f'broker_socket = "{socket_path}"\n'
+    if re.search(r"^\[auth\]\s*$", conf_extra, re.M):
+        return re.sub(r"^\[auth\]\s*\n", lambda m: m.group(0) + line, conf_extra, count=1, flags=re.M)
+    return conf_extra + ("" if not conf_extra or conf_extra.endswith("\n") else "\n") + "[auth]\n" + line
 
 
 def spurd_argv(
@@ -138,6 +153,7 @@ class Cluster:
         env = dict(os.environ)
         env["SPUR_CONTROLLER"] = self.address
         env.pop("SPUR_CONF", None)
+        env["SPUR_AUTH_SOCKET"] = str(self.root / "auth.sock")
         env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
         return env
 
@@ -153,7 +169,7 @@ class Cluster:
             "node_timeout_secs = 4\n"
             "kill_grace_secs = 2\n"
             "[scheduler]\n"
-            "interval_secs = 0.5\n" + self.conf_extra
+            "interval_secs = 0.5\n" + with_private_broker(self.conf_extra, self.root / "auth.sock")
         )
         return conf
 

@@ -17,6 +17,7 @@ import pytest
 
 from integration.harness import free_port
 from integration.k8s_harness import StatefulSetControllers, example_peers
+from spur.startup import EXIT_CONFIG
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,
@@ -45,7 +46,7 @@ def test_a_hostname_matching_no_peer_fails_fast_naming_the_peers(tmp_path: Path)
     proc = ctls.launch("spur-controller", ctls.conf("stray", 0, free_port()), tmp_path / "stray.log")
     try:
         assert proc.popen is not None
-        assert proc.popen.wait(timeout=30) == 1
+        assert proc.popen.wait(timeout=30) == EXIT_CONFIG  # a configuration error (spur.startup)
     except subprocess.TimeoutExpired:
         proc.kill()
         raise AssertionError(
