@@ -7,6 +7,16 @@ if ! "$PY" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
   echo "setup: Python 3.11 or newer is required (found: $("$PY" --version 2>&1))" >&2
   exit 1
 fi
+# PostgreSQL (accounting tests start a private cluster with its initdb/pg_ctl): Debian's package.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: PostgreSQL not found; running: apt-get install -y postgresql" >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
+  else
+    echo "setup: PostgreSQL not found and not root: accounting tests will be skipped (install postgresql)" >&2
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -6,5 +6,6 @@ Add a domain by appending its class here; see ``spur.state.domain`` for the cont
 from __future__ import annotations
 
 from spur.state.domain import StateDomain
+from spur.state.outbox import OutboxDomain
 
-DOMAINS: list[type[StateDomain]] = []
+DOMAINS: list[type[StateDomain]] = [OutboxDomain]
