@@ -60,9 +60,7 @@ class PgCluster:
         if self._as_postgres:
             user = pwd.getpwnam("postgres")
             kwargs = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, cwd=self.root, **kwargs
-        )
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.root, **kwargs)
         if check and proc.returncode != 0:
             raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
         return proc
@@ -85,8 +83,18 @@ class PgCluster:
                     os.chmod(parent, mode | 0o001)
                 parent = parent.parent
         self._run(
-            "initdb", "-D", str(self.data), "-U", "spur", f"--pwfile={pwfile}", "-A", "scram-sha-256",
-            "--no-sync", "-E", "UTF8", "--locale=C",
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "spur",
+            f"--pwfile={pwfile}",
+            "-A",
+            "scram-sha-256",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
         )
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(
@@ -124,8 +132,19 @@ class PgCluster:
         """Run ``sql`` with psql (unaligned, tuples only) and return its output."""
         cmd = [
             str(self.bin / "psql") if (self.bin / "psql").exists() else "psql",
-            "-h", "127.0.0.1", "-p", str(self.port), "-U", "spur", "-d", "spur", "-At", "-v",
-            "ON_ERROR_STOP=1", "-c", sql,
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "spur",
+            "-d",
+            "spur",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
         ]
         env = {**os.environ, "PGPASSWORD": self.password}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
