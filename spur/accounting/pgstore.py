@@ -288,20 +288,20 @@ class PgStore:
 
     async def write_records(self, records: Sequence[JobRecord]) -> int:
         """Upsert ``records`` (and their steps and usage) in one transaction; returns len(records)."""
-        rows = [(*record_columns(r), json.dumps(r["job"], separators=(",", ":"))) for r in records]
-        steps = [s for r in records for s in _step_rows(r)]
+        if not records:
+            return 0
 
         def write(conn: Any) -> int:
+            # Rows are built in the worker thread too: records are never changed once in the outbox.
+            rows = [(*record_columns(r), json.dumps(r["job"], separators=(",", ":"))) for r in records]
+            steps = [s for r in records for s in _step_rows(r)]
             with conn.transaction(), conn.cursor() as cur:
-                if rows:
-                    cur.executemany(_UPSERT_JOB, rows)
+                cur.executemany(_UPSERT_JOB, rows)
                 if steps:
                     cur.executemany(_UPSERT_STEP, steps)
             conn.commit()
             return len(rows)
 
-        if not rows:
-            return 0
         return await self._run(write)
 
     # ------------------------------------------------------------------ reads

@@ -91,6 +91,10 @@ class Controller:
         self.bound_port: int | None = None
         self.plugin_manager: Any = None
         self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running
+        from spur.accounting.runtime import AccountingRuntime
+
+        self.accounting = AccountingRuntime(cfg.accounting.database_url)
+        self.started_wall = self.clock.wall()
 
     # ------------------------------------------------------------------ identity in the group
 
@@ -198,6 +202,10 @@ class Controller:
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
         server = Server()
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
+        from spur.accounting.service import SERVICE as ACCOUNTING_DB
+        from spur.accounting.service import AccountingDbService
+
+        server.add_service(ACCOUNTING_DB, AccountingDbService(self))
         from spur.controller.pool import controller_pool
 
         raft_listen = (
@@ -295,6 +303,9 @@ class Controller:
         await duties.start(SchedulerLoop(self).run)
         await duties.start(Dispatcher(self).run)
         await duties.start(HealthSweep(self).run)
+        from spur.accounting.flusher import AccountingFlusher
+
+        await duties.start(AccountingFlusher(self).run, name="accounting-flush")
 
 
 def _split(addr: str, default_port: int) -> tuple[str, int]:
