@@ -20,6 +20,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "cancel": ("spur.cli.scancel", "scancel", "Cancel or signal jobs (scancel)."),
     "nodes": ("spur.cli.sinfo", "sinfo", "Show partitions and nodes (sinfo)."),
     "history": ("spur.cli.sacct", "sacct", "Show accounting records of jobs and steps (sacct)."),
+    "report": ("spur.cli.sreport", "sreport", "Usage reports from the accounting database (sreport)."),
+    "diag": ("spur.cli.sdiag", "sdiag", "Controller statistics and accounting storage status (sdiag)."),
     "show": (
         "spur.cli.scontrol",
         "scontrol",

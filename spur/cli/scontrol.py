@@ -8,7 +8,7 @@ import time
 from spur.cli.client import CliError, with_controller
 
 USAGE = """Usage: scontrol <command> [args]
-  show job [ID] | show node [NAME] | show partition [NAME] | show controllers
+  show job [ID] | show node [NAME] | show partition [NAME] | show controllers | show config
   show hostnames EXPR | show hostlist NAME,...
   update NodeName=LIST State=DRAIN|RESUME|DOWN|UNDRAIN [Reason=TEXT]
   update JobId=ID [TimeLimit=T] [Partition=P] [Priority=N] [Nice=N] [Name=S] [Comment=S]
@@ -263,6 +263,10 @@ def show(rest: list[str]) -> int:
             return 0
         if what in ("controllers", "controller"):
             return ping()
+        if what in ("config", "configuration"):
+            from spur.cli.sdiag import show_config
+
+            return show_config()
         if what in ("partition", "partitions"):
 
             async def body(stub):
