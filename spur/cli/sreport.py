@@ -5,8 +5,8 @@ Supported: ``sreport [-n] [-p|-P] [-t minutes|hours|seconds|percent] cluster uti
 [accounts=..] [format=..]``. Usage comes from the hourly usage rows in PostgreSQL (cpu-seconds per
 account and user), served by the controller; without a database sreport says so and exits 1.
 
-As in Slurm, the period defaults to yesterday 00:00 to today 00:00, times are cut to the hour, an end
-in the future becomes the current hour, and the header shows the end minus one second.
+As in Slurm, the period defaults to yesterday 00:00 to today 00:00, times are cut to the hour and the
+header shows the end minus one second. An end in the future stops after the current hour.
 Formatting is pure (:func:`utilization_text`, :func:`user_top_text`); :func:`main` fetches and prints.
 """
 
@@ -88,7 +88,9 @@ def report_period(start: float | None, end: float | None, now: float) -> tuple[f
     s = start if start is not None else (today - timedelta(days=1)).timestamp()
     e = end if end is not None else today.timestamp()
     s, e = _hour(s), _hour(e)
-    e = min(e, _hour(now))
+    # Usage rows are written when a job's record is stored (no hourly rollup to wait for), so an end
+    # in the future includes the current, partial hour (Slurm stops at the last complete hour).
+    e = min(e, _hour(now) + 3600)
     if s >= e:
         s = e - 3600
     return s, e
@@ -100,7 +102,13 @@ def parse_args(argv: list[str], now: float) -> ReportArgs:
 
     header, parsable, time_format = True, None, "minutes"
     words: list[str] = []
-    it = iter(argv)
+    expanded: list[str] = []
+    for arg in argv:  # -nP -> -n -P
+        if len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and set(arg[1:]) <= set("nPpaQ"):
+            expanded.extend(f"-{ch}" for ch in arg[1:])
+        else:
+            expanded.append(arg)
+    it = iter(expanded)
     for arg in it:
         if arg in ("-n", "--noheader"):
             header = False
