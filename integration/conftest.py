@@ -33,18 +33,18 @@ def _cleanup_jobs(c: Cluster) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg(tmp_path_factory):
+def pg():
     """A private PostgreSQL server for the whole test session (never the system cluster)."""
     from integration.postgres import PgCluster, find_pg_bin
 
     bin_dir = find_pg_bin()
     if bin_dir is None:
         pytest.skip("PostgreSQL binaries (initdb, pg_ctl) not found: run scripts/setup.sh as root")
-    server = PgCluster(tmp_path_factory.mktemp("pg"), bin_dir).init()
+    server = PgCluster(bin_dir)
     try:
-        yield server
+        yield server.init()
     finally:
-        server.stop("immediate")
+        server.destroy()
 
 
 @pytest.fixture

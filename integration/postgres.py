@@ -1,6 +1,7 @@
 """A private PostgreSQL cluster for tests and benchmarks: initdb in a temp dir, a free port, stopped at the end.
 
-Never the system cluster: the data directory and the unix socket directory live under the given root,
+Never the system cluster: the data directory and the unix socket directory live in a private temporary
+directory (``/tmp/spur-pg-*``, removed by :meth:`PgCluster.destroy`),
 the server listens on 127.0.0.1 at a free port, and :meth:`PgCluster.stop` (or ``pg_ctl stop -m
 immediate`` from a fault test) ends it. When running as root, initdb and the server run as the
 ``postgres`` system user (PostgreSQL refuses to run as root); the root directory is handed to it.
@@ -17,6 +18,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,8 +43,11 @@ def _free_port() -> int:
 class PgCluster:
     """One private PostgreSQL server. ``url`` is a postgresql:// URL for the ``spur`` database."""
 
-    def __init__(self, root: Path, bin_dir: Path, *, password: str = "s3cret-pw") -> None:
-        self.root = Path(root)
+    def __init__(self, bin_dir: Path, root: Path | None = None, *, password: str = "s3cret-pw") -> None:
+        # Not under pytest's basetemp: every pytest session resets /tmp/pytest-of-<user> to 0700, which
+        # would lock the postgres user out of its own data directory when it restarts.
+        self._own_root = root is None
+        self.root = Path(root) if root is not None else Path(tempfile.mkdtemp(prefix="spur-pg-"))
         self.bin = bin_dir
         self.data = self.root / "pgdata"
         self.sockets = self.root / "pgsock"
@@ -75,13 +80,6 @@ class PgCluster:
             user = pwd.getpwnam("postgres")
             for path in (self.root, self.sockets, pwfile):
                 os.chown(path, user.pw_uid, user.pw_gid)
-            # the temp dirs above root must be traversable by the postgres user
-            parent = self.root.parent
-            while parent != parent.parent:
-                mode = parent.stat().st_mode
-                if not mode & 0o001:
-                    os.chmod(parent, mode | 0o001)
-                parent = parent.parent
         self._run(
             "initdb",
             "-D",
@@ -123,6 +121,12 @@ class PgCluster:
             except OSError:
                 time.sleep(0.05)
         raise RuntimeError(f"PostgreSQL did not listen on {self.port}")
+
+    def destroy(self) -> None:
+        """Stop the server at once and remove its files (when this object created the directory)."""
+        self.stop("immediate")
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def stop(self, mode: str = "fast") -> None:
         """``pg_ctl stop -m <mode>`` (``immediate`` simulates a crash); no error if already stopped."""

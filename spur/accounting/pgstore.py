@@ -197,6 +197,16 @@ class PgStore:
         if pool is not None:
             await trio.to_thread.run_sync(lambda: pool.close(timeout=5.0))
 
+    def _reset(self, pool: Any) -> None:
+        """Drop ``pool`` (called in a worker thread after a connection failure)."""
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        try:
+            pool.close(timeout=0.5)
+        except Exception as exc:
+            log.debug("closing a failed PostgreSQL pool: %s", type(exc).__name__)
+
     def _error(self, exc: BaseException) -> StoreError:
         text = str(exc).strip() or type(exc).__name__
         return StoreError(redact(text.splitlines()[0] if "\n" in text else text, self.url))
@@ -221,6 +231,7 @@ class PgStore:
         outcome: dict[str, Any] = {}
 
         def work() -> T:
+            from psycopg import OperationalError
             from psycopg_pool import PoolTimeout
 
             pool = self._get_pool()
@@ -232,7 +243,13 @@ class PgStore:
                     finally:
                         in_use.pop("conn", None)
             except PoolTimeout:
+                self._reset(pool)
                 raise StoreError(redact(self._diagnose(), self.url)) from None
+            except OperationalError:
+                # The server went away (or never answered): start over with a fresh pool next time
+                # rather than wait out the pool's own reconnect backoff (up to minutes).
+                self._reset(pool)
+                raise
 
         done = trio.Event()
 
