@@ -232,16 +232,21 @@ class PgStore:
 
         def work() -> T:
             from psycopg import OperationalError
-            from psycopg_pool import PoolTimeout
+            from psycopg_pool import PoolClosed, PoolTimeout
 
             pool = self._get_pool()
             try:
-                with pool.connection() as conn:
-                    in_use["conn"] = conn
-                    try:
-                        return fn(conn)
-                    finally:
-                        in_use.pop("conn", None)
+                try:
+                    conn = pool.getconn()
+                except PoolClosed:  # another thread just replaced a failed pool: use the new one
+                    pool = self._get_pool()
+                    conn = pool.getconn()
+                in_use["conn"] = conn
+                try:
+                    return fn(conn)
+                finally:
+                    in_use.pop("conn", None)
+                    pool.putconn(conn)  # rolls back whatever fn left open; closes it if broken
             except PoolTimeout:
                 self._reset(pool)
                 raise StoreError(redact(self._diagnose(), self.url)) from None
