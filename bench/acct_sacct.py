@@ -121,7 +121,7 @@ def main() -> None:
                 cli_times.append(time.perf_counter() - began)
                 lines = len(out.splitlines())
         print(f"loaded {args.records} records in {load_secs:.1f}s; user7 has {found} records in the last day")
-        print("plan: " + " | ".join(r[0].strip() for r in plan[:3]))
+        print("plan: " + " | ".join(r[0].strip() for r in plan if "Scan" in r[0] or "Cond" in r[0]))
         print_table(
             ["what", "runs", "median ms", "max ms"],
             [
