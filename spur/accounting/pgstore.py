@@ -57,7 +57,20 @@ _STEP_COLUMNS = (
     "ntasks",
     "nodelist",
 )
-_STEP_TYPES = ("text", "bigint", "float8", "text", "text", "text", "int", "float8", "float8", "int", "int", "text")
+_STEP_TYPES = (
+    "text",
+    "bigint",
+    "float8",
+    "text",
+    "text",
+    "text",
+    "int",
+    "float8",
+    "float8",
+    "int",
+    "int",
+    "text",
+)
 # Steps of a whole batch in ONE statement (column arrays through unnest): a job has several steps, and a
 # statement per step row would halve the flush rate.
 _UPSERT_STEPS = (
@@ -211,9 +224,12 @@ class PgStore:
         except Exception as exc:
             log.debug("closing a failed PostgreSQL pool: %s", type(exc).__name__)
 
-    def _error(self, exc: BaseException) -> StoreError:
+    def _error(self, exc: BaseException | str) -> StoreError:
+        """A StoreError with libpq's message on one line and no password."""
         text = str(exc).strip() or type(exc).__name__
-        return StoreError(redact(text.splitlines()[0] if "\n" in text else text, self.url))
+        return StoreError(
+            redact("; ".join(line.strip() for line in text.splitlines() if line.strip()), self.url)
+        )
 
     def _diagnose(self) -> str:
         """Why no connection: connect once directly to get libpq's reason (pool timeouts hide it)."""
@@ -235,9 +251,17 @@ class PgStore:
         outcome: dict[str, Any] = {}
 
         def work() -> T:
+            import psycopg
             from psycopg import OperationalError
             from psycopg_pool import PoolClosed, PoolTimeout
 
+            if self._pool is None:
+                # Probe before building a pool: a database that is down fails here at once, with libpq's
+                # reason, instead of after the pool's wait (and its reconnect loop) in every retry.
+                try:
+                    psycopg.connect(self.url, connect_timeout=max(1, int(self._connect_timeout))).close()
+                except psycopg.Error as exc:
+                    raise self._error(exc) from None
             pool = self._get_pool()
             try:
                 try:
@@ -253,7 +277,7 @@ class PgStore:
                     pool.putconn(conn)  # rolls back whatever fn left open; closes it if broken
             except PoolTimeout:
                 self._reset(pool)
-                raise StoreError(redact(self._diagnose(), self.url)) from None
+                raise self._error(self._diagnose()) from None
             except OperationalError:
                 # The server went away (or never answered): start over with a fresh pool next time
                 # rather than wait out the pool's own reconnect backoff (up to minutes).
