@@ -160,12 +160,12 @@ def _step_rows(record: JobRecord) -> list[tuple[Any, ...]]:
                 float(record["submit_time"]),
                 str(step["step_id"]),
                 spec.get("name") or (argv[0].rsplit("/", 1)[-1] if argv else ""),
-                step.get("state", ""),
+                step.get("state", "RUNNING"),
                 int(step.get("exit_code", 0)),
                 float(step.get("start_time", 0.0)),
                 float(step.get("end_time", 0.0)),
                 sum(int(a.get("cpus", 0)) for a in alloc),
-                sum(int(a.get("tasks", 0)) for a in alloc),
+                sum(int(a.get("tasks", 1)) for a in alloc),
                 compress([a["node"] for a in alloc]) if alloc else "",
             )
         )
