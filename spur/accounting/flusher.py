@@ -81,6 +81,9 @@ class AccountingFlusher:
                 began = trio.current_time()
                 written = await store.write_records(batch)
             except StoreError as exc:
+                # Migrate again before the next write: the database may have been replaced meanwhile
+                # (restored from a backup, recreated empty); migrating a current schema is a no-op.
+                migrated = False
                 runtime.status.flush_errors += 1
                 runtime.status.set_state(UNAVAILABLE, str(exc))
                 await self._back_off()

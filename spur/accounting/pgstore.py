@@ -195,6 +195,7 @@ class PgStore:
                 # The pool's own reconnect loop logs every failed attempt (with the host); our callers
                 # report the state once per change instead.
                 logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+                logging.getLogger("psycopg").setLevel(logging.ERROR)  # e.g. "error ignored terminating"
                 self._pool = ConnectionPool(
                     self.url,
                     min_size=1,
@@ -346,6 +347,9 @@ class PgStore:
             rows = [(*record_columns(r), json.dumps(r["job"], separators=(",", ":"))) for r in records]
             steps = [s for r in records for s in _step_rows(r)]
             with conn.transaction(), conn.cursor() as cur:
+                # Records leave the outbox once this commits: the commit must be durable even where the
+                # server's default is synchronous_commit = off.
+                cur.execute("SET LOCAL synchronous_commit = on")
                 cur.executemany(_UPSERT_JOB, rows)
                 if steps:
                     cur.execute(_UPSERT_STEPS, [list(column) for column in zip(*steps, strict=True)])
@@ -439,6 +443,7 @@ def _migrate(conn: Any) -> int:
 def migrate_to(conn: Any, target: int) -> int:
     """Apply migrations up to ``target`` only (same lock and bookkeeping as :meth:`PgStore.migrate`)."""
     with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SET LOCAL synchronous_commit = on")
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
         cur.execute(SCHEMA_VERSION_TABLE)
         cur.execute("SELECT coalesce(max(version), 0) FROM spur_schema_version")
