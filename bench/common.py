@@ -45,6 +45,7 @@ class BenchController:
     proc: Proc
     address: str
     root: Path
+    rest_address: str = ""
 
     @property
     def pid(self) -> int:
@@ -72,11 +73,14 @@ def controller(
     with tempfile.TemporaryDirectory(prefix="spur-bench-") as tmp:
         base = root or Path(tmp)
         port = free_port()
+        rest_port = free_port()
         conf = base / "spur.conf"
         conf.write_text(
             'cluster_name = "bench"\n'
             "[controller]\n"
             f'state_dir = "{base / "state"}"\n'
+            f'rest_addr = "127.0.0.1:{rest_port}"\n'
+            'metrics_addr = "127.0.0.1:0"\n'
             f"wal_fsync = {'true' if wal_fsync else 'false'}\n"
             f"heartbeat_interval_secs = {heartbeat_interval_secs}\n"
             f"node_timeout_secs = {node_timeout_secs}\n"
@@ -97,7 +101,7 @@ def controller(
 
         try:
             wait_for(up, timeout=30, what="spurctld")
-            yield BenchController(proc, f"127.0.0.1:{port}", base)
+            yield BenchController(proc, f"127.0.0.1:{port}", base, f"127.0.0.1:{rest_port}")
         finally:
             proc.kill()
 

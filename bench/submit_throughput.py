@@ -1,7 +1,7 @@
 """Submission throughput of one controller over the gRPC API.
 
     python -m bench.submit_throughput [--jobs 500] [--clients 1,8,64] [--repeat 3] [--fsync on,off]
-                                      [--modes separate,pipelined] [--profile]
+                                      [--modes separate,pipelined] [--profile] [--compare-auth]
 
 Starts a real spurctld (no agents, so jobs stay pending) for every run, so each run starts from an
 empty queue. For each WAL setting (``controller.wal_fsync``), mode and client count it submits ``--jobs``
@@ -13,7 +13,9 @@ jobs and prints jobs/s, median over ``--repeat`` runs:
   controller's Raft group commit writes all proposals that arrived during one fsync as one append.
 
 A ``GetControllers`` row (a unary call that touches no state) gives the bare RPC round trip for
-comparison. ``--profile`` samples the controller with py-spy (``pip install py-spy``) while one client
+comparison. ``--compare-auth`` instead runs every setting twice, with ``[auth] mode = "disabled"`` and
+with ``mode = "required"`` (every call carries a JWT, as the CLI does), alternating the runs, and prints
+both rates and the overhead of authentication. ``--profile`` samples the controller with py-spy (``pip install py-spy``) while one client
 submits, and prints where its CPU goes. Figures only; nothing here asserts.
 """
 
@@ -21,12 +23,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import trio
 
 from bench.common import Profiler, controller, median, print_table
-from spur.auth.identity import identity_metadata
+from spur.auth.identity import current_identity, identity_metadata
+from spur.auth.tokens import mint
 from spur.rpc.channel import open_channel
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.stub import controller_stub
@@ -34,9 +39,34 @@ from spur.rpc.stub import controller_stub
 SPEC = pb.JobSpec(name="bench", script="#!/bin/sh\ntrue\n", work_dir="/tmp")
 
 
-async def submit_all(address: str, jobs: int, clients: int, mode: str, method: str = "SubmitJob") -> float:
+BENCH_KEY = b"bench-cluster-key-0123456789abcdef0123456789"
+
+
+def _auth_setup(auth: str, tmp: Path) -> tuple[str, dict[str, str]]:
+    """Config lines and client metadata for ``[auth] mode = auth`` ("" leaves the default)."""
+    if not auth:
+        return "", {}
+    key = tmp / "jwt.key"
+    key.write_bytes(BENCH_KEY)
+    key.chmod(0o600)
+    conf = f'[auth]\nmode = "{auth}"\njwt_key_file = "{key}"\nbroker_socket = "{tmp / "auth.sock"}"\n'
+    if auth == "disabled":
+        return conf, {}
+    me = current_identity()
+    token = mint(BENCH_KEY, me.user, me.uid, now=time.time(), ttl_secs=3600)
+    return conf, {"authorization": f"Bearer {token}"}
+
+
+async def submit_all(
+    address: str,
+    jobs: int,
+    clients: int,
+    mode: str,
+    method: str = "SubmitJob",
+    extra_md: dict[str, str] | None = None,
+) -> float:
     """Submit ``jobs`` jobs from ``clients`` concurrent callers; returns jobs/s."""
-    md = identity_metadata()
+    md = {**identity_metadata(), **(extra_md or {})}
     per_client = [jobs // clients + (1 if i < jobs % clients else 0) for i in range(clients)]
     request = pb.SubmitJobRequest(spec=SPEC) if method == "SubmitJob" else pb.Empty()
 
@@ -62,9 +92,69 @@ async def submit_all(address: str, jobs: int, clients: int, mode: str, method: s
         return jobs / (time.perf_counter() - start)
 
 
-def one_run(fsync: bool, jobs: int, clients: int, mode: str, method: str = "SubmitJob") -> float:
-    with controller(wal_fsync=fsync) as ctl:
-        return trio.run(submit_all, ctl.address, jobs, clients, mode, method)
+def one_run(
+    fsync: bool, jobs: int, clients: int, mode: str, method: str = "SubmitJob", auth: str = ""
+) -> float:
+    return measured_run(fsync, jobs, clients, mode, method, auth)[0]
+
+
+def measured_run(
+    fsync: bool, jobs: int, clients: int, mode: str, method: str = "SubmitJob", auth: str = ""
+) -> tuple[float, float]:
+    """(calls/s, controller CPU ms per call); the CPU figure is the one a busy machine distorts least."""
+    with tempfile.TemporaryDirectory(prefix="spur-bench-auth-") as tmp:
+        conf, md = _auth_setup(auth, Path(tmp))
+        with controller(wal_fsync=fsync, extra=conf) as ctl:
+            before = ctl.cpu_secs()
+            rate = trio.run(submit_all, ctl.address, jobs, clients, mode, method, md)
+            return rate, (ctl.cpu_secs() - before) * 1000 / jobs
+
+
+def compare_auth(args: argparse.Namespace, fsyncs: list[str], clients: list[int]) -> None:
+    """Required vs disabled, alternating runs so machine noise hits both alike."""
+    rows = []
+    for fs in fsyncs:
+        for mode in args.modes.split(","):
+            for n in clients:
+                rates: dict[str, list[float]] = {"disabled": [], "required": []}
+                cpu: dict[str, list[float]] = {"disabled": [], "required": []}
+                for _ in range(args.repeat):
+                    for auth in ("disabled", "required"):
+                        rate, ms = measured_run(fs == "on", args.jobs, n, mode, auth=auth)
+                        rates[auth].append(rate)
+                        cpu[auth].append(ms)
+                off, on = median(rates["disabled"]), median(rates["required"])
+                cpu_off, cpu_on = median(cpu["disabled"]), median(cpu["required"])
+                rows.append(
+                    (
+                        fs,
+                        mode,
+                        n,
+                        off,
+                        on,
+                        f"{on / off:.3f}",
+                        f"{cpu_off:.3f}",
+                        f"{cpu_on:.3f}",
+                        f"{(cpu_on / cpu_off - 1) * 100:+.1f}%",
+                        _fmt(rates["disabled"]) + " | " + _fmt(rates["required"]),
+                    )
+                )
+    print_table(
+        [
+            "fsync",
+            "mode",
+            "clients",
+            "disabled/s",
+            "required/s",
+            "rate ratio",
+            "ctl CPU ms/call (off)",
+            "(on)",
+            "CPU overhead",
+            "runs/s (off | on)",
+        ],
+        rows,
+        title=f"SubmitJob throughput, [auth] disabled vs required, {args.jobs} jobs per run (medians)",
+    )
 
 
 def profile(jobs: int, seconds: float) -> None:
@@ -84,9 +174,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--modes", default="separate,pipelined")
     ap.add_argument("--no-fsync", action="store_true", help="same as --fsync off")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller (1 client)")
+    ap.add_argument(
+        "--compare-auth", action="store_true", help='[auth] mode "disabled" vs "required" (JWT on every call)'
+    )
     args = ap.parse_args(argv)
     fsyncs = ["off"] if args.no_fsync else args.fsync.split(",")
     clients = [int(c) for c in args.clients.split(",")]
+    if args.compare_auth:
+        compare_auth(args, fsyncs, clients)
+        return
     rows = []
     for fs in fsyncs:
         runs = [one_run(fs == "on", args.jobs, 1, "separate", "GetControllers") for _ in range(args.repeat)]

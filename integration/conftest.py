@@ -22,7 +22,7 @@ def _cleanup_jobs(c: Cluster) -> None:
     import os
     import signal
 
-    for agent_dir in c.root.glob("agent-*/jobs/*"):
+    for agent_dir in [*c.root.glob("agent-*/jobs/*"), *c.root.glob("agent-*/clusters/*/jobs/*")]:
         for name in ("pgid", "pid"):
             f = agent_dir / name
             if f.exists():

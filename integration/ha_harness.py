@@ -74,6 +74,7 @@ class Member:
     netns: str | None = None
     veth: str | None = None  # host-side veth (netns mode)
     proc: Proc | None = None
+    rest_port: int = 0  # REST API port (0: any free one, not reachable by tests)
 
     @property
     def address(self) -> str:
@@ -126,6 +127,7 @@ class HACluster:
                     log_path=self.root / f"spurctld{i}.log",
                     netns=f"spur{self._token}n{i}" if self.netns else None,
                     veth=f"spv{self._token}n{i}" if self.netns else None,
+                    rest_port=6820 if self.netns else free_port(),
                 )
             )
 
@@ -179,6 +181,8 @@ class HACluster:
             f"node_id = {m.node_id}\n"
             f'raft_listen_addr = "{m.host}:{m.raft_port}"\n'
             f'state_dir = "{m.state_dir}"\n'
+            f'rest_addr = "{m.host}:{m.rest_port}"\n'
+            f'metrics_addr = "{m.host}:0"\n'
             "heartbeat_interval_secs = 1\n"
             "node_timeout_secs = 6\n"
             "kill_grace_secs = 2\n" + timing + "[scheduler]\n"

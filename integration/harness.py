@@ -75,6 +75,8 @@ def spurd_argv(
         str(memory_mb),
         "--kill-grace",
         "2",
+        "--metrics-addr",
+        "127.0.0.1:0",
         *(extra or []),
     ]
 
@@ -117,7 +119,13 @@ class Cluster:
     root: Path
     conf_extra: str = ""
     port: int = field(default_factory=free_port)
+    rest_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
     controller: Proc | None = None
+    # Start agents with ``-f spur.conf`` too (they then read [auth] and the cluster name from it).
+    agent_conf: bool = False
+    # Extra metadata on every call of :meth:`call` (e.g. an ``authorization`` header).
+    metadata: dict[str, str] = field(default_factory=dict)
     agents: dict[str, Proc] = field(default_factory=dict)
     agent_ports: dict[str, int] = field(default_factory=dict)
 
@@ -139,6 +147,8 @@ class Cluster:
             'cluster_name = "itest"\n'
             "[controller]\n"
             f'state_dir = "{self.root / "ctl"}"\n'
+            f'rest_addr = "127.0.0.1:{self.rest_port}"\n'
+            f'metrics_addr = "127.0.0.1:{self.metrics_port}"\n'
             "heartbeat_interval_secs = 1\n"
             "node_timeout_secs = 4\n"
             "kill_grace_secs = 2\n"
@@ -154,6 +164,17 @@ class Cluster:
         wait_for(self._controller_up, timeout=20, what="spurctld to answer")
         return self.controller
 
+    def wait_rest(self, timeout: float = 20) -> None:
+        """Wait until spurctld's REST API (and its metrics endpoint) accept connections."""
+
+        def up() -> bool:
+            for port in (self.rest_port, self.metrics_port):
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    pass
+            return True
+
+        wait_for(up, timeout=timeout, what="the REST API and metrics of spurctld")
+
     def _controller_up(self) -> bool:
         if self.controller and not self.controller.alive():
             raise AssertionError(f"spurctld exited:\n{self.controller.log()}")
@@ -167,6 +188,8 @@ class Cluster:
         self, name: str, cpus: int = 2, memory_mb: int = 4000, extra: list[str] | None = None
     ) -> Proc:
         port = self.agent_ports.setdefault(name, free_port())
+        if self.agent_conf:
+            extra = ["-f", str(self.root / "spur.conf"), *(extra or [])]
         argv = spurd_argv(self.root, name, [self.address], "127.0.0.1", port, cpus, memory_mb, extra)
         proc = Proc(argv, self.root / f"spurd-{name}.log", self.env).start()
         self.agents[name] = proc
@@ -209,7 +232,7 @@ class Cluster:
         from spur.rpc.channel import open_channel
         from spur.rpc.stub import controller_stub
 
-        md = identity_metadata()
+        md = {**identity_metadata(), **self.metadata}
 
         async def run() -> Any:
             async with open_channel(self.address, metadata_provider=lambda: md) as ch:

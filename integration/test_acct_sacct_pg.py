@@ -128,7 +128,8 @@ def test_sreport_and_sdiag_with_a_database(db_cluster: Cluster, pg_db: str, tmp_
     assert "\tStatus:            connected" in diag and "Schema version:    2" in diag
     assert "Records flushed:   1" in diag and "s3cret-pw" not in diag and "spur:***@" in diag
     config = c.cli("scontrol", "show", "config").stdout
-    assert "AccountingStorageType        = accounting_storage/postgresql" in config
+    assert "AccountingStorageType   = accounting_storage/postgresql" in config
+    assert "ClusterName             = itest" in config
     assert "AccountingStorageOutboxDepth = 0" in config
 
 

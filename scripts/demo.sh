@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Install Spur, start a local controller and agent, run a sample batch job and show its output.
+# Each stage is announced with the elapsed time; the daemons' logs stay in the work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$SECONDS
+say() { echo "demo: [$((SECONDS - t0))s] $*" >&2; }
+say "setting up .venv (scripts/setup.sh)"
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 work=$(mktemp -d /tmp/spur-demo.XXXXXX)
@@ -9,17 +13,20 @@ cleanup() { kill "${agent_pid:-}" "${ctl_pid:-}" 2>/dev/null || true; wait 2>/de
 trap cleanup EXIT
 export SPUR_CONTROLLER=localhost:6817
 
+say "starting spurctld (log: $work/spurctld.log)"
 spurctld -D --state-dir "$work/state" >"$work/spurctld.log" 2>&1 & ctl_pid=$!
 until scontrol ping >/dev/null 2>&1; do
   kill -0 "$ctl_pid" 2>/dev/null || { cat "$work/spurctld.log"; exit 1; }
   sleep 0.2
 done
+say "controller up; starting spurd (log: $work/spurd.log)"
 spurd -D --controller http://localhost:6817 --state-dir "$work/agent" >"$work/spurd.log" 2>&1 & agent_pid=$!
 until [ -n "$(sinfo -h -t idle,mix,alloc 2>/dev/null)" ]; do
   kill -0 "$agent_pid" 2>/dev/null || { cat "$work/spurd.log"; exit 1; }
   sleep 0.2
 done
 
+say "node registered; submitting a job"
 cat > "$work/hello.sh" <<'JOB'
 #!/bin/bash
 #SBATCH -J hello
@@ -36,4 +43,4 @@ while [ -n "$(squeue -h -j 1 -t PD,R,CG 2>/dev/null)" ]; do sleep 0.2; done
 echo "\$ scontrol show job 1 | grep JobState"; scontrol show job 1 | grep JobState
 echo "\$ cat spur-1.out"; cat spur-1.out
 echo "\$ spur run -- hostname"; spur run -- hostname
-echo "(state and logs in $work)"
+say "done (state and logs in $work)"

@@ -1,35 +1,81 @@
 #!/usr/bin/env bash
-# Create .venv and install Spur, its plugins and the development tools into it. Idempotent.
+# Create .venv and install Spur, its plugins and the development tools into it; generate the man
+# pages (.venv/share/man) and shell completion (.venv/share/spur). Idempotent. Shows each step with
+# its elapsed time (and, on a terminal, what pip is fetching); the full log is .venv/install.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+t_start=$SECONDS
+say() { echo "setup: $*" >&2; }
 if ! "$PY" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
-  echo "setup: Python 3.11 or newer is required (found: $("$PY" --version 2>&1))" >&2
+  say "Python 3.11 or newer is required (found: $("$PY" --version 2>&1))"
   exit 1
 fi
-# PostgreSQL (accounting tests start a private cluster with its initdb/pg_ctl): Debian's package.
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: PostgreSQL not found; running: apt-get install -y postgresql" >&2
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >&2
-  else
-    echo "setup: PostgreSQL not found and not root: accounting tests will be skipped (install postgresql)" >&2
+log=.venv/install.log
+
+# step MESSAGE COMMAND...: run COMMAND with its output in the log; show progress, fail with the log's tail.
+step() {
+  local msg=$1 t0=$SECONDS pid rc=0 i=0 last=0 spin='-\|/' what
+  shift
+  say "$msg ..."
+  "$@" >>"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ -t 2 ]; then
+      what=$(grep -aoE '(Collecting|Downloading|Building|Installing collected packages)[^ ]* ?[^ ]*' "$log" 2>/dev/null | tail -n 1 | cut -c1-48 || true)
+      printf '\r  %s %3ds %-48s' "${spin:i++%4:1}" $((SECONDS - t0)) "$what" >&2
+    elif [ $((SECONDS - t0 - last)) -ge 10 ]; then
+      last=$((SECONDS - t0)); say "  ... still $msg (${last}s)"
+    fi
+    sleep 0.2
+  done
+  wait "$pid" || rc=$?
+  [ -t 2 ] && printf '\r%-60s\r' '' >&2
+  if [ "$rc" -ne 0 ]; then
+    tail -n 40 "$log" >&2
+    say "$msg failed after $((SECONDS - t0))s (full log: $log)"
+    exit 1
   fi
-fi
+  say "  done in $((SECONDS - t0))s"
+}
+
 if [ ! -x .venv/bin/python ]; then
+  mkdir -p .venv
+  say "creating the virtual environment .venv"
   "$PY" -m venv .venv
 fi
 stamp=.venv/.spur-installed
 want=$(cat pyproject.toml plugins/*/pyproject.toml | sha1sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: installing Spur and its dependencies into .venv (log: .venv/install.log)" >&2
-  {
-    .venv/bin/python -m pip install --upgrade pip &&
-    .venv/bin/python -m pip install -e '.[dev]' &&
-    for plugin in plugins/*/; do
-      .venv/bin/python -m pip install --no-deps -e "$plugin" || exit 1
-    done
-  } > .venv/install.log 2>&1 || { tail -n 40 .venv/install.log >&2; echo "setup: install failed" >&2; exit 1; }
-  echo "$want" > "$stamp"
+  : >"$log"
+  say "installing Spur into .venv (log: $log)"
+  step "upgrading pip" .venv/bin/python -m pip install --progress-bar off --upgrade pip
+  step "installing Spur and its dependencies (trio, h2, protobuf, marshmallow, cyclopts, pluggy) and the dev tools" \
+    .venv/bin/python -m pip install --progress-bar off -e '.[dev]'
+  for plugin in plugins/*/; do
+    step "installing plugin $(basename "$plugin")" .venv/bin/python -m pip install --progress-bar off --no-deps -e "$plugin"
+  done
+  echo "$want" >"$stamp"
 fi
+
+# `man sbatch`: man-db searches .venv/share/man by itself when .venv/bin is on PATH.
+if ! command -v man >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "installing man-db (the man command)" sh -c 'apt-get install -y man-db || { apt-get update && apt-get install -y man-db; }'
+fi
+command -v man >/dev/null 2>&1 || say "note: no 'man' command here (as root, setup installs man-db); the pages are in .venv/share/man"
+.venv/bin/python -m spur.cli.manpages .venv/share/man >/dev/null
+mkdir -p .venv/share/spur
+.venv/bin/spur completion bash >.venv/share/spur/completion.bash
+.venv/bin/spur completion zsh >.venv/share/spur/_spur
+# PostgreSQL (the accounting tests and benchmarks start a private server with its initdb/pg_ctl).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing PostgreSQL (apt-get install -y postgresql)" \
+      sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }'
+  else
+    say "PostgreSQL not found and not root: the accounting tests will be skipped (install postgresql)"
+  fi
+fi
+
+say "ready in $((SECONDS - t_start))s: export PATH=\"$PWD/.venv/bin:\$PATH\" (man pages follow PATH);" \
+  "completion: source $PWD/.venv/share/spur/completion.bash"

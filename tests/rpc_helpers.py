@@ -11,7 +11,7 @@ import h2.events
 import trio
 
 from spur.rpc.proto import spur_pb2 as pb
-from spur.rpc.server import CallContext, Interceptor, Server
+from spur.rpc.server import CallContext, Interceptor, Observer, Server
 from spur.rpc.status import RpcError, StatusCode
 
 CONTROLLER = pb.DESCRIPTOR.services_by_name["Controller"]
@@ -115,9 +115,10 @@ async def start_server(
     interceptor: Interceptor | None = None,
     max_message_bytes: int = 64 * MB,
     controller: ControllerServicer | None = None,
+    observer: Observer | None = None,
 ) -> Running:
     """Serve the test Controller and Agent on loopback inside ``nursery``; cancel ``scope`` to stop."""
-    server = Server(interceptor=interceptor, max_message_bytes=max_message_bytes)
+    server = Server(interceptor=interceptor, max_message_bytes=max_message_bytes, observer=observer)
     controller = controller or ControllerServicer()
     server.add_service(CONTROLLER, controller)
     agent = AgentServicer()

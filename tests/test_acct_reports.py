@@ -143,8 +143,8 @@ def test_sdiag_and_show_config_text() -> None:
     assert "DBD Agent queue size: 3" in text and "Jobs submitted: 5" in text
     assert "\tStatus:            unavailable: connection refused" in text
     assert "\tLast flush:        never" in text
-    config = sdiag.config_text(d)
-    assert "AccountingStorageOutboxDepth = 3" in config
-    assert "AccountingStorageType        = accounting_storage/postgresql" in config
+    rows = dict(sdiag.config_rows(d))
+    assert rows["AccountingStorageOutboxDepth"] == "3"
+    assert rows["AccountingStorageType"] == "accounting_storage/postgresql"
     bare = sdiag.diag_text(apb.DiagResponse(now=NOW))
     assert "not configured" in bare and "Last flush" not in bare

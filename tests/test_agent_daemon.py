@@ -175,6 +175,13 @@ async def wait_for_text(path: Path, text: str) -> None:
         await trio.sleep(0.02)
 
 
+async def wait_for_tasks(job_dir: JobDir) -> dict:
+    """The shim writes tasks.json just after the job starts: poll for it (inside the caller's deadline)."""
+    while (tasks := job_dir.read("tasks.json")) is None:
+        await trio.sleep(0.02)
+    return tasks  # type: ignore[return-value]
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -279,7 +286,7 @@ async def test_job_survives_agent_kill_and_is_readopted(cluster: Cluster, log_on
         await wait_for_text(cluster.work / "spur-11.out", "started")
         first.kill()  # SIGKILL: no chance to clean up
         first.wait()
-        pgid = JobDir(cluster.state_dir / "jobs" / "11").read("tasks.json")["pgid"]  # type: ignore[index]
+        pgid = (await wait_for_tasks(JobDir(cluster.state_dir / "jobs" / "11")))["pgid"]
         assert _alive(pgid)
 
         cluster.start_agent()
@@ -307,7 +314,7 @@ async def test_sigterm_stops_agent_but_not_jobs(cluster: Cluster, log_on_failure
         proc.send_signal(signal.SIGTERM)
         rc = await trio.to_thread.run_sync(proc.wait)
         assert rc == 0
-        pgid = JobDir(cluster.state_dir / "jobs" / "12").read("tasks.json")["pgid"]  # type: ignore[index]
+        pgid = (await wait_for_tasks(JobDir(cluster.state_dir / "jobs" / "12")))["pgid"]
         assert _alive(pgid)
         assert "shutting down (running jobs keep running)" in cluster.log.read_text()
 

@@ -477,8 +477,10 @@ async def test_vanished_shim_without_exit_status_is_a_failure(harness: Harness) 
             await wait_for_file(harness.work / "spur-62.out", "started")
         jd = JobDir(harness.state_dir / "jobs" / "62")
         shim_pid = jd.read("shim.json")["pid"]  # type: ignore[index]
+        while (tasks := jd.read("tasks.json")) is None:  # written by the shim just after the job starts
+            await trio.sleep(0.02)
         os.kill(shim_pid, signal.SIGKILL)
-        os.killpg(jd.read("tasks.json")["pgid"], signal.SIGKILL)  # type: ignore[index]
+        os.killpg(tasks["pgid"], signal.SIGKILL)
         while Path(f"/proc/{shim_pid}").exists() and "Z" not in Path(f"/proc/{shim_pid}/stat").read_text():
             await trio.sleep(0.02)
         async with running(harness.make()) as ex2:

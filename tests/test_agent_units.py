@@ -196,6 +196,7 @@ async def test_controller_link_fails_over_on_unavailable_only() -> None:
     link._stubs = [_FakeStub("a", StatusCode.UNAVAILABLE, calls), _FakeStub("b", None, calls)]  # type: ignore[list-item]
     link._current = 0
     link.call_timeout = 1
+    link.metadata = {}
     assert await link.call("Heartbeat", object()) == "b"
     assert link.current_target == "b:1"
     assert await link.call("Heartbeat", object()) == "b"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from spur.config import (
+    AdmissionMode,
     AgentBackend,
     AuthMode,
     ConfigError,
@@ -70,7 +71,7 @@ def test_no_file_gives_documented_defaults(monkeypatch: pytest.MonkeyPatch) -> N
     assert cfg.nodes == ()
     assert cfg.accounting.database_url is None and cfg.accounting.history_max_jobs == 100000
     assert (
-        cfg.auth.mode is AuthMode.DISABLED and cfg.auth.jwt_key is None and cfg.auth.token_ttl_secs == 86400
+        cfg.auth.mode is AuthMode.PERMISSIVE and cfg.auth.jwt_key is None and cfg.auth.token_ttl_secs == 86400
     )
     assert (cfg.network.wg_cidr, cfg.network.wg_enabled, cfg.network.wg_port) == (
         "10.44.0.0/16",
@@ -123,6 +124,7 @@ cluster_name = "full"
 [controller]
 listen_addr = "10.0.0.1:7817"
 rest_addr = "[::1]:7820"
+metrics_addr = "127.0.0.1:7822"
 raft_listen_addr = "10.0.0.1:7821"
 agent_port = 7818
 state_dir = "/srv/spur"
@@ -141,6 +143,7 @@ heartbeat_ms = 50
 interval_secs = 0.5
 plugin = "fifo"
 max_job_test = 50
+enforce_part_limits = "ALL"
 
 [[partitions]]
 name = "cpu"
@@ -170,11 +173,23 @@ name = "n2"
 [accounting]
 database_url = "postgresql://u@db/spur"
 history_max_jobs = 10
+enforce = ["associations", "limits"]
+
+[priority]
+weight_age = 1000
+weight_fairshare = 10000
+weight_job_size = 100
+weight_partition = 10
+weight_qos = 2000
+max_age = "1-00:00:00"
+decay_half_life = "2-00:00:00"
 
 [auth]
 jwt_key_file = "/etc/spur/key"
 mode = "required"
 token_ttl_secs = 60
+broker_socket = "/tmp/spur-auth.sock"
+broker_ttl_secs = 120
 
 [network]
 wg_cidr = "fd00:44::/64"
@@ -206,9 +221,21 @@ node_name = "n1"
 state_dir = "/srv/spur/agent"
 backend = "process"
 spool_dir = "/srv/spool"
+metrics_addr = "0.0.0.0:7824"
+join_token_file = "/etc/spur/join-token"
+
+[admission]
+mode = "token"
 
 [rest]
 enabled = false
+max_body_bytes = 4096
+max_json_depth = 8
+max_string_length = 128
+
+[metrics]
+enabled = false
+bind = "0.0.0.0:7822"
 """
 
 
@@ -234,6 +261,8 @@ def test_every_section_loads_typed_values() -> None:
     assert cfg.cluster.k0s_binary == Path("/opt/k0s")
     assert cfg.agent.controller == ("a:7817", "b:7817") and cfg.agent.backend is AgentBackend.PROCESS
     assert cfg.agent.spool_dir == Path("/srv/spool")
+    assert cfg.agent.join_token_file == Path("/etc/spur/join-token")
+    assert cfg.admission.mode is AdmissionMode.TOKEN
     assert cfg.rest.enabled is False
 
 
@@ -249,8 +278,10 @@ def test_full_sample_sets_every_key() -> None:
     for section in SECTIONS:
         got, want = getattr(cfg, section), getattr(default, section)
         same = [f.name for f in dataclasses.fields(got) if getattr(got, f.name) == getattr(want, f.name)]
-        # k0s is the only distro; jwt_key and jwt_key_file exclude each other
-        assert same == {"cluster": ["distro"], "auth": ["jwt_key"]}.get(section, []), (section, same)
+        # k0s is the only distro; jwt_key and jwt_key_file (join_token and join_token_file) exclude each other
+        assert same == {"cluster": ["distro"], "auth": ["jwt_key"], "agent": ["join_token"]}.get(
+            section, []
+        ), (section, same)
 
 
 def test_dump_defaults_parses_back_to_defaults() -> None:

@@ -54,3 +54,27 @@ def test_docs_reference_lists_every_key() -> None:
     assert '| `cluster_name` | `"spur"` |' in ref
     assert "| `node_timeout_secs` | `90` |" in ref
     assert len(SpurConfigSchema._declared_fields) == 1 + len(SECTIONS) + len(TABLE_ARRAYS)
+
+
+def test_kubernetes_example_conf_matches_the_statefulset() -> None:
+    cfg = load_config(ROOT / "examples" / "k8s" / "spur.conf")
+    assert cfg.cluster_name == "spur-k8s"
+    assert cfg.controller.peers == tuple(
+        f"spurctld-{i}.spurctld.spur.svc.cluster.local:6821" for i in range(3)
+    )
+    assert [resolve_node_id(cfg, f"spurctld-{i}") for i in range(3)] == [1, 2, 3]
+    assert cfg.controller.node_id is None
+    assert (cfg.scheduler.interval_secs, cfg.scheduler.plugin) == (2, "backfill")
+    assert cfg.default_partition.name == "default" and cfg.default_partition.state == "UP"
+    text = (ROOT / "examples" / "k8s" / "spur.conf").read_text()
+    assert "# [accounting]\n# database_url = " in text and "# [auth]\n" in text
+
+
+def test_kubernetes_example_conf_commented_sections_load_when_enabled(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "k8s" / "spur.conf").read_text()
+    enabled = text.replace("# [accounting]\n# ", "[accounting]\n").replace("# [auth]\n# mode", "[auth]\nmode")
+    enabled = enabled.replace("# jwt_key", "jwt_key")
+    (tmp_path / "spur.conf").write_text(enabled)
+    cfg = load_config(tmp_path / "spur.conf")
+    assert cfg.accounting.database_url.startswith("postgresql://")
+    assert cfg.auth.mode == "required" and cfg.auth.jwt_key

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import trio
@@ -54,6 +54,8 @@ class ControllerLink:
         self._stubs: list[Stub] = [controller_stub(ch) for ch in channels]
         self._current = 0
         self.call_timeout = call_timeout
+        # Headers sent with every call (the node credential once the agent holds one).
+        self.metadata: dict[str, str] = {}
 
     @property
     def current_target(self) -> str:
@@ -65,8 +67,9 @@ class ControllerLink:
         for step in range(len(self._stubs)):
             index = (self._current + step) % len(self._stubs)
             try:
+                extra = {"metadata": dict(self.metadata)} if self.metadata else {}
                 response = await getattr(self._stubs[index], name)(
-                    request, timeout=timeout or self.call_timeout
+                    request, timeout=timeout or self.call_timeout, **extra
                 )
             except RpcError as e:
                 # An isolated or overloaded controller times out rather than refusing: move on too.
@@ -83,11 +86,19 @@ class ControllerLink:
 
 @contextlib.asynccontextmanager
 async def open_controller_link(
-    targets: Sequence[str], *, connect_timeout: float = 5.0, call_timeout: float = 10.0
+    targets: Sequence[str],
+    *,
+    connect_timeout: float = 5.0,
+    call_timeout: float = 10.0,
+    metadata_provider: Callable[[], dict[str, str]] | None = None,
 ) -> AsyncIterator[ControllerLink]:
+    """``metadata_provider`` signs every call (spurd's daemon token)."""
     async with contextlib.AsyncExitStack() as stack:
         channels = [
-            await stack.enter_async_context(open_channel(t, connect_timeout=connect_timeout)) for t in targets
+            await stack.enter_async_context(
+                open_channel(t, connect_timeout=connect_timeout, metadata_provider=metadata_provider)
+            )
+            for t in targets
         ]
         yield ControllerLink(targets, channels, call_timeout=call_timeout)
 

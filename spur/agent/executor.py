@@ -29,6 +29,11 @@ Contracts:
   and SIGKILL ``kill_grace`` seconds later; the report says ``timed_out``. Cancel (signal 0) is the
   same sequence and says ``cancelled``. Any other signal is delivered as is.
 - Restarting spurd never kills jobs: on start every job dir without an acknowledged report is adopted.
+- Job state is kept per cluster id (:mod:`spur.agent.clusters`): the units, job dirs and tombstones of
+  the cluster whose launches this agent serves now (``cluster_id``), with those of earlier clusters
+  still supervised and reported (each report names its cluster). A launch naming another cluster
+  switches to that cluster's state, so job ids of a new cluster never collide with an old one's.
+  State from before cluster ids (``<state_dir>/jobs``, ``done``) is the "unknown cluster" ("").
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import trio
 from google.protobuf import json_format
 
 from spur.agent.backends import Backend, BackendError
+from spur.agent.clusters import ClusterDirs
 from spur.agent.environment import GpuOrdinal
 from spur.agent.jobdir import JobDir, dir_name, parse_dir_name, process_matches
 from spur.agent.launchspec import (
@@ -110,6 +116,7 @@ class TrackedJob:
     reported: bool = False
     streamed: bool = False
     run: int = 0  # the job's restart count when launched: a requeued job is a new run of the same id
+    cluster: str = ""  # id of the cluster that launched it ("" = unknown: state from before cluster ids)
 
     @property
     def key(self) -> UnitKey:
@@ -156,8 +163,8 @@ class Executor:
         interactive_retention: float = 600.0,
         shim_recheck_secs: float | None = None,
     ) -> None:
-        self.jobs_dir = state_dir / "jobs"
-        self.tombstones = state_dir / "done"
+        self.clusters = ClusterDirs(state_dir)
+        self.cluster_id = self.clusters.current()
         self.node_name = node_name
         self.backend = backend
         self.on_final = on_final
@@ -170,8 +177,45 @@ class Executor:
         # _SHIM_RECHECK_MAX_SECS), so a missed wake-up cannot strand a finished job. None: never.
         self.shim_recheck_secs = shim_recheck_secs
         self.suspensions = SuspensionBook(state_dir / "suspend")
-        self._jobs: dict[UnitKey, TrackedJob] = {}
+        self._books: dict[str, dict[UnitKey, TrackedJob]] = {self.cluster_id: {}}
         self._nursery: trio.Nursery | None = None
+
+    # ------------------------------------------------------------------ clusters
+
+    @property
+    def jobs_dir(self) -> Path:
+        """Job dirs of the current cluster."""
+        return self.clusters.jobs_dir(self.cluster_id)
+
+    @property
+    def tombstones(self) -> Path:
+        """Ended-unit markers of the current cluster."""
+        return self.clusters.done_dir(self.cluster_id)
+
+    @property
+    def _jobs(self) -> dict[UnitKey, TrackedJob]:
+        """Units of the current cluster."""
+        return self._books.setdefault(self.cluster_id, {})
+
+    def use_cluster(self, cluster_id: str) -> bool:
+        """Serve launches of ``cluster_id`` from now on (its own job state); True when it changed.
+
+        Units of the previous cluster keep running and are still reported, under their cluster id.
+        """
+        if not cluster_id or cluster_id == self.cluster_id:
+            return False
+        try:
+            self.clusters.set_current(cluster_id)
+        except (OSError, ValueError) as e:
+            raise BackendError(f"cannot keep job state for cluster {cluster_id}: {e}") from e
+        log.info(
+            "now serving cluster %s (job state of cluster %s kept apart)",
+            cluster_id,
+            self.cluster_id or "unknown",
+        )
+        self.cluster_id = cluster_id
+        self._books.setdefault(cluster_id, {})
+        return True
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -181,18 +225,24 @@ class Executor:
         self.tombstones.mkdir(parents=True, exist_ok=True)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self._prune_tombstones()
-            found = [(parse_dir_name(p.name), p) for p in self.jobs_dir.iterdir() if p.is_dir()]
-            for _key, path in sorted(
-                ((k, p) for k, p in found if k is not None), key=lambda kp: (kp[0][0], kp[0][1] or -1)
-            ):
-                await self._adopt(JobDir(path))
+            for cluster in self.clusters.known():
+                self._prune_tombstones(self.clusters.done_dir(cluster))
+                jobs_dir = self.clusters.jobs_dir(cluster)
+                if not jobs_dir.is_dir():
+                    continue
+                found = [(parse_dir_name(p.name), p) for p in jobs_dir.iterdir() if p.is_dir()]
+                for _key, path in sorted(
+                    ((k, p) for k, p in found if k is not None), key=lambda kp: (kp[0][0], kp[0][1] or -1)
+                ):
+                    await self._adopt(JobDir(path), cluster)
             task_status.started()
             await trio.sleep_forever()
 
-    def _prune_tombstones(self) -> None:
+    def _prune_tombstones(self, tombstones: Path) -> None:
         cutoff = self.clock.wall() - _TOMBSTONE_TTL
-        for path in self.tombstones.iterdir():
+        if not tombstones.is_dir():
+            return
+        for path in tombstones.iterdir():
             with contextlib.suppress(OSError):
                 if path.stat().st_mtime < cutoff:
                     path.unlink()
@@ -213,9 +263,27 @@ class Executor:
         """Every unit of ``job_id`` this agent tracks (batch/interactive first, then steps)."""
         return [j for j in self.jobs() if j.job_id == job_id]
 
+    def _reported_units(self) -> list[TrackedJob]:
+        """Units heartbeats speak for: the current cluster's, plus those of the unknown cluster ("",
+        state from before cluster ids), which may well be the current cluster's own."""
+        units = list(self._jobs.values())
+        if self.cluster_id:
+            units += self._books.get("", {}).values()
+        return units
+
     def running_job_ids(self) -> list[int]:
         """Jobs with anything still running here (a batch script, tasks or a step)."""
-        return sorted({j.job_id for j in self._jobs.values() if not j.finished.is_set()})
+        return sorted({j.job_id for j in self._reported_units() if not j.finished.is_set()})
+
+    def unreported_job_ids(self) -> list[int]:
+        """Jobs whose batch script or tasks ended here with a final report not yet acknowledged."""
+        return sorted(
+            {
+                j.job_id
+                for j in self._reported_units()
+                if j.step_id is None and j.finished.is_set() and not j.reported
+            }
+        )
 
     def knows(self, job_id: int, step_id: int | None = None) -> bool:
         return (job_id, step_id) in self._jobs or (self.tombstones / dir_name(job_id, step_id)).exists()
@@ -284,9 +352,10 @@ class Executor:
             return True
         jobdir = JobDir(self.jobs_dir / dir_name(job_id, step_id))
         if jobdir.exists():  # left by a launch that was interrupted before tracking began
-            await self._adopt(jobdir)
+            await self._adopt(jobdir, self.cluster_id)
             return True
-        job = TrackedJob(job_id, jobdir, None, step_id, run=run)
+        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        job = TrackedJob(job_id, jobdir, None, step_id, run=run, cluster=self.cluster_id)
         self._jobs[job.key] = job  # reserve the key before any await
         try:
             try:
@@ -348,15 +417,16 @@ class Executor:
 
     # ------------------------------------------------------------------ adoption
 
-    async def _adopt(self, jobdir: JobDir) -> None:
+    async def _adopt(self, jobdir: JobDir, cluster: str) -> None:
         key = (jobdir.job_id, jobdir.step_id)
-        if key in self._jobs:
+        book = self._books.setdefault(cluster, {})
+        if key in book:
             return
         data = jobdir.read("spec.json")
         spec = LaunchSpec.from_json(data) if data else None
-        job = TrackedJob(jobdir.job_id, jobdir, spec, jobdir.step_id)
+        job = TrackedJob(jobdir.job_id, jobdir, spec, jobdir.step_id, cluster=cluster)
         job.run = int((jobdir.read("run.json") or {}).get("run", 0))
-        self._jobs[key] = job
+        book[key] = job
         kill = jobdir.read("kill.json") or {}
         job.kill_reason = kill.get("reason")
         report = jobdir.read("report.json")
@@ -397,7 +467,9 @@ class Executor:
         job.nursery = None
         self._finish(job, self._final_report(job))
         if job.step_id is None:
-            for step in self.units_of(job.job_id):
+            for step in list(self._book_of(job).values()):
+                if step.job_id != job.job_id:
+                    continue
                 if step.step_id is not None and step.kill_reason is None and step.nursery is not None:
                     log.info("%s: the job ended; cancelling the step", step.name)
                     self._begin_termination(step, "cancel", self.kill_grace)
@@ -612,7 +684,7 @@ class Executor:
     # ------------------------------------------------------------------ final status
 
     def _new_report(self, job: TrackedJob) -> spur_pb2.JobStatusReport:
-        report = spur_pb2.JobStatusReport(job_id=job.job_id, node=self.node_name)
+        report = spur_pb2.JobStatusReport(job_id=job.job_id, node=self.node_name, cluster_id=job.cluster)
         if job.step_id is not None:
             report.step_id = job.step_id
         return report
@@ -671,9 +743,14 @@ class Executor:
 
     # ------------------------------------------------------------------ cleanup
 
-    def mark_reported(self, job_id: int, step_id: int | None = None) -> None:
-        """The controller acknowledged the final status of ``job_id`` (or of its step ``step_id``)."""
-        job = self._jobs.get((job_id, step_id))
+    def _book_of(self, job: TrackedJob) -> dict[UnitKey, TrackedJob]:
+        return self._books.setdefault(job.cluster, {})
+
+    def mark_reported(self, job_id: int, step_id: int | None = None, *, cluster: str | None = None) -> None:
+        """The controller acknowledged the final status of ``job_id`` (or of its step ``step_id``)
+        of ``cluster`` (default: the current cluster)."""
+        book = self._books.get(self.cluster_id if cluster is None else cluster, {})
+        job = book.get((job_id, step_id))
         if job is None or job.reported:
             return
         job.reported = True
@@ -704,13 +781,16 @@ class Executor:
         self._cleanup(job)
 
     def _cleanup(self, job: TrackedJob) -> None:
-        if self._jobs.get(job.key) is not job:
+        book = self._book_of(job)
+        if book.get(job.key) is not job:
             return
+        tombstones = self.clusters.done_dir(job.cluster)
         with contextlib.suppress(OSError):
-            (self.tombstones / dir_name(job.job_id, job.step_id)).write_text(str(job.run))
+            tombstones.mkdir(parents=True, exist_ok=True)
+            (tombstones / dir_name(job.job_id, job.step_id)).write_text(str(job.run))
         job.jobdir.remove()
-        del self._jobs[job.key]
-        if not self.units_of(job.job_id):
+        del book[job.key]
+        if not any(j.job_id == job.job_id for j in book.values()):
             self.suspensions.forget(job.job_id)
 
     async def wait_finished(self, job_id: int, step_id: int | None = None) -> spur_pb2.JobStatusReport:

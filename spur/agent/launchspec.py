@@ -134,6 +134,12 @@ def resolve_user(uid: int, name: str, *, euid: int, node: str) -> UserInfo:
     return UserInfo(entry.pw_name, uid, entry.pw_gid, entry.pw_dir, entry.pw_shell, groups)
 
 
+def job_gid(requested: int, user: UserInfo) -> int:
+    """The group a job runs as: the submitter's gid when it is one of the user's groups on this node,
+    else the user's primary group (a caller cannot pick a group it is not in, e.g. gid 0)."""
+    return requested if requested == user.gid or requested in user.groups else user.gid
+
+
 def _user_name(uid: int) -> str:
     try:
         return pwd.getpwuid(uid).pw_name
@@ -265,7 +271,7 @@ def build_launch_spec(
         node=node,
         user=user.name,
         uid=user.uid,
-        gid=job.gid,
+        gid=job_gid(job.gid, user),
         groups=list(user.groups),
         work_dir=work_dir,
         interactive=spec.interactive,
@@ -366,7 +372,7 @@ def build_step_launch_spec(
         node=node,
         user=user.name,
         uid=user.uid,
-        gid=job.gid,
+        gid=job_gid(job.gid, user),
         groups=list(user.groups),
         work_dir=work_dir,
         interactive=False,

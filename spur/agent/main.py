@@ -4,8 +4,10 @@ Startup order: discover hardware, re-adopt jobs left by an earlier agent, serve 
 then register with the controller (retrying while it is unreachable) and heartbeat. SIGTERM/SIGINT
 stop the agent cleanly; running jobs are left running and are adopted by the next agent.
 
-Settings come from flags, then ``--conf`` (spur.conf ``[agent]``), then built-in defaults. A bad flag or
-config value is one error message on stderr and exit code 2.
+Settings come from flags, then ``--conf`` or ``$SPUR_CONF`` (spur.conf ``[agent]``), then built-in
+defaults. A bad flag is one error message on stderr and exit code 2; a configuration file that cannot
+be read or is invalid exits 78 (see :mod:`spur.startup`, the same codes as spurctld); a port or state
+directory that cannot be used exits 1.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class UsageError(Exception):
     """A flag or config value is invalid; the message names it."""
 
 
+class ConfigFileError(UsageError):
+    """The configuration file cannot be read or is invalid (exit code ``spur.startup.EXIT_CONFIG``)."""
+
+
 class StartupError(Exception):
     """The agent cannot start (port in use, unusable state dir); the message says why."""
 
@@ -59,10 +65,24 @@ class AgentOptions:
     cluster_name: str = "spur"
     features: list[str] = field(default_factory=list)
     verbose: bool = False
+    join_token: str = ""  # [admission] mode = "token": presented at registration; never logged
+    # The config's [auth] section (None: built-in defaults); resolved into ``auth`` by main().
+    auth_cfg: Any = None
+    auth: Any = None  # spur.auth.keys.AuthSettings
+    metrics_addr: str | None = "127.0.0.1:6824"  # None: no metrics endpoint ([metrics] enabled = false)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spurd", description="Spur node agent")
+    """spurd's flags (also the option table of its man page, spurd.8)."""
+    from spur.cli.cmdinfo import version_line
+
+    p = argparse.ArgumentParser(
+        prog="spurd",
+        description="Spur node agent",
+        epilog="Exit codes: 0 stopped cleanly, 1 cannot start (port or state directory in use), "
+        "2 bad flag, 78 configuration error. The configuration file is --conf, else $SPUR_CONF.",
+    )
+    p.add_argument("-V", "--version", action="version", version=version_line())
     p.add_argument("-D", dest="foreground", action="store_true", help="run in the foreground (always)")
     p.add_argument("--controller", action="append", metavar="URL", help="controller address(es); repeatable")
     p.add_argument("--listen", metavar="HOST:PORT", help=f"agent gRPC address (default {DEFAULT_LISTEN})")
@@ -70,14 +90,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="node name (default: short hostname)")
     p.add_argument("--address", help="address the controller uses to reach this agent")
     p.add_argument("--state-dir", type=Path, help=f"agent state (default {DEFAULT_STATE_DIR})")
-    p.add_argument("-f", "--conf", "--config", dest="conf", type=Path, help="spur.conf")
+    p.add_argument("-f", "--conf", "--config", dest="conf", type=Path, help="spur.conf (default: $SPUR_CONF)")
     p.add_argument("--cpus", type=int, help="CPUs to offer (default: discovered)")
     p.add_argument("--memory-mb", type=int, help="memory in MiB to offer (default: discovered)")
     p.add_argument("--sysfs-root", type=Path, help="root of /proc and /sys for discovery (tests)")
     p.add_argument("--kill-grace", type=float, help="seconds between SIGTERM and SIGKILL (default 30)")
     p.add_argument("--backend", choices=["auto", "process", "systemd"], help="how jobs are started")
     p.add_argument("--heartbeat", type=float, metavar="SECS", help="heartbeat interval override")
+    p.add_argument(
+        "--metrics-addr", metavar="HOST:PORT", help="Prometheus metrics address (agent.metrics_addr; 'off' = none)"
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument(
+        "--join-token",
+        metavar="TOKEN",
+        help="join token from `spur token create` (visible in ps: prefer the file)",
+    )
+    p.add_argument(
+        "--join-token-file", type=Path, metavar="PATH", help="file holding the join token (mode 0600)"
+    )
     return p
 
 
@@ -99,20 +130,24 @@ def _load_config(path: Path) -> Any | None:
     try:
         return load_config(path)
     except ConfigError as e:
-        raise UsageError(str(e)) from None
+        raise ConfigFileError(str(e)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> AgentOptions:
     """Parse flags into options; raises UsageError for an invalid value (argparse errors exit 2)."""
+    import os
+
     from spur.agent.controller_link import normalize_controller
 
     args = _parser().parse_args(argv)
-    cfg = _load_config(args.conf) if args.conf else None
+    conf = args.conf or (Path(os.environ["SPUR_CONF"]) if os.environ.get("SPUR_CONF") else None)
+    cfg = _load_config(conf) if conf else None
     agent_cfg = getattr(cfg, "agent", None)
     opts = AgentOptions()
     if cfg is not None:
         opts.cluster_name = cfg.cluster_name
         opts.kill_grace = float(cfg.controller.kill_grace_secs)
+        opts.auth_cfg = cfg.auth
 
     raw_controllers = args.controller or (list(agent_cfg.controller) if agent_cfg else [DEFAULT_CONTROLLER])
     controllers: list[str] = []
@@ -158,6 +193,23 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         raise UsageError(f"invalid --heartbeat {args.heartbeat}: must be more than 0 seconds")
     opts.heartbeat = args.heartbeat
     opts.verbose = args.verbose
+    from spur.agent.join_token import JoinTokenError, resolve_join_token
+
+    try:
+        opts.join_token = resolve_join_token(
+            flag=args.join_token,
+            flag_file=args.join_token_file,
+            conf_token=agent_cfg.join_token if agent_cfg else None,
+            conf_file=agent_cfg.join_token_file if agent_cfg else None,
+        )
+    except JoinTokenError as e:
+        raise UsageError(str(e)) from None
+    if cfg is not None:
+        opts.metrics_addr = agent_cfg.metrics_addr if cfg.metrics.enabled and agent_cfg else None
+    if args.metrics_addr:
+        opts.metrics_addr = None if args.metrics_addr == "off" else args.metrics_addr
+        if opts.metrics_addr is not None:
+            _split_hostport(opts.metrics_addr, "--metrics-addr")
     return opts
 
 
@@ -172,13 +224,17 @@ async def run_agent(
     ``hardware`` defaults to discovering it under ``opts.sysfs_root``. Raises StartupError when the
     agent port cannot be bound or the state dir cannot be used.
     """
-    from spur.agent.backends import select_backend
+    from spur.agent.backends import BackendError, select_backend
     from spur.agent.controller_link import local_address_towards, open_controller_link
     from spur.agent.discovery import discover
     from spur.agent.executor import SHIM_RECHECK_SECS, Executor, gpu_ordinals_from
+    from spur.agent.join_token import CredentialKeeper
     from spur.agent.registration import Registrar
     from spur.agent.reporter import Reporter, report_key
     from spur.agent.service import AgentServicer
+    from spur.auth.broker import serve_broker
+    from spur.auth.guard import ServerAuth
+    from spur.auth.keys import load_settings
     from spur.rpc.proto import spur_pb2
     from spur.rpc.server import Server
 
@@ -199,14 +255,22 @@ async def run_agent(
         opts.state_dir,
     )
 
-    async with open_controller_link(opts.controllers) as link, trio.open_nursery() as nursery:
+    auth = ServerAuth(
+        opts.auth if opts.auth is not None else load_settings(opts.auth_cfg), daemon_name="spurd"
+    )
+    async with (
+        open_controller_link(opts.controllers, metadata_provider=auth.daemon_metadata) as link,
+        trio.open_nursery() as nursery,
+    ):
         executor: Executor | None = None
 
         def acked(report: spur_pb2.JobStatusReport) -> None:
             assert executor is not None
-            executor.mark_reported(*report_key(report))
+            job_id, step_id = report_key(report)
+            executor.mark_reported(job_id, step_id, cluster=report.cluster_id)
 
         reporter = Reporter(lambda r: link.call("ReportJobStatus", r), acked)
+        credentials = CredentialKeeper(opts.state_dir, link.metadata)
         executor = Executor(
             state_dir=opts.state_dir,
             node_name=opts.name,
@@ -222,8 +286,16 @@ async def run_agent(
             await nursery.start(executor.run)
         except OSError as e:
             raise StartupError(f"cannot use state directory {opts.state_dir}: {e.strerror or e}") from None
+        credentials.use(executor.cluster_id)
 
-        server = Server()
+        metrics = None
+        if opts.metrics_addr is not None:
+            from spur.metrics.agent import AgentMetrics
+
+            metrics = AgentMetrics(executor.jobs)
+        server = Server(
+            interceptor=auth, observer=metrics.observe_rpc if metrics is not None else None
+        )
 
         async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:
             response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))
@@ -237,8 +309,18 @@ async def run_agent(
             port = await nursery.start(server.serve, opts.listen_host, opts.listen_port)
         except OSError as e:
             raise StartupError(
-                f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}"
+                f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}; "
+                "stop the process holding that port (another spurd?) or choose another with --listen/--port"
             ) from None
+        await nursery.start(serve_broker, auth, name="auth-broker")
+        if metrics is not None and opts.metrics_addr is not None:
+            from spur.metrics.http import serve_metrics
+
+            m_host, m_port = _split_hostport(opts.metrics_addr, "--metrics-addr")
+            try:
+                await nursery.start(serve_metrics, metrics.registry, m_host, m_port)
+            except OSError as e:  # metrics are optional: the node keeps running jobs without them
+                log.error("metrics not served: cannot listen on %s: %s", opts.metrics_addr, e.strerror or e)
 
         async def build_request() -> spur_pb2.RegisterNodeRequest:
             address = opts.address or await local_address_towards(link.current_target)
@@ -261,16 +343,24 @@ async def run_agent(
                 arch=hardware.arch,
                 os=hardware.os,
                 features=opts.features,
+                join_token=opts.join_token,
             )
 
         def registered(response: spur_pb2.RegisterNodeResponse) -> None:
             if response.cluster_name:
                 cluster["name"] = response.cluster_name
+            if response.cluster_id:
+                try:
+                    executor.use_cluster(response.cluster_id)
+                except BackendError as e:
+                    log.error("%s", e)
+            credentials.registered(response.cluster_id, response.node_credential)
 
         registrar = Registrar(
             link.call,
             build_request=build_request,
             running_job_ids=executor.running_job_ids,
+            unreported_job_ids=executor.unreported_job_ids,
             node_name=opts.name,
             heartbeat_override=opts.heartbeat,
             on_registered=registered,
@@ -308,13 +398,22 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s spurd[%(process)d] %(levelname)s %(name)s: %(message)s",
     )
+    from spur.startup import EXIT_CONFIG, EXIT_USAGE
+
     try:
         opts = parse_args(argv)
     except UsageError as e:
         print(f"spurd: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG if isinstance(e, ConfigFileError) else EXIT_USAGE
     if opts.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
+    from spur.auth.keys import AuthConfigError, load_settings
+
+    try:
+        opts.auth = load_settings(opts.auth_cfg)
+    except AuthConfigError as e:
+        print(f"spurd: error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
     from spur.agent.discovery import DiscoveryError, discover
 
     try:

@@ -3,8 +3,9 @@
 ``Registrar.run`` registers (retrying with capped exponential backoff while no controller answers,
 one log line per failure), then heartbeats every interval with the running job ids. The interval is
 the controller's ``heartbeat_interval_secs`` unless overridden. A heartbeat answered ``known=false``
-(the controller lost or dropped this node) triggers a new registration; a failed heartbeat is logged
-and the next one is tried on schedule.
+(the controller lost or dropped this node) or refused (PERMISSION_DENIED: no valid node credential in
+``[admission] mode = "token"``) triggers a new registration; a failed heartbeat is logged and the next
+one is tried on schedule. A refused registration is retried with the same backoff, one line per attempt.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from spur.rpc.proto import spur_pb2
-from spur.rpc.status import RpcError
+from spur.rpc.status import RpcError, StatusCode
 
 __all__ = ["Registrar"]
 
@@ -34,6 +35,7 @@ class Registrar:
         node_name: str,
         heartbeat_override: float | None = None,
         on_registered: Callable[[spur_pb2.RegisterNodeResponse], None] = lambda r: None,
+        unreported_job_ids: Callable[[], list[int]] = list,
         initial_backoff: float = 1.0,
         max_backoff: float = 60.0,
     ) -> None:
@@ -43,6 +45,7 @@ class Registrar:
         self._name = node_name
         self._override = heartbeat_override
         self._on_registered = on_registered
+        self._unreported = unreported_job_ids
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self.registrations = 0
@@ -80,10 +83,21 @@ class Registrar:
         while True:
             interval = self._override or response.heartbeat_interval_secs or DEFAULT_HEARTBEAT
             await trio.sleep(interval)
-            beat = spur_pb2.HeartbeatRequest(name=self._name, running_job_ids=self._running())
+            beat = spur_pb2.HeartbeatRequest(
+                name=self._name, running_job_ids=self._running(), unreported_job_ids=self._unreported()
+            )
             try:
                 answer = await self._call("Heartbeat", beat)
-            except (RpcError, OSError) as e:
+            except RpcError as e:
+                if e.code in (StatusCode.PERMISSION_DENIED, StatusCode.UNAUTHENTICATED):
+                    log.warning(
+                        "controller refused the heartbeat of node %s (%s); registering again", self._name, e
+                    )
+                    response = await self.register()
+                else:
+                    log.warning("heartbeat of node %s failed (%s)", self._name, e)
+                continue
+            except OSError as e:
                 log.warning("heartbeat of node %s failed (%s)", self._name, e)
                 continue
             assert isinstance(answer, spur_pb2.HeartbeatResponse)

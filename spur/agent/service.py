@@ -10,8 +10,10 @@ LaunchStep is called by srun (a user's process), not by the controller, so when 
 ``lookup_job`` (spurd wires the controller's GetJobs) the job record the step runs under -- its user,
 allocation and time limit -- is the controller's, not the caller's: a step of a job the controller
 does not know as running on this node, or of another user's job (the caller's identity headers), is
-refused (NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED), and the step's
-allocation is taken from the controller's record when it lists the step.
+refused (NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED; the caller is the identity the auth
+interceptor verified), and the step's
+allocation is taken from the controller's record when it lists the step. StreamOutput serves only the
+owner of the job (or an administrator) when the call carries an identity.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from spur.agent.backends import BackendError
 from spur.agent.executor import Executor, UnknownJob
 from spur.agent.launchspec import LaunchError
 from spur.agent.output import stream_output
-from spur.auth.identity import IdentityError, identity_from_metadata
+from spur.auth.admin import is_admin
+from spur.auth.identity import IdentityError, require_identity
 from spur.rpc.proto import spur_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -58,6 +61,11 @@ class AgentServicer:
                 f"older than term {self.fence_term} already seen",
             )
         self.fence_term = max(self.fence_term, request.fence_term)
+        if request.cluster_id:
+            try:
+                self.executor.use_cluster(request.cluster_id)
+            except BackendError as e:
+                raise RpcError(StatusCode.INTERNAL, f"node {self.node_name}: {e}") from None
         if request.job.spec.allocation_only or (not request.batch and not request.job.spec.interactive):
             # salloc allocations and non-first nodes of a batch job: nothing runs there until steps start.
             return spur_pb2.LaunchJobResponse(already_running=False)
@@ -116,10 +124,10 @@ class AgentServicer:
                 f"job {job_id} is {job.state}, so step {step_name} cannot start",
             )
         try:
-            caller = identity_from_metadata(context.metadata)
+            caller = require_identity(context.identity, context.metadata)
         except IdentityError as e:
             raise RpcError(StatusCode.UNAUTHENTICATED, str(e)) from None
-        if not caller.is_admin and caller.uid != job.uid:
+        if not is_admin(caller) and caller.uid != job.uid:
             raise RpcError(
                 StatusCode.PERMISSION_DENIED,
                 f"Access/permission denied: job {job_id} belongs to uid {job.uid}, not to uid {caller.uid}",
@@ -172,11 +180,20 @@ class AgentServicer:
             job = self.executor.get(request.job_id, step_id)
         except UnknownJob as e:
             raise RpcError(StatusCode.NOT_FOUND, str(e)) from None
+        caller = context.identity
+        owner = job.spec.uid if job.spec is not None else None
+        if caller is not None and not caller.anonymous and owner is not None:
+            if not is_admin(caller) and caller.uid != owner:
+                raise RpcError(
+                    StatusCode.PERMISSION_DENIED,
+                    f"Access/permission denied: the output of {job.name} belongs to uid {owner}, "
+                    f"not to uid {caller.uid}",
+                )
         complete = False
         async for chunk in stream_output(job, follow=request.follow):
             yield chunk
             complete = chunk.stream == "exit"
-        if complete:
+        if complete and not request.observer:
             self.executor.mark_streamed(request.job_id, step_id)
 
     async def Status(self, request: spur_pb2.Empty, context: CallContext) -> spur_pb2.AgentStatus:

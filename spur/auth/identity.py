@@ -1,7 +1,8 @@
 """Caller identity carried in RPC metadata (uid, gid, user name), and the admin check.
 
-Until ``[auth]`` is enabled the controller trusts these headers, as Slurm trusts munge on a closed
-cluster network; with auth the JWT subject becomes the identity and a mismatch is refused.
+With ``[auth] mode = "disabled"`` (or a call without a credential in permissive mode) the daemons trust
+these headers, as Slurm trusts munge on a closed cluster network; with a credential the JWT subject is the
+identity and a mismatch is refused (see :mod:`spur.auth.policy`).
 """
 
 from __future__ import annotations
@@ -17,18 +18,45 @@ GROUP_KEY = "x-spur-group"
 
 @dataclass(frozen=True)
 class Identity:
+    """Who a call comes from. ``verified``: proven by a credential; ``admin``: the token's admin claim."""
+
     uid: int
     gid: int
     user: str
     group: str
+    admin: bool = False
+    verified: bool = False
+
+    @property
+    def anonymous(self) -> bool:
+        """A call with neither identity headers nor a credential (daemons in disabled/permissive mode)."""
+        return self.uid < 0
 
     @property
     def is_admin(self) -> bool:
-        return self.uid == 0
+        """Shorthand for :func:`spur.auth.admin.is_admin` without cluster state."""
+        from spur.auth.admin import is_admin
+
+        return is_admin(self)
 
 
 class IdentityError(ValueError):
     pass
+
+
+# Who a call is from when it carries no identity headers and no credential. Handlers that act for a
+# user refuse it (see require_identity); daemon-to-daemon calls in disabled/permissive mode are such.
+ANONYMOUS = Identity(-1, -1, "", "")
+
+
+def require_identity(ident: Identity | None, metadata: dict[str, str]) -> Identity:
+    """``ident`` (the interceptor's), or the claimed headers without an interceptor; raises IdentityError
+    for an anonymous caller or bad headers."""
+    if ident is None:
+        return identity_from_metadata(metadata)
+    if ident.anonymous:
+        raise IdentityError(f"missing caller identity header {UID_KEY}")
+    return ident
 
 
 def current_identity() -> Identity:

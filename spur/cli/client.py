@@ -21,24 +21,86 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
+_CONFIG: list[Any] = []
+
+
+def _config() -> Any:
+    """The config file ($SPUR_CONF, else /etc/spur/spur.conf when present), loaded once; None if none."""
+    if not _CONFIG:
+        conf = os.environ.get("SPUR_CONF") or (
+            "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
+        )
+        cfg = None
+        if conf:
+            from spur.config import ConfigError, load_config
+
+            try:
+                cfg = load_config(conf)
+            except ConfigError as exc:
+                raise CliError(str(exc)) from None
+        _CONFIG.append(cfg)
+    return _CONFIG[0]
+
+
 def controller_targets() -> list[str]:
     """Controller addresses: $SPUR_CONTROLLER (comma list), else the config's, else localhost:6817."""
     env = os.environ.get("SPUR_CONTROLLER")
     if env:
         return [t.strip() for t in env.split(",") if t.strip()]
+    cfg = _config()
+    if cfg is not None and cfg.agent.controller:
+        return list(cfg.agent.controller)
+    return [DEFAULT_CONTROLLER]
+
+
+_METADATA: list[tuple[float, dict[str, str]]] = []
+# Broker tokens live minutes: a long-running srun/salloc looks its credential up again after this.
+_METADATA_REFRESH_SECS = 60.0
+
+
+def call_metadata() -> dict[str, str]:
+    """What every CLI call carries: the identity headers and, when one is found, the credential
+    (spur.auth.credentials: $SLURM_JWT, $SPUR_AUTH_TOKEN, ~/.spur/token, the local broker).
+    Cached for a minute, so it can be a channel's ``metadata_provider``."""
+    import time
+
+    now = time.monotonic()
+    if _METADATA and now - _METADATA[0][0] < _METADATA_REFRESH_SECS:
+        return _METADATA[0][1]
+    md = _lookup_metadata()
+    _METADATA[:] = [(now, md)]
+    return md
+
+
+def _lookup_metadata() -> dict[str, str]:
+    from spur.auth.credentials import CredentialError, client_metadata
+
+    try:
+        return client_metadata(_configured_broker_socket)
+    except CredentialError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _configured_broker_socket() -> str | None:
+    """``[auth] broker_socket`` of the config file, read only when the CLI gets that far (no credential
+    in the environment or ~/.spur/token). The full config is used when already loaded; otherwise only
+    the TOML is parsed (validating the whole file costs a query command ~70 ms)."""
+    if _CONFIG:
+        cfg = _CONFIG[0]
+        return str(cfg.auth.broker_socket) if cfg is not None else None
     conf = os.environ.get("SPUR_CONF") or (
         "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
     )
-    if conf:
-        from spur.config import ConfigError, load_config
+    if not conf:
+        return None
+    import tomllib
 
-        try:
-            cfg = load_config(conf)
-        except ConfigError as exc:
-            raise CliError(str(exc)) from None
-        if cfg.agent.controller:
-            return list(cfg.agent.controller)
-    return [DEFAULT_CONTROLLER]
+    try:
+        with open(conf, "rb") as f:
+            value = tomllib.load(f).get("auth", {}).get("broker_socket")
+    except (OSError, tomllib.TOMLDecodeError, AttributeError):
+        return None  # a broken file is reported by whatever loads it fully
+    return value if isinstance(value, str) and value else None
 
 
 def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float | None = 30.0) -> T:
@@ -48,10 +110,9 @@ def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float | Non
     query command); a body that needs a stream or a timer is run under Trio instead. Bodies must
     not write before they stream, since the Trio run starts them again.
     """
-    from spur.auth.identity import identity_metadata
     from spur.rpc.status import RpcError, StatusCode
 
-    md = identity_metadata()
+    md = call_metadata()
     targets = controller_targets()
     try:
         try:
@@ -113,6 +174,24 @@ def _run_trio(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[
         raise last
 
     return trio.run(run)
+
+
+# What each command says before the reason a submission was refused.
+SUBMIT_FAILED = {
+    "sbatch": "Batch job submission failed: ",
+    "srun": "Unable to allocate resources: ",
+    "salloc": "Job submit/allocate failed: ",
+}
+
+
+def submit_failure(prog: str, prefix: str, message: str) -> str:
+    """Slurm's lines for a refused submission: every line of the controller's ``message`` but the
+    last as ``PROG: error: LINE``, the last as ``PROG: error: PREFIX LAST`` (e.g. ``Batch job
+    submission failed: Requested node configuration is not available``)."""
+    lines = message.split("\n") or [""]
+    out = [f"{prog}: error: {line}" for line in lines[:-1]]
+    out.append(f"{prog}: error: {prefix}{lines[-1]}")
+    return "\n".join(out)
 
 
 def fail(prog: str, message: str, exit_code: int = 1) -> int:

@@ -1,8 +1,30 @@
 """Multi-call entry point: ``sbatch``/``squeue``/... by argv[0], or ``spur <verb>``.
 
 Slurm-named commands and native verbs share one implementation per verb. Query commands are
-called in loops by scripts, so a known verb is dispatched without importing cyclopts; cyclopts
-builds the ``spur`` app (help, unknown verbs) from the same table.
+called in loops by scripts, so a known verb is dispatched without importing cyclopts (nor anything
+else but its own module); the ``spur`` cyclopts application (:mod:`spur.cli.app`: ``spur --help``,
+``spur help VERB``, unknown verbs) is built from the same table, only when it is needed.
+
+The VERBS table is the whole registry. A verb's module is its contract:
+
+* ``main(argv: list[str]) -> int`` (required): run the command; argv excludes the program name.
+* ``USAGE: str``: the synopsis, ``"Usage: NAME [OPTIONS...] ..."`` (first line of --help/--usage).
+* The option table, one of:
+    - ``option_docs() -> list[spur.cli.cmdinfo.OptionDoc]``, or
+    - ``build_parser() -> argparse.ArgumentParser`` (use :class:`spur.cli.slurmargs.SlurmArgParser`,
+      which answers --help, --usage and -V/--version by itself) with each option's one-line text in
+      ``help=`` or in a module-level ``OPTION_HELP = {"long-name": "text"}`` (``OPTION_GROUPS``
+      likewise groups them; default "Options").
+* Optional: ``OPTION_VALUES = {"long-name": ["value", ...]}`` (what completion offers for that
+  option's value; argparse ``choices=`` count too), ``SUBCOMMANDS = {"keyword": "text"}``
+  (scontrol-like commands), ``DESCRIPTION`` (man
+  page text; default: the module docstring), ``OPERANDS`` (what positional arguments complete to:
+  ``"jobs"``, ``"nodes"``, ``"partitions"``, ``"command"``, ``"file"``).
+
+From those hooks :mod:`spur.cli.cmdinfo` renders --help/--usage/--version, :mod:`spur.cli.manpages`
+writes NAME.1, and :mod:`spur.cli.completion` completes verbs and options: a verb added to VERBS
+with these hooks gets all of that with no other change. A command whose parser is not argparse
+calls :func:`spur.cli.cmdinfo.exit_on_meta` / :func:`~spur.cli.cmdinfo.handle_meta` itself.
 """
 
 from __future__ import annotations
@@ -11,7 +33,7 @@ import importlib
 import os
 import sys
 
-# verb -> (module, Slurm name, help)
+# verb -> (module, Slurm name or "" when Spur's own, one-line help)
 VERBS: dict[str, tuple[str, str, str]] = {
     "submit": ("spur.cli.sbatch", "sbatch", "Submit a batch script (sbatch)."),
     "run": ("spur.cli.srun", "srun", "Run a command through the scheduler and stream its output (srun)."),
@@ -20,6 +42,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "cancel": ("spur.cli.scancel", "scancel", "Cancel or signal jobs (scancel)."),
     "nodes": ("spur.cli.sinfo", "sinfo", "Show partitions and nodes (sinfo)."),
     "history": ("spur.cli.sacct", "sacct", "Show accounting records of jobs and steps (sacct)."),
+    "attach": ("spur.cli.sattach", "sattach", "Follow a running job's output (sattach)."),
     "report": ("spur.cli.sreport", "sreport", "Usage reports from the accounting database (sreport)."),
     "diag": ("spur.cli.sdiag", "sdiag", "Controller statistics and accounting storage status (sdiag)."),
     "show": (
@@ -27,8 +50,26 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "scontrol",
         "Show jobs, nodes, partitions, controllers; update nodes (scontrol).",
     ),
+    "doctor": (
+        "spur.cli.doctor",
+        "",
+        "Say which controller and config file the commands use, and what shadows them.",
+    ),
+    "completion": (
+        "spur.cli.completion",
+        "",
+        "Print the bash or zsh completion script (spur completion bash).",
+    ),
+    "acct": ("spur.cli.sacctmgr", "sacctmgr", "Accounts, users, associations, QOS and limits (sacctmgr)."),
+    "shares": ("spur.cli.sshare", "sshare", "Fair-share usage of accounts and users (sshare)."),
+    "prio": ("spur.cli.sprio", "sprio", "Multifactor priority of pending jobs (sprio)."),
+    "token": (
+        "spur.cli.token",
+        "",
+        "Mint a SLURM_JWT token; create, list and revoke node join tokens (admin).",
+    ),
 }
-SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items()}
+SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
 # `spur show X` reads like `scontrol show X`.
 _PREFIX_ARGS = {"show": ["show"]}
 
@@ -43,21 +84,11 @@ def run_verb(verb: str, args: list[str]) -> int:
         return 0
 
 
-def build_app():
-    from typing import Annotated
-
-    from cyclopts import App, Parameter
-
-    app = App(
-        name="spur", help="Spur: a Slurm-compatible scheduler. Slurm names (sbatch, squeue, ...) work too."
-    )
-    for verb, (_module, _slurm, helptext) in VERBS.items():
-
-        def command(*args: Annotated[str, Parameter(allow_leading_hyphen=True)], _verb: str = verb) -> int:
-            return run_verb(_verb, _PREFIX_ARGS.get(_verb, []) + list(args))
-
-        app.command(command, name=verb, help=helptext)
-    return app
+def verb_args(verb: str, args: list[str]) -> list[str]:
+    """The argv ``spur VERB ARGS`` hands the verb's module (``spur show job 1`` -> scontrol show job 1)."""
+    if args[:1] and args[0] in ("--help", "-h", "--usage", "-V", "--version"):
+        return args
+    return _PREFIX_ARGS.get(verb, []) + args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,11 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     name = os.path.basename(argv[0]) if argv else "spur"
     if name in SLURM_NAMES:
         return run_verb(SLURM_NAMES[name], argv[1:])
+    if name not in ("spur", "main.py", "__main__.py", "-c") and not name.startswith("python"):
+        print(
+            f"{name}: error: {name} is not a command of this Spur installation; see 'spur --help'",
+            file=sys.stderr,
+        )
+        return 1
     args = argv[1:]
-    if args and args[0] in VERBS and "--help" not in args[:1]:
-        return run_verb(args[0], _PREFIX_ARGS.get(args[0], []) + args[1:])
-    result = build_app()(args, result_action="return_value")
-    return int(result or 0) if isinstance(result, int) else 0
+    if args and args[0] in VERBS:
+        return run_verb(args[0], verb_args(args[0], args[1:]))
+    from spur.cli.app import run_app
+
+    return run_app(args)
 
 
 def entry() -> None:

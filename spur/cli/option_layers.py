@@ -20,7 +20,8 @@ def parse_option_layers(
 
     The command line overrides ``prog``'s input environment variables; ``drop_env`` names option
     fields the environment must not set (srun inside an allocation ignores SLURM_JOB_NAME).
-    ``--help`` prints ``usage`` and exits 0.
+    ``--help``, ``--usage`` and ``-V``/``--version`` print their text (see :mod:`spur.cli.cmdinfo`)
+    and exit 0 before anything is submitted; ``usage`` is kept for callers' error texts.
     """
     from spur.core.job_options import JobOptionError, merge_options, options_from_env, parse_job_options
 
@@ -29,9 +30,9 @@ def parse_option_layers(
         env_opts = options_from_env(environ, command=prog)
     except JobOptionError as exc:
         raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
-    if cli_opts.help:
-        print(usage)
-        raise SystemExit(0)
+    from spur.cli.cmdinfo import exit_on_meta
+
+    exit_on_meta(prog, cli_opts)  # --help, --usage, -V/--version: print, exit 0, allocate nothing
     for name in drop_env:
         setattr(env_opts, name, None)
     return merge_options(env_opts, cli_opts), cli_opts, list(rest)

@@ -571,3 +571,32 @@ __all__ = [
     "render_table",
     "SHORT_STATE",
 ]
+
+
+# ---- documentation hooks (see spur.cli.main): --help, man page and completion read these.
+USAGE = "Usage: sacct [OPTIONS...]"
+OPTION_HELP = {
+    "jobs": "display information about this job or comma-separated list of jobs",
+    "user": "use this comma-separated list of user names or uids to select jobs",
+    "allusers": "display jobs for all users",
+    "starttime": "select jobs eligible after this time (default: 00:00:00 today)",
+    "endtime": "select jobs eligible before this time",
+    "state": "select jobs based on their state during the time period given",
+    "allocations": "only show statistics relevant to the job allocation itself",
+    "noheader": "no header will be added to the beginning of output",
+    "parsable2": "output will be '|' delimited without a '|' at the end",
+    "parsable": "output will be '|' delimited with a '|' at the end",
+    "format": "comma separated list of fields (use --helpformat for a list)",
+    "brief": "equivalent to '--format=jobstep,state,error'",
+    "long": "equivalent to specifying a long list of fields",
+    "partition": "comma separated list of partitions to select jobs from",
+    "accounts": "use this comma separated list of accounts to select jobs",
+    "name": "display jobs that have any of these name(s)",
+    "nodelist": "display jobs that ran on any of these node(s)",
+    "helpformat": "print a list of fields that can be specified with --format",
+    "duplicates": "if jobs were requeued, show every run (all records)",
+    "allclusters": "display jobs ran on all clusters",
+    "clusters": "comma separated list of clusters to select jobs from",
+    "noconvert": "don't convert units from their original type",
+    "verbose": "primarily for debugging purposes",
+}

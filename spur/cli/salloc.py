@@ -25,10 +25,21 @@ import socket
 import sys
 from collections.abc import Mapping
 
-from spur.cli.client import CliError, controller_targets
+from spur.cli.client import CliError, call_metadata, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "salloc"
+USAGE = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
+OPERANDS = "command"
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table of --help, the man page and completion (the parser's own table)."""
+    from spur.cli.jobopt_docs import job_option_docs
+
+    return job_option_docs(PROG)
+
+
 TERMINAL = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY"}
 )
@@ -38,8 +49,7 @@ def prepare(argv: list[str], environ: Mapping[str, str], cwd: str):  # -> (JobSp
     """Parse ``salloc ARGS`` into the allocation's JobSpec, the options and the command; CliError."""
     from spur.core.job_options import JobOptionError, build_job_spec
 
-    usage = "Usage: salloc [OPTIONS(0)...] [ : [OPTIONS(N)...]] [command(0) [args(0)...]]"
-    opts, _cli_opts, command = parse_option_layers(PROG, argv, environ, usage)
+    opts, _cli_opts, command = parse_option_layers(PROG, argv, environ, USAGE)
     command = list(command) or [environ.get("SHELL") or "/bin/sh"]
     try:
         spec = build_job_spec(opts, script="", argv=[], cwd=cwd, environ=environ, command=PROG)
@@ -126,21 +136,22 @@ async def _run(spec, command: list[str], ntasks_given: bool) -> int:
 
     import trio
 
-    from spur.auth.identity import identity_metadata
     from spur.controller.convert import spec_to_proto
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
     from spur.rpc.stub import controller_stub
 
-    md = identity_metadata()
+    call_metadata()  # a credential problem is one clear error before anything starts
     try:
-        async with open_channel(controller_targets()[0], metadata_provider=lambda: md) as ch:
+        async with open_channel(controller_targets()[0], metadata_provider=call_metadata) as ch:
             ctl = controller_stub(ch)
             try:
                 resp = await ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
             except RpcError as exc:
-                raise CliError(f"salloc: error: Job submit/allocate failed: {exc.message}") from None
+                from spur.cli.client import submit_failure
+
+                raise CliError(submit_failure(PROG, "Job submit/allocate failed: ", exc.message)) from None
             job_id = resp.job_id
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
                 job = await _wait_for_allocation(ctl, job_id, signals)
@@ -175,11 +186,14 @@ async def _wait_for_allocation(ctl, job_id: int, signals):  # -> pb.JobInfo | No
 
     result: list = []
     said_pending = False
+    revoked = False
 
     async with trio.open_nursery() as nursery:
 
         async def cancel_on_signal() -> None:
+            nonlocal revoked
             async for _ in signals:
+                revoked = True
                 _say(f"Job allocation {job_id} has been revoked.")
                 with trio.move_on_after(10):
                     await ctl.CancelJob(pb.CancelJobRequest(job_id=job_id), timeout=10)
@@ -190,6 +204,8 @@ async def _wait_for_allocation(ctl, job_id: int, signals):  # -> pb.JobInfo | No
             nonlocal said_pending
             async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
                 if info.state == "PENDING" and not said_pending:
+                    if info.reason in ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit"):
+                        _say("Requested partition configuration not available now")
                     _say(f"Pending job allocation {job_id}")
                     _say(f"job {job_id} queued and waiting for resources")
                     said_pending = True
@@ -199,6 +215,8 @@ async def _wait_for_allocation(ctl, job_id: int, signals):  # -> pb.JobInfo | No
                     result.append(info)
                     break
                 elif info.state in TERMINAL or info.state == "COMPLETING":
+                    if revoked:
+                        return  # our own Ctrl-C: the signal handler says so and ends the wait
                     _say(
                         f"error: Job allocation {job_id} ended {info.state} before it started: {info.reason}"
                     )

@@ -12,31 +12,15 @@ from spur.cli.client import CliError, with_controller
 
 PROG = "sbatch"
 
-USAGE = """Usage: sbatch [OPTIONS...] script [args...]
+USAGE = "Usage: sbatch [OPTIONS(0)...] [ : [OPTIONS(N)...]] script(0) [args(0)...]"
+OPERANDS = "file"
 
-Common options:
-  -J, --job-name=NAME      name of the job
-  -p, --partition=NAME     partition to run in
-  -N, --nodes=N            number of nodes
-  -n, --ntasks=N           number of tasks
-  -c, --cpus-per-task=N    CPUs per task
-      --mem=SIZE           memory per node (K/M/G/T suffix; default MB)
-  -t, --time=LIMIT         time limit (MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED)
-  -o, --output=PATTERN     stdout file (%j job id, %x name, %u user, %N node, %A/%a array)
-  -e, --error=PATTERN      stderr file
-  -D, --chdir=DIR          working directory
-      --wrap=COMMAND       wrap a command string in a sh script
-      --gres=LIST          generic resources per node, e.g. gpu:2
-  -G, --gpus=N             GPUs for the whole job
-  -a, --array=SPEC         job array (0-19%4, 1,3,5, 0-15:4)
-  -d, --dependency=LIST    afterok:ID[:ID...], afterany, afternotok, after, singleton
-  -b, --begin=TIME         defer the job until TIME (now+1hour, 16:00, 2026-12-24T08:00)
-  -H, --hold               submit held; release with scontrol release
-      --parsable           print only the job id
-      --test-only          estimate when and where the job would start; submit nothing
-  -W, --wait               wait for the job to finish and exit with its exit code
-  -h, --help               show this help
-"""
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table of --help, the man page and completion (the parser's own table)."""
+    from spur.cli.jobopt_docs import job_option_docs
+
+    return job_option_docs(PROG)
 
 
 def read_script(path: str | None) -> str:
@@ -67,9 +51,9 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         cli_opts, rest = parse_job_options(argv, command=PROG)
     except JobOptionError as exc:
         raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=255) from None
-    if cli_opts.help:
-        print(USAGE, end="")
-        raise SystemExit(0)
+    from spur.cli.cmdinfo import exit_on_meta
+
+    exit_on_meta(PROG, cli_opts)
     if cli_opts.wrap is not None:
         script, script_path, script_args = wrap_command(cli_opts.wrap), None, []
     else:
@@ -80,7 +64,12 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         validate_script(script)
         directive_opts = parse_script_options(parse_sbatch_directives(script), command=PROG)
         env_opts = options_from_env(environ, command=PROG)
-    except (ScriptError, JobOptionError) as exc:
+    except JobOptionError as exc:
+        # Slurm exits 255 for a bad option wherever it comes from (command line, environment, #SBATCH).
+        raise CliError(
+            str(exc) if str(exc).startswith(f"{PROG}:") else f"{PROG}: error: {exc}", 255
+        ) from None
+    except ScriptError as exc:
         text = str(exc)
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
     opts = merge_options(directive_opts, env_opts, cli_opts)
@@ -114,7 +103,7 @@ def main(argv: list[str]) -> int:
         return exc.exit_code
     if opts.parsable:
         print(job_id)
-    else:
+    elif not opts.quiet:
         print(f"Submitted batch job {job_id}")
     sys.stdout.flush()
     if opts.wait:
@@ -133,24 +122,55 @@ def submit(spec) -> int:
         resp = await stub.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
         return resp.job_id
 
+    from spur.cli.client import submit_failure
+
     try:
         return with_controller(body)
     except CliError as exc:
-        raise CliError(f"sbatch: error: Batch job submission failed: {exc.message}") from None
+        if exc.message.startswith("Unable to contact"):
+            raise CliError(f"sbatch: error: Batch job submission failed: {exc.message}") from None
+        raise CliError(submit_failure(PROG, "Batch job submission failed: ", exc.message)) from None
 
 
-def estimate_start(spec, partitions, nodes, jobs, now: float) -> tuple[float, list[str], int, str]:
+def estimate_start(
+    spec, partitions, nodes, jobs, now: float, prog: str = PROG
+) -> tuple[float, list[str], int, str]:
     """Where and when ``spec`` would start: (time, node names, processors, partition). Pure.
 
     Free CPUs and memory of the partition's usable nodes now; if the job does not fit, the earliest
     end (start + time limit) of running jobs that frees enough. Raises CliError with Slurm's text
     when the request can never fit the partition.
     """
+    from spur.cli.client import SUBMIT_FAILED, submit_failure
+    from spur.state.feasibility import (
+        NODE_CONFIG_UNAVAILABLE,
+        PartitionSummary,
+        partition_reason,
+        submit_refusal,
+    )
+
     part = next((p for p in partitions if p.name == spec.partition), None) if spec.partition else None
-    if part is None:
+    if part is None and not spec.partition:
         part = next((p for p in partitions if p.is_default), partitions[0] if partitions else None)
-    if part is None or (spec.partition and part.name != spec.partition):
-        raise CliError("sbatch: error: Batch job submission failed: Invalid partition name specified")
+    if part is None:
+        raise CliError(
+            f"{prog}: error: invalid partition specified: {spec.partition}\n"
+            f"{prog}: error: {SUBMIT_FAILED[prog]}Invalid partition name specified"
+        )
+    # The controller's own checks at submission (spur.state.feasibility), on its current view.
+    summary = PartitionSummary.of(n for n in nodes if n.name in set(part.nodes))
+    configured = None
+    if part.nodes_expr.strip().upper() not in ("ALL", ""):
+        from spur.core.hostlist import expand
+
+        configured = set(expand(part.nodes_expr))
+    refusal = submit_refusal(spec, summary, {n.name for n in nodes}, configured, part.enforce_limits or "NO")
+    if refusal is None and partition_reason(spec, summary):
+        refusal_text = NODE_CONFIG_UNAVAILABLE  # it would pend on its partition: no start time to give
+    else:
+        refusal_text = refusal.message if refusal else ""
+    if refusal_text:
+        raise CliError(submit_failure(prog, SUBMIT_FAILED[prog], refusal_text))
     tasks = spec.tasks
     want_nodes = max(1, spec.num_nodes)
     per_node_cpus = -(-tasks // want_nodes) * max(1, spec.cpus_per_task)
@@ -165,9 +185,7 @@ def estimate_start(spec, partitions, nodes, jobs, now: float) -> tuple[float, li
         if n.state in ("idle", "mixed", "allocated") and n.cpus >= per_node_cpus and n.memory_mb >= mem
     ]
     if len(usable) < want_nodes:
-        raise CliError(
-            "sbatch: error: Batch job submission failed: Requested node configuration is not available"
-        )
+        raise CliError(f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available")
     free = {n.name: (n.cpus - n.alloc_cpus, n.memory_mb - n.alloc_mem_mb) for n in usable}
     releases = sorted(
         (j.start_time + j.time_limit_secs, a.node, a.cpus, a.mem_mb)
@@ -186,12 +204,10 @@ def estimate_start(spec, partitions, nodes, jobs, now: float) -> tuple[float, li
         when, node, cpus, mem_mb = releases[i]
         c, m = free[node]
         free[node] = (c + cpus, m + mem_mb)
-    raise CliError(
-        "sbatch: error: Batch job submission failed: Requested node configuration is not available"
-    )
+    raise CliError(f"{prog}: error: {SUBMIT_FAILED[prog]}Requested node configuration is not available")
 
 
-def dry_run_message(spec) -> str:
+def dry_run_message(spec, prog: str = PROG) -> str:
     """``sbatch --test-only``: Slurm's estimate line, from the controller's current view; submits nothing."""
     import time
 
@@ -208,12 +224,12 @@ def dry_run_message(spec) -> str:
     try:
         partitions, nodes, jobs = with_controller(body)
     except CliError as exc:
-        raise CliError(f"sbatch: error: {exc.message}") from None
+        raise CliError(f"{prog}: error: {exc.message}") from None
     now = time.time()
-    start, names, cpus, part = estimate_start(spec, partitions, nodes, jobs, max(now, spec.begin_time))
+    start, names, cpus, part = estimate_start(spec, partitions, nodes, jobs, max(now, spec.begin_time), prog)
     # The id the job would get: ids are handed out in order and never reused.
     next_id = max((j.job_id for j in jobs), default=0) + 1
     return (
-        f"sbatch: Job {next_id} to start at {format_timestamp(start)} using {cpus} processors on nodes "
+        f"{prog}: Job {next_id} to start at {format_timestamp(start)} using {cpus} processors on nodes "
         f"{compress(names)} in partition {part}"
     )

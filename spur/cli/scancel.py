@@ -165,3 +165,24 @@ def main(argv: list[str]) -> int:
     except CliError as exc:
         print(f"scancel: error: {exc.message}", file=sys.stderr)
         return 1
+
+
+# ---- documentation hooks (see spur.cli.main): --help, man page and completion read these.
+USAGE = "Usage: scancel [OPTIONS] [job_id[_array_id][.step_id]]"
+OPERANDS = "jobs"
+OPTION_VALUES = {"state": ["PENDING", "RUNNING", "SUSPENDED"]}
+OPTION_HELP = {
+    "signal": "signal to send to job, default is SIGKILL",
+    "name": "act only on jobs with this name",
+    "user": "name of user to act on jobs of",
+    "partition": "name of job's partition",
+    "state": "act only on jobs in this state; valid job states are PENDING, RUNNING and SUSPENDED",
+    "account": "act only on jobs charging this account",
+    "nodelist": "act only on jobs on these nodes",
+    "batch": "signal batch shell for specified job",
+    "full": "signal all steps including batch shell",
+    "quiet": "disable warnings",
+    "verbose": "verbosity level",
+    "interactive": "require response from user for each job",
+    "me": "equivalent to --user=<my username>",
+}

@@ -8,12 +8,14 @@ import time
 from spur.cli.client import CliError, with_controller
 
 USAGE = """Usage: scontrol <command> [args]
-  show job [ID] | show node [NAME] | show partition [NAME] | show controllers | show config
+  show job [ID] | show node [NAME] | show partition [NAME] | show controllers
+  show config | show cluster
   show hostnames EXPR | show hostlist NAME,...
   update NodeName=LIST State=DRAIN|RESUME|DOWN|UNDRAIN [Reason=TEXT]
   update JobId=ID [TimeLimit=T] [Partition=P] [Priority=N] [Nice=N] [Name=S] [Comment=S]
   hold|uhold|release|requeue|requeuehold|suspend|resume JOB_LIST
   ping | reconfigure | version
+  token [username=NAME] [lifespan=SECONDS]
 """
 JOB_ACTIONS = ("hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume")
 
@@ -161,6 +163,25 @@ def show_partition_text(p, nodes_by_name) -> str:
     )
 
 
+def show_config_text(info, now: float, extra: list[tuple[str, str]] | None = None) -> str:
+    """``scontrol show config`` (the keys Spur has): Slurm's ``Key = value`` lines, key padded to 23,
+    sorted by key; ``extra`` adds rows (the accounting storage ones)."""
+    rows = [
+        ("ClusterId", info.cluster_id or "(null)"),
+        ("ClusterName", info.cluster_name or "(null)"),
+        ("SlurmctldAddr", info.leader_address or info.address or "(null)"),
+    ]
+    rows = sorted(rows + list(extra or []))
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
+    return f"Configuration data as of {stamp}\n" + "".join(f"{k:<23} = {v}\n" for k, v in rows)
+
+
+def show_cluster_text(info) -> str:
+    """``spur show cluster``: the cluster's identity, one ``Key=value`` line like ``show job``."""
+    leader = info.leader_address or info.address
+    return f"ClusterId={info.cluster_id or '(null)'} ClusterName={info.cluster_name} Leader={leader}\n"
+
+
 def parse_key_values(tokens: list[str]) -> dict[str, str]:
     out = {}
     for tok in tokens:
@@ -171,15 +192,44 @@ def parse_key_values(tokens: list[str]) -> dict[str, str]:
     return out
 
 
-def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE, end="")
-        return 0
-    cmd, rest = argv[0].lower(), argv[1:]
-    if cmd == "version" or cmd in ("-V", "--version"):
-        from importlib.metadata import version
+SUBCOMMANDS = {
+    "show": "show job|node|partition|controllers|hostnames|hostlist [NAME]",
+    "update": "update NodeName=LIST State=... or JobId=ID Key=Value...",
+    "hold": "prevent the listed pending jobs from being started",
+    "uhold": "hold jobs (user hold: the owner may release it)",
+    "release": "release held jobs",
+    "requeue": "requeue batch jobs",
+    "requeuehold": "requeue batch jobs and hold them",
+    "suspend": "suspend running jobs (administrators)",
+    "resume": "resume suspended jobs (administrators)",
+    "ping": "report the state of the controllers",
+    "reconfigure": "make the controller re-read its configuration file",
+    "version": "print the version",
+}
+SHOW_ENTITIES = ("job", "node", "partition", "controllers", "hostnames", "hostlist")
+META_FLAGS = ("-h", "--help", "--usage", "-V", "--version")
 
-        print(f"spur {version('spur')}")
+
+def option_docs():  # -> list[OptionDoc]
+    """scontrol's options besides its commands (documentation hook, see spur.cli.main)."""
+    return []
+
+
+def main(argv: list[str]) -> int:
+    meta = next((a for a in argv if a in META_FLAGS), None)
+    if not argv or argv[0] == "help" or meta is not None:
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("show", "--help" if meta in (None, "-h") else meta)
+    if argv[0].startswith("-"):
+        print(f"scontrol: unrecognized option '{argv[0]}'", file=sys.stderr)
+        print('Try "scontrol --help" for more information', file=sys.stderr)
+        return 1
+    cmd, rest = argv[0].lower(), argv[1:]
+    if cmd == "version":
+        from spur.cli.cmdinfo import version_line
+
+        print(version_line())
         return 0
     if cmd == "show":
         return show(rest)
@@ -191,6 +241,10 @@ def main(argv: list[str]) -> int:
         return reconfigure()
     if cmd in JOB_ACTIONS:
         return job_action(cmd, rest)
+    if cmd == "token":
+        from spur.cli.token import scontrol_token
+
+        return scontrol_token(rest)
     return _err(f"invalid keyword: {argv[0]}")
 
 
@@ -263,10 +317,15 @@ def show(rest: list[str]) -> int:
             return 0
         if what in ("controllers", "controller"):
             return ping()
-        if what in ("config", "configuration"):
-            from spur.cli.sdiag import show_config
+        if what in ("config", "cluster"):
+            info = with_controller(lambda stub: stub.GetControllerStatus(pb.Empty(), timeout=10))
+            if what == "config":
+                from spur.cli.sdiag import accounting_config_rows
 
-            return show_config()
+                sys.stdout.write(show_config_text(info, now, accounting_config_rows()))
+            else:
+                sys.stdout.write(show_cluster_text(info))
+            return 0
         if what in ("partition", "partitions"):
 
             async def body(stub):

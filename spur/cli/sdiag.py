@@ -4,7 +4,7 @@ The header follows Slurm's sdiag (times as ``Thu Dec 03 09:00:00 2026 (176475240
 queue size" is the accounting outbox depth, as in Slurm it is the records waiting for slurmdbd. The
 accounting section says whether PostgreSQL is configured, whether it answers (and the error when it
 does not: the URL is shown with its password replaced by ``***``), the schema version and the flush
-figures. :func:`diag_text` and :func:`config_text` are pure; :func:`main` fetches and prints.
+figures. :func:`diag_text` and :func:`config_rows` are pure; :func:`main` fetches and prints.
 """
 
 from __future__ import annotations
@@ -12,7 +12,16 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["config_text", "diag_text", "main", "show_config"]
+__all__ = ["accounting_config_rows", "config_rows", "diag_text", "main"]
+
+
+USAGE = "Usage: sdiag"
+
+
+def option_docs():  # -> list[OptionDoc]
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [OptionDoc("all", "a", help="all statistics (the default: Spur has no others to hide)")]
 
 
 def _when(ts: float) -> str:
@@ -72,23 +81,15 @@ def diag_text(d) -> str:
     return "\n".join(lines) + "\n"
 
 
-def config_text(d) -> str:
-    """The accounting lines of ``scontrol show config`` (Slurm's ``Key = Value`` layout)."""
-    from spur.core.timespec import format_timestamp
-
+def config_rows(d) -> list[tuple[str, str]]:
+    """The accounting storage rows of ``scontrol show config`` for a DiagResponse."""
     storage = "accounting_storage/postgresql" if d.database_configured else "accounting_storage/none"
-    pairs = [
+    return [
         ("AccountingStorageLoc", d.database_url or "N/A"),
         ("AccountingStorageOutboxDepth", str(d.outbox_depth)),
         ("AccountingStorageStatus", d.database_status),
         ("AccountingStorageType", storage),
-        ("ClusterName", d.cluster_name),
-        ("ClusterId", d.cluster_id or "(not set)"),
     ]
-    width = max(len(k) for k, _ in pairs)
-    out = [f"Configuration data as of {format_timestamp(d.now)}"]
-    out += [f"{k.ljust(width)} = {v}" for k, v in pairs]
-    return "\n".join(out) + "\n"
 
 
 def _fetch():
@@ -99,22 +100,23 @@ def _fetch():
     return with_controller(lambda stub: acctdb_stub(stub).GetDiag(apb.DiagRequest(), timeout=30))
 
 
-def show_config() -> int:
-    """``scontrol show config``."""
+def accounting_config_rows() -> list[tuple[str, str]]:
+    """Rows for ``scontrol show config``; none when the controller cannot say (e.g. an older one)."""
     from spur.cli.client import CliError
 
     try:
-        d = _fetch()
-    except CliError as exc:
-        print(f"slurm_load_ctl_conf error: {exc.message}", file=sys.stderr)
-        return 1
-    sys.stdout.write(config_text(d))
-    return 0
+        return config_rows(_fetch())
+    except CliError:
+        return []
 
 
 def main(argv: list[str]) -> int:
     from spur.cli.client import CliError
 
+    if argv[:1] and argv[0] in ("--help", "-h", "--usage", "-V", "--version"):
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("diag", "--help" if argv[0] == "-h" else argv[0])
     for arg in argv:
         if arg not in ("-a", "--all"):
             print(f"sdiag: unrecognized option '{arg}'", file=sys.stderr)

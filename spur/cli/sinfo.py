@@ -153,7 +153,7 @@ class Row:
             case "u":
                 return "root" if first and first.reason else "Unknown"
             case "H":
-                return "Unknown"
+                return reason_timestamp(first)
             case "b":
                 return ",".join(first.features) or "(null)" if first else "(null)"
             case "o":
@@ -186,6 +186,34 @@ def summary_rows(partitions, nodes_by_name, node_oriented: bool) -> list[Row]:
     if node_oriented:
         rows.sort(key=lambda r: r.nodes[0].name)
     return rows
+
+
+def reason_timestamp(node) -> str:
+    """%H: when the node's reason was set, as Slurm prints it; ``Unknown`` if never."""
+    when = getattr(node, "reason_time", 0.0) if node is not None and node.reason else 0.0
+    if not when:
+        return "Unknown"
+    from spur.core.timespec import format_timestamp
+
+    return format_timestamp(when)
+
+
+# Node states ``sinfo -t`` accepts: Slurm 22.05's list (printed on a bad one), plus the short forms.
+VALID_STATES = (
+    "unknown,down,idle,allocated,?,mixed,future,drain,drained,draining,no_respond,reserved,perfctrs,"
+    "cloud,completing,powering_down,powered_down,power_down,powering_up,fail,maint,reboot,reboot^,unknown"
+)
+STATE_ALIASES = (
+    frozenset(VALID_STATES.split(",")) | frozenset(SHORT.values()) | {"all", "alloc", "mix", "comp"}
+)
+
+
+def check_states(values: list[str]) -> str | None:
+    """Slurm's error lines for the first state ``sinfo -t`` does not know, or None."""
+    for value in values:
+        if value.lower().rstrip("*") not in STATE_ALIASES:
+            return f'sinfo: error: Bad state string: "{value}"\nsinfo: error: valid states: {VALID_STATES}'
+    return None
 
 
 def reason_rows(nodes) -> list[Row]:
@@ -275,6 +303,10 @@ def default_format(rows: list[Row], node_oriented: bool, long: bool) -> str:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    bad_state = check_states(split_list(args.states))
+    if bad_state:
+        print(bad_state, file=sys.stderr)
+        return 1
     from spur.rpc.proto import spur_pb2 as pb
 
     async def body(stub):
@@ -299,7 +331,7 @@ def main(argv: list[str]) -> int:
             print(f"sinfo: error: {exc}", file=sys.stderr)
             return 1
         by_name = {k: v for k, v in by_name.items() if k in wanted}
-    states = {s.lower() for s in split_list(args.states)}
+    states = {s.lower() for s in split_list(args.states)} - {"all"}
     if states:
         by_name = {
             k: v
@@ -322,3 +354,22 @@ def main(argv: list[str]) -> int:
     out += [render(spec, r.value) for r in rows]
     sys.stdout.write("".join(line + "\n" for line in out))
     return 0
+
+
+# ---- documentation hooks (see spur.cli.main): --help, man page and completion read these.
+USAGE = "Usage: sinfo [OPTIONS...]"
+OPTION_VALUES = {"states": sorted(STATE_ALIASES - {"?", "reboot^"})}
+OPTION_HELP = {
+    "noheader": "no headers on output",
+    "Node": "Node-centric format",
+    "format": "format specification",
+    "partition": "report on specific partition",
+    "states": "specify the what states of nodes to view",
+    "nodes": "report on specific node(s)",
+    "long": "long output - displays more information",
+    "list-reasons": "list reason nodes are down or drained",
+    "summarize": "report state summary only",
+    "all": "show all partitions (including hidden and those not accessible)",
+    "verbose": "verbosity level",
+    "json": "produce JSON output",
+}

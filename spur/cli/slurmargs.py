@@ -7,14 +7,37 @@ import sys
 from typing import NoReturn
 
 
+class _MetaAction(argparse.Action):
+    """--help, --usage, -V/--version: print the text built from this command's option table, exit 0."""
+
+    def __init__(self, option_strings, dest, **kw) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from spur.cli.cmdinfo import handle_meta, verb_of
+
+        flag = "--version" if option_string in ("-V", "--version") else option_string
+        raise SystemExit(handle_meta(verb_of(parser.prog), flag or "--help"))
+
+
 class SlurmArgParser(argparse.ArgumentParser):
+    """A Slurm command's parser: ``--help`` (options grouped, from :mod:`spur.cli.cmdinfo`),
+    ``--usage`` and ``-V``/``--version`` come built in; errors exit with ``error_exit``."""
+
     def __init__(self, prog: str, *, error_exit: int = 1, **kw) -> None:
         super().__init__(prog=prog, add_help=False, allow_abbrev=False, **kw)
         self.error_exit = error_exit
-        self.add_argument("--help", action="help", help="show this help message and exit")
+        self.add_argument("--help", action=_MetaAction, help="show this help message")
+        self.add_argument("--usage", action=_MetaAction, help="display a brief summary of the options")
+        self.add_argument("-V", "--version", action=_MetaAction, help="print the version")
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            # GNU getopt's wording, as Slurm's tools print it.
+            print(f"{self.prog}: unrecognized option '{message[len(prefix) :].split()[0]}'", file=sys.stderr)
+        else:
+            print(f"{self.prog}: error: {message}", file=sys.stderr)
         print(f'Try "{self.prog} --help" for more information', file=sys.stderr)
         raise SystemExit(self.error_exit)
 

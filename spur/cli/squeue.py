@@ -294,3 +294,31 @@ def main(argv: list[str]) -> int:
         if not args.iterate:
             return 0
         time.sleep(args.iterate)
+
+
+# ---- documentation hooks (see spur.cli.main): --help, man page and completion read these.
+USAGE = "Usage: squeue [OPTIONS...]"
+OPTION_HELP = {
+    "noheader": "no headers on output",
+    "format": "format specification (-o '%.18i %.9P %.8j')",
+    "Format": "long format specification (-O 'JobID,Name:20')",
+    "jobs": "comma separated list of jobs IDs to view, default is all",
+    "user": "comma separated list of users to view",
+    "states": "comma separated list of states to view, default is pending and running, 'all' reports all",
+    "partition": "comma separated list of partitions to view, default is all partitions",
+    "name": "comma separated list of job names to view",
+    "account": "comma separated list of accounts to view, default is all accounts",
+    "nodelist": "list of nodes to view, default is all nodes",
+    "me": "equivalent to --user=<my username>",
+    "long": "long report",
+    "all": "display jobs in hidden partitions",
+    "array": "display one job array element per line",
+    "iterate": "specify an interation period",
+    "sort": "comma separated list of fields to sort on",
+    "verbose": "verbosity level",
+    "noconvert": "don't convert units from their original type",
+    "local": "report information only about jobs on the local cluster",
+    "json": "produce JSON output",
+}
+OPTION_GROUPS: dict[str, str] = {}
+OPTION_VALUES = {"states": ["all"] + sorted(STATE_ORDER)}

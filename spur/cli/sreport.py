@@ -59,6 +59,34 @@ TIME_FORMATS = {
 }
 
 
+USAGE = """Usage: sreport [OPTIONS...] cluster|user utilization|top [start=T] [end=T] [format=F] [topcount=N]
+       sreport [OPTIONS...] cluster utilization [start=T] [end=T] [format=F]
+       sreport [OPTIONS...] user top [start=T] [end=T] [topcount=N] [users=U,..] [accounts=A,..] [format=F]"""
+SUBCOMMANDS = {
+    "cluster utilization": "allocated, down, idle and reported CPU time of the cluster in the period",
+    "user top": "the users (per account) who used the most CPU time in the period",
+}
+OPTION_VALUES = {"time-format": list(TIME_FORMATS)}
+
+
+def option_docs():  # -> list[OptionDoc]
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [
+        OptionDoc("noheader", "n", help="do not print the header lines"),
+        OptionDoc("parsable", "p", help="'|' delimited output with a trailing '|'"),
+        OptionDoc("parsable2", "P", help="'|' delimited output without a trailing '|'"),
+        OptionDoc(
+            "time-format",
+            "t",
+            "required",
+            "FORMAT",
+            "minutes (default), hours, seconds or percent",
+            choices=tuple(TIME_FORMATS),
+        ),
+    ]
+
+
 class SreportError(ValueError):
     """A bad sreport argument; the message is what sreport prints."""
 
@@ -276,9 +304,10 @@ def main(argv: list[str]) -> int:
     from spur.rpc.proto import accounting_db_pb2 as apb
     from spur.rpc.status import RpcError
 
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__.split("\n\n")[1])
-        return 0
+    if argv[:1] and argv[0] in ("--help", "-h", "--usage", "-V", "--version"):
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("report", "--help" if argv[0] == "-h" else argv[0])
     now = time.time()
     try:
         args = parse_args(argv, now)

@@ -17,13 +17,23 @@ import os
 import socket
 import sys
 
-from spur.cli.client import CliError, controller_targets
+from spur.cli.client import CliError, call_metadata, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "srun"
 # How long srun waits for an allocated node's agent to receive the job's launch before giving up.
 LAUNCH_WAIT_SECS = 60.0
-USAGE = "Usage: srun [OPTIONS...] executable [args...]"
+USAGE = (
+    "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
+)
+OPERANDS = "command"
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table of --help, the man page and completion (the parser's own table)."""
+    from spur.cli.jobopt_docs import job_option_docs
+
+    return job_option_docs(PROG)
 
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)
@@ -124,6 +134,15 @@ def main(argv: list[str]) -> int:
         except KeyboardInterrupt:
             return 130
 
+    if opts.test_only:
+        from spur.cli.sbatch import dry_run_message
+
+        try:
+            print(dry_run_message(spec, PROG), file=sys.stderr)
+        except CliError as exc:
+            print(exc.message, file=sys.stderr)
+            return exc.exit_code
+        return 0
     try:
         return trio.run(_run, spec, bool(getattr(opts, "label", False)))
     except CliError as exc:
@@ -138,7 +157,6 @@ async def _run(spec, label: bool) -> int:
 
     import trio
 
-    from spur.auth.identity import identity_metadata
     from spur.controller.convert import spec_to_proto
     from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
@@ -146,39 +164,61 @@ async def _run(spec, label: bool) -> int:
     from spur.rpc.status import RpcError
     from spur.rpc.stub import controller_stub
 
-    md = identity_metadata()
+    call_metadata()  # a credential problem is one clear error before anything starts
     target = controller_targets()[0]
     try:
-        async with open_channel(target, metadata_provider=lambda: md) as ch:
+        async with open_channel(target, metadata_provider=call_metadata) as ch:
             ctl = controller_stub(ch)
             try:
                 resp = await ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
             except RpcError as exc:
-                raise CliError(f"srun: error: Unable to allocate resources: {exc.message}") from None
+                from spur.cli.client import submit_failure
+
+                raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
             job_id = resp.job_id
+            phase = {"allocated": False, "revoked": False}
+            codes: list[int] = []
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async with helper_nursery() as nursery:
-                    nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope)
-                    code = await _follow(ctl, ch, job_id, label)
-                    nursery.cancel_scope.cancel()
-            return code
+                    nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope, phase)
+                    codes.append(await _follow(ctl, ch, job_id, label, phase))
+                    if not phase["revoked"]:  # else the signal handler ends the nursery once it has said so
+                        nursery.cancel_scope.cancel()
+            # No code: a signal cancelled the job (the handler said so); Slurm's srun exits 1 then.
+            return codes[0] if codes else 1
     except RpcError as exc:
         raise CliError(f"srun: error: {exc.message}") from None
 
 
-async def _cancel_on_signal(signals, ctl, job_id: int, scope) -> None:
+# Pending reasons for which Slurm's srun says the partition cannot take the job as it stands.
+PARTITION_LIMIT_REASONS = frozenset({"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit"})
+
+
+async def _cancel_on_signal(signals, ctl, job_id: int, scope, phase: dict[str, bool]) -> None:
+    """On SIGINT/SIGTERM cancel the job and stop following it, with Slurm's words."""
+    import trio
+
     from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError
 
     async for _ in signals:
-        print(f"srun: interrupt: cancelling job {job_id}", file=sys.stderr)
+        phase["revoked"] = True
+        if phase["allocated"]:
+            print("srun: forcing job termination", file=sys.stderr, flush=True)
+        else:
+            print(f"srun: Job allocation {job_id} has been revoked", file=sys.stderr, flush=True)
         try:
-            await ctl.CancelJob(pb.CancelJobRequest(job_id=job_id), timeout=10)
+            with trio.move_on_after(10):
+                await ctl.CancelJob(pb.CancelJobRequest(job_id=job_id), timeout=10)
+        except RpcError as exc:
+            print(f"srun: error: could not cancel job {job_id}: {exc.message}", file=sys.stderr)
         finally:
+            print(f"srun: Force Terminated JobId={job_id}", file=sys.stderr, flush=True)
             scope.cancel()
         return
 
 
-async def _follow(ctl, ch, job_id: int, label: bool) -> int:
+async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> int:
     import trio
 
     from spur.rpc.proto import spur_pb2 as pb
@@ -187,13 +227,18 @@ async def _follow(ctl, ch, job_id: int, label: bool) -> int:
     info = None
     async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
         if info.state == "PENDING" and not said_waiting:
-            print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr)
+            if info.reason in PARTITION_LIMIT_REASONS:
+                print("srun: Requested partition configuration not available now", file=sys.stderr)
+            print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
             said_waiting = True
         if info.state in ("RUNNING", "COMPLETING") and info.allocation:
+            phase["allocated"] = True
             if said_waiting:
                 print(f"srun: job {job_id} has been allocated resources", file=sys.stderr)
             break
         if info.state not in ("PENDING", "RUNNING", "COMPLETING"):
+            if phase.get("revoked"):
+                return 1  # our own Ctrl-C cancelled it; the signal handler has said so
             raise CliError(f"srun: error: job {job_id} ended {info.state} before it started: {info.reason}")
     nodes = await ctl.GetNodes(pb.GetNodesRequest(names=[a.node for a in info.allocation]), timeout=10)
     results: list[tuple[int, int]] = []
@@ -230,7 +275,7 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
     delay = 0.05
     while True:
         try:
-            async with open_channel(f"{node.address}:{node.port}") as ch:
+            async with open_channel(f"{node.address}:{node.port}", metadata_provider=call_metadata) as ch:
                 async for chunk in agent_stub(ch).StreamOutput(
                     pb.StreamOutputRequest(job_id=job_id, follow=True)
                 ):
@@ -296,17 +341,16 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
 
     import trio
 
-    from spur.auth.identity import identity_metadata
     from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
     from spur.rpc.stub import agent_stub, controller_stub
 
-    md = identity_metadata()
+    call_metadata()  # a credential problem is one clear error before anything starts
     target = controller_targets()[0]
     try:
-        async with open_channel(target, metadata_provider=lambda: md) as ch:
+        async with open_channel(target, metadata_provider=call_metadata) as ch:
             ctl = controller_stub(ch)
             try:
                 resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
@@ -339,7 +383,9 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
         for name in names:
             node = nodes[name]
             channel = await stack.enter_async_context(
-                open_channel(f"{node.address}:{node.port}", connect_timeout=5.0, metadata_provider=lambda: md)
+                open_channel(
+                    f"{node.address}:{node.port}", connect_timeout=5.0, metadata_provider=call_metadata
+                )
             )
             stubs[name] = agent_stub(channel)
 

@@ -21,6 +21,8 @@ from spur.config.loader import (
 )
 from spur.config.model import (
     AccountingConfig,
+    AdmissionConfig,
+    AdmissionMode,
     AgentBackend,
     AgentConfig,
     AuthConfig,
@@ -40,6 +42,8 @@ __all__ = [
     "ENV_VAR",
     "AccountingConfig",
     "AddressError",
+    "AdmissionConfig",
+    "AdmissionMode",
     "AgentBackend",
     "AgentConfig",
     "AuthConfig",

@@ -23,6 +23,11 @@ class AuthMode(enum.StrEnum):
     REQUIRED = "required"
 
 
+class AdmissionMode(enum.StrEnum):
+    OPEN = "open"
+    TOKEN = "token"
+
+
 class AgentBackend(enum.StrEnum):
     AUTO = "auto"
     PROCESS = "process"
@@ -35,6 +40,7 @@ class ControllerConfig:
 
     listen_addr: str = "0.0.0.0:6817"
     rest_addr: str = "0.0.0.0:6820"
+    metrics_addr: str = "127.0.0.1:6822"
     raft_listen_addr: str = "0.0.0.0:6821"
     agent_port: int = 6818
     state_dir: Path = Path("/var/lib/spur")
@@ -57,6 +63,7 @@ class SchedulerConfig:
     interval_secs: float = 2.0
     plugin: str = "backfill"
     max_job_test: int = 1000
+    enforce_part_limits: str = "NO"  # Slurm's EnforcePartLimits: ALL, ANY, NO, YES (= ANY)
 
 
 def _parse_time(spec: str) -> int:
@@ -110,6 +117,29 @@ class AccountingConfig:
 
     database_url: str | None = None
     history_max_jobs: int = 100000
+    # Slurm's AccountingStorageEnforce: any of "associations", "limits", "qos" (empty: nothing).
+    enforce: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PriorityConfig:
+    """``[priority]``: Slurm's multifactor plugin (all weights 0: basic priority, by submit order)."""
+
+    weight_age: int = 0
+    weight_fairshare: int = 0
+    weight_job_size: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    max_age: str = "7-00:00:00"
+    decay_half_life: str = "7-00:00:00"
+
+    @property
+    def max_age_secs(self) -> int:
+        return _parse_time(self.max_age)
+
+    @property
+    def decay_half_life_secs(self) -> int:
+        return _parse_time(self.decay_half_life)
 
 
 @dataclass(frozen=True)
@@ -118,8 +148,10 @@ class AuthConfig:
 
     jwt_key: str | None = None
     jwt_key_file: Path | None = None
-    mode: AuthMode = AuthMode.DISABLED
+    mode: AuthMode = AuthMode.PERMISSIVE
     token_ttl_secs: int = 86400
+    broker_socket: Path = Path("/run/spur/auth.sock")
+    broker_ttl_secs: int = 300
 
 
 @dataclass(frozen=True)
@@ -163,6 +195,16 @@ class AgentConfig:
     state_dir: Path = Path("/var/lib/spur/agent")
     backend: AgentBackend = AgentBackend.AUTO
     spool_dir: Path | None = None
+    join_token: str | None = None
+    join_token_file: Path | None = None
+    metrics_addr: str = "127.0.0.1:6824"
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """``[admission]``: whether a node needs a join token to register (``spur token create``)."""
+
+    mode: AdmissionMode = AdmissionMode.OPEN
 
 
 @dataclass(frozen=True)
@@ -170,6 +212,18 @@ class RestConfig:
     """``[rest]``: the slurmrestd-compatible REST API served by spurctld on ``controller.rest_addr``."""
 
     enabled: bool = True
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_json_depth: int = 32
+    max_string_length: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """``[metrics]``: Prometheus endpoints of spurctld (``controller.metrics_addr``) and spurd
+    (``agent.metrics_addr``)."""
+
+    enabled: bool = True
+    bind: str | None = None
 
 
 DEFAULT_PARTITION = PartitionConfig(name="default", default=True, nodes="ALL")
@@ -190,11 +244,14 @@ class SpurConfig:
     partitions: tuple[PartitionConfig, ...] = (DEFAULT_PARTITION,)
     nodes: tuple[NodeConfig, ...] = ()
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
+    priority: PriorityConfig = field(default_factory=PriorityConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     rest: RestConfig = field(default_factory=RestConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     source: str = field(default="<defaults>", compare=False)
 
     @property
@@ -206,12 +263,15 @@ class SpurConfig:
 __all__ = [
     "UNLIMITED",
     "AccountingConfig",
+    "AdmissionConfig",
+    "AdmissionMode",
     "AgentBackend",
     "AgentConfig",
     "AuthConfig",
     "AuthMode",
     "ClusterConfig",
     "ControllerConfig",
+    "MetricsConfig",
     "NetworkConfig",
     "NodeConfig",
     "PartitionConfig",

@@ -22,15 +22,19 @@ from spur.config import fields as f
 from spur.config.addr import parse_addr
 from spur.config.model import (
     AccountingConfig,
+    AdmissionConfig,
+    AdmissionMode,
     AgentBackend,
     AgentConfig,
     AuthConfig,
     AuthMode,
     ClusterConfig,
     ControllerConfig,
+    MetricsConfig,
     NetworkConfig,
     NodeConfig,
     PartitionConfig,
+    PriorityConfig,
     RestConfig,
     SchedulerConfig,
     SpurConfig,
@@ -102,6 +106,9 @@ class ControllerSchema(SectionSchema):
         default_port=6817, metadata=doc("gRPC address spurctld listens on (clients, agents).")
     )
     rest_addr = f.Addr(default_port=6820, metadata=doc("REST API (slurmrestd-compatible) listen address."))
+    metrics_addr = f.Addr(
+        default_port=6822, metadata=doc("Prometheus metrics address of spurctld (see [metrics]).")
+    )
     raft_listen_addr = f.Addr(
         default_port=6821, metadata=doc("Raft listen address (controller-to-controller).")
     )
@@ -177,6 +184,13 @@ class SchedulerSchema(SectionSchema):
     max_job_test = f.Int(
         validate=f.at_least(1), metadata=doc("Pending jobs considered per pass (like Slurm bf_max_job_test).")
     )
+    enforce_part_limits = f.Str(
+        validate=fields.validate.OneOf(["ALL", "ANY", "NO", "YES"], error="must be one of {choices}"),
+        metadata=doc(
+            "Slurm's EnforcePartLimits: NO lets a job beyond its partition's nodes or CPUs pend "
+            "(PartitionNodeLimit / PartitionConfig); ALL, ANY or YES refuse it at submission."
+        ),
+    )
 
 
 class PartitionSchema(SectionSchema):
@@ -219,9 +233,34 @@ class AccountingSchema(SectionSchema):
         validate=f.at_least(0), metadata=doc("Finished jobs kept by the embedded history.")
     )
 
+    enforce = f.StrList(
+        f.Str(
+            validate=fields.validate.OneOf(
+                ["associations", "limits", "qos"], error='must be "associations", "limits" or "qos"'
+            )
+        ),
+        metadata=doc(
+            "Slurm's AccountingStorageEnforce: refuse jobs without an association, hold jobs over"
+            " limits, check QOS. Empty: nothing enforced.",
+            ["associations", "limits", "qos"],
+        ),
+    )
+
     def check(self, obj: AccountingConfig) -> None:
         if obj.database_url is not None and not obj.database_url.startswith(("postgresql://", "postgres://")):
             raise _fail("database_url", "must be a postgresql:// URL")
+
+
+class PrioritySchema(SectionSchema):
+    model = PriorityConfig
+
+    weight_age = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightAge.", 1000))
+    weight_fairshare = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightFairshare.", 10000))
+    weight_job_size = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightJobSize.", 1000))
+    weight_partition = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightPartition.", 1000))
+    weight_qos = f.Int(validate=f.at_least(0), metadata=doc("PriorityWeightQOS.", 1000))
+    max_age = f.TimeSpec(metadata=doc("PriorityMaxAge: queue time at which the age factor is 1."))
+    decay_half_life = f.TimeSpec(metadata=doc("PriorityDecayHalfLife of fair-share usage."))
 
 
 class AuthSchema(SectionSchema):
@@ -229,14 +268,39 @@ class AuthSchema(SectionSchema):
 
     jwt_key = f.Str(metadata=doc("HS256 signing key (prefer jwt_key_file).", "change-me"))
     jwt_key_file = f.PathField(metadata=doc("File holding the HS256 key.", "/etc/spur/jwt.key"))
-    mode = f.Choice(AuthMode, metadata=doc("disabled, permissive (verify if present) or required."))
+    mode = f.Choice(
+        AuthMode,
+        metadata=doc(
+            "disabled (trust claimed identities), permissive (verify a presented credential; allow and log "
+            "calls without one) or required (every call needs a valid credential; needs a key)."
+        ),
+    )
     token_ttl_secs = f.Int(
-        validate=f.at_least(1), metadata=doc("Lifetime of tokens issued by spur (seconds).")
+        validate=f.at_least(1),
+        metadata=doc("Default lifetime of tokens from scontrol token / spur token (seconds)."),
+    )
+    broker_socket = f.PathField(
+        metadata=doc(
+            "Unix socket of the local credential broker (spurd and spurctld serve it; the CLI asks it)."
+        )
+    )
+    broker_ttl_secs = f.Int(
+        validate=f.at_least(1),
+        metadata=doc("Lifetime of the tokens the credential broker hands out (seconds)."),
     )
 
     def check(self, obj: AuthConfig) -> None:
         if obj.jwt_key is not None and obj.jwt_key_file is not None:
             raise _fail("jwt_key_file", "set either auth.jwt_key or auth.jwt_key_file, not both")
+
+
+class AdmissionSchema(SectionSchema):
+    model = AdmissionConfig
+
+    mode = f.Choice(
+        AdmissionMode,
+        metadata=doc("open (any node may register) or token (a node needs a join token: spur token create)."),
+    )
 
 
 class NetworkSchema(SectionSchema):
@@ -306,23 +370,62 @@ class AgentSchema(SectionSchema):
     spool_dir = f.PathField(
         metadata=doc("Where job scripts are written; unset = state_dir/spool.", "/var/spool/spur")
     )
+    join_token = f.Str(
+        metadata=doc("Join token for [admission] mode = token (prefer join_token_file).", "0a1b2c.<secret>")
+    )
+    join_token_file = f.PathField(
+        metadata=doc("File holding the join token (mode 0600, read at start).", "/etc/spur/join-token")
+    )
+
+    metrics_addr = f.Addr(
+        default_port=6824, metadata=doc("Prometheus metrics address of spurd (see [metrics]).")
+    )
+
+    def check(self, obj: AgentConfig) -> None:
+        if obj.join_token is not None and obj.join_token_file is not None:
+            raise _fail("join_token_file", "set either agent.join_token or agent.join_token_file, not both")
 
 
 class RestSchema(SectionSchema):
     model = RestConfig
 
     enabled = f.Bool(metadata=doc("Serve the REST API on controller.rest_addr."))
+    max_body_bytes = f.Int(
+        validate=f.at_least(1024), metadata=doc("Largest request body accepted (bytes); larger -> 413.")
+    )
+    max_json_depth = f.Int(
+        validate=f.at_least(2), metadata=doc("Deepest JSON nesting accepted in a body; deeper -> 400.")
+    )
+    max_string_length = f.Int(
+        validate=f.at_least(64), metadata=doc("Longest JSON string accepted in a body; longer -> 400.")
+    )
+
+
+class MetricsSchema(SectionSchema):
+    model = MetricsConfig
+
+    enabled = f.Bool(metadata=doc("Serve Prometheus metrics from spurctld and spurd."))
+    bind = f.Addr(
+        default_port=6822,
+        metadata=doc(
+            "spurctld metrics address overriding controller.metrics_addr; unset = that key.",
+            "0.0.0.0:6822",
+        ),
+    )
 
 
 SECTIONS: dict[str, type[SectionSchema]] = {
     "controller": ControllerSchema,
     "scheduler": SchedulerSchema,
     "accounting": AccountingSchema,
+    "priority": PrioritySchema,
     "auth": AuthSchema,
+    "admission": AdmissionSchema,
     "network": NetworkSchema,
     "cluster": ClusterSchema,
     "agent": AgentSchema,
     "rest": RestSchema,
+    "metrics": MetricsSchema,
 }
 """Single-table sections, in documentation order."""
 
@@ -345,11 +448,14 @@ class SpurConfigSchema(SectionSchema):
         NodeSchema, many=True, error_messages={"type": "expected an array of tables: [[nodes]]"}
     )
     accounting = fields.Nested(AccountingSchema)
+    priority = fields.Nested(PrioritySchema)
     auth = fields.Nested(AuthSchema)
+    admission = fields.Nested(AdmissionSchema)
     network = fields.Nested(NetworkSchema)
     cluster = fields.Nested(ClusterSchema)
     agent = fields.Nested(AgentSchema)
     rest = fields.Nested(RestSchema)
+    metrics = fields.Nested(MetricsSchema)
 
     @post_load
     def _build(self, data: dict[str, Any], **kwargs: Any) -> SpurConfig:

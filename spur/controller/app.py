@@ -61,8 +61,15 @@ class Controller:
         clock: Clock | None = None,
         config_path: str | Path | None = None,
         overrides: dict[str, Any] | None = None,
+        auth: Any = None,
     ) -> None:
+        """``auth``: resolved [auth] settings (spur.auth.keys.AuthSettings); read from ``cfg`` when None
+        (raises spur.auth.keys.AuthConfigError for an unusable key or required mode without one)."""
+        from spur.auth.guard import ServerAuth
+        from spur.auth.keys import load_settings
+
         self._overrides = dict(overrides or {})
+        self.auth = ServerAuth(auth if auth is not None else load_settings(cfg.auth), daemon_name="spurctld")
         self.cfg = cfg
         self.config_path = config_path
         self.node_id = node_id
@@ -70,6 +77,7 @@ class Controller:
         self.state_dir = Path(state_dir or cfg.controller.state_dir)
         self.listen = listen
         self.state = ClusterState(history_max_jobs=cfg.accounting.history_max_jobs)
+        self.auth.state = self.state  # accounting Administrators are admins too
         self._changed = trio.Event()
         self.scheduler_kick = trio.Event()
         self.machine = _NotifyingStateMachine(self.state, self._signal_change)
@@ -88,9 +96,16 @@ class Controller:
         )
         # Leader-only, not replicated: when each node last talked to us (trio clock).
         self.last_seen: dict[str, float] = {}
+        from spur.controller.launch_watch import LaunchWatch
+
+        self.launch_watch = LaunchWatch()  # leader-only: jobs missing from their node's heartbeats
         self.bound_port: int | None = None
         self.plugin_manager: Any = None
         self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running
+        self.grpc_server: Server | None = None  # its interceptor is the auth policy REST also runs
+        self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
+        self.rest_port: int | None = None
+        self.metrics_port: int | None = None
         from spur.accounting.runtime import AccountingRuntime
 
         self.accounting = AccountingRuntime(cfg.accounting.database_url)
@@ -189,6 +204,7 @@ class Controller:
                     nodes_expr=p.nodes,
                     max_time_secs=p.max_time_secs,
                     default_time_secs=p.default_time_secs,
+                    enforce_limits=self.cfg.scheduler.enforce_part_limits,
                 )
             )
         return parts
@@ -200,8 +216,29 @@ class Controller:
         if self.plugin_manager is None:
             self.plugin_manager = load_plugin_manager("scheduler", self.cfg.scheduler.plugin)
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
-        server = Server()
-        server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], ControllerService(self))
+        from spur.auth.broker import serve_broker
+        from spur.auth.service import AuthService
+        from spur.controller.surfaces import make_metrics, start_surfaces
+        from spur.rpc.proto import auth_pb2
+
+        self.metrics = make_metrics(self)
+        server = Server(
+            interceptor=self.auth, observer=self.metrics.observe_rpc if self.metrics is not None else None
+        )
+        service = ControllerService(self)
+        server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], service)
+        from spur.controller.admission import AdmissionService
+        from spur.rpc.proto import admission_pb2
+
+        server.add_service(admission_pb2.DESCRIPTOR.services_by_name["Admission"], AdmissionService(self))
+        from spur.controller.accounting_service import SERVICE as ACCOUNTING
+        from spur.controller.accounting_service import AccountingService
+
+        server.add_service(ACCOUNTING, AccountingService(self))
+        server.add_service(
+            auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
+        )
+        self.grpc_server = server
         from spur.accounting.service import SERVICE as ACCOUNTING_DB
         from spur.accounting.service import AccountingDbService
 
@@ -213,7 +250,9 @@ class Controller:
         )
         async with controller_pool() as self.peer_pool, trio.open_nursery() as nursery:
             await nursery.start(self.raft.run, raft_listen)
+            await nursery.start(serve_broker, self.auth, name="auth-broker")
             self.bound_port = await nursery.start(server.serve, host, port)
+            await start_surfaces(self, nursery, service)
             nursery.start_soon(self._leadership_watch, name="leadership-watch")
             nursery.start_soon(self._announce_self, name="announce-self")
             log.info("spurctld listening on %s:%s (state in %s)", host, self.bound_port, self.state_dir)
@@ -223,7 +262,7 @@ class Controller:
         """Re-read the config file and apply its live sections (leader only; followers keep theirs).
 
         Live: [scheduler] (interval, max_job_test; the plugin is fixed at start), [[partitions]],
-        and the node heartbeat/timeout settings. A bad file changes nothing and raises an RpcError
+        the node heartbeat/timeout settings, [accounting] enforce and [priority]. A bad file changes nothing and raises an RpcError
         naming the problem.
         """
         from dataclasses import replace
@@ -250,10 +289,23 @@ class Controller:
         self.cfg = replace(
             self.cfg, scheduler=new.scheduler, partitions=new.partitions, controller=controller
         )
+        self.cfg = replace(self.cfg, accounting=new.accounting, priority=new.priority)
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))
+        await self._configure_accounting()
         self.kick_scheduler()
-        log.info("reconfigured from %s: scheduler, partitions, node timeouts", self.config_path)
-        return ["scheduler", "partitions", "controller.node_timeouts"]
+        log.info(
+            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority",
+            self.config_path,
+        )
+        return ["scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority"]
+
+    async def _configure_accounting(self) -> None:
+        """Propose the ``[accounting]``/``[priority]`` settings the replicated state must agree on."""
+        from spur.controller.accounting_service import accounting_settings
+
+        wanted = accounting_settings(self)
+        if not self.state.domains["accounting"].configured_as(wanted):  # type: ignore[attr-defined]
+            await self.propose(wanted)
 
     async def _leadership_watch(self) -> None:
         role = self.raft.role
@@ -279,7 +331,7 @@ class Controller:
                     elif self.leader_address() is not None:
                         stub = await self.leader_stub()
                         info = pb.ControllerInfo(node_id=self.node_id, address=self.client_address)
-                        await stub.RegisterController(info, timeout=5)
+                        await stub.RegisterController(info, timeout=5, metadata=self.auth.daemon_metadata())
                 except RpcError as exc:
                     log.debug("announcing this controller failed (will retry): %s", exc)
             with trio.move_on_after(1.0):
@@ -297,6 +349,7 @@ class Controller:
         wanted = self.configured_partitions()
         if [p for p in self.state.partitions.values()] != wanted:
             await self.propose(c.ConfigurePartitions(wanted))
+        await self._configure_accounting()
         now = trio.current_time()
         for name in self.state.nodes:
             self.last_seen.setdefault(name, now)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from spur.accounting.shares import weights_of
+from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
 from spur.controller.pool import ChannelPool, agent_pool
 from spur.core.job import Job, JobState
 from spur.rpc.proto import spur_pb2 as pb
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spur.controller")
 
-LAUNCH_ATTEMPTS = 3
+LAUNCH_POLICY = LaunchPolicy()
 AGENT_CALL_TIMEOUT = 10.0
 
 
@@ -46,10 +48,13 @@ class SchedulerLoop:
                 continue  # nothing changed since the last pass: the plan would be the same
             seen_index = self.ctl.state.applied_index
             began = time.process_time()
+            wall = time.perf_counter()
             try:
                 await self.cycle()
             except RpcError as exc:
                 log.warning("scheduler cycle could not commit: %s", exc)
+            if self.ctl.metrics is not None:
+                self.ctl.metrics.observe_scheduler_cycle(time.perf_counter() - wall)
             # Kicks arrive with every submit; spacing passes by twice their CPU cost keeps a burst of
             # submissions from spending the controller's CPU on re-planning the same queue.
             await trio.sleep(min(interval, 2 * (time.process_time() - began)))
@@ -62,15 +67,24 @@ class SchedulerLoop:
         await self._cancel_never_satisfiable(reasons)
         started = 0
         cap = ctl.cfg.scheduler.max_job_test
+        accounting = ctl.state.domains["accounting"]
+        prio = accounting.priorities(eligible, weights_of(ctl.cfg.priority), now)  # type: ignore[attr-defined]
         if cap and len(eligible) > cap:
             # Only the first max_job_test jobs by priority are tested (Slurm's bf_max_job_test); the
             # rest wait behind them, so building their views would be wasted work.
-            eligible.sort(key=lambda j: (-j.priority, j.submit_time, j.job_id))
+            eligible.sort(key=lambda j: (-prio.get(j.job_id, j.priority), j.submit_time, j.job_id))
             for job in eligible[cap:]:
                 reasons[job.job_id] = "Priority"
             eligible = eligible[:cap]
         if eligible:
-            snapshot = build_snapshot(ctl.state, now, max_job_test=cap, eligible=eligible)
+            snapshot = build_snapshot(
+                ctl.state,
+                now,
+                max_job_test=cap,
+                eligible=eligible,
+                priorities=prio,
+                limits=accounting.scheduling_gate(),  # type: ignore[attr-defined]
+            )
             plan = ctl.plugin_manager.hook.spur_schedule(snapshot=snapshot, options={})
             results: list[object] = []
 
@@ -122,7 +136,7 @@ class Dispatcher:
         self._active: set[int] = set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with agent_pool() as pool, trio.open_nursery() as nursery:
+        async with agent_pool(self.ctl.auth.daemon_metadata) as pool, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 self._spawn_work(pool, nursery)
@@ -203,24 +217,35 @@ class Dispatcher:
                 )
                 return
             info = job_to_proto(job)
+            requeueable = not (job.spec.no_requeue or job.spec.interactive)
             for node_name, first_task, batch in self._launch_targets(job):
                 node = ctl.state.nodes[node_name]
                 req = pb.LaunchJobRequest(
-                    job=info, node=node_name, first_task=first_task, batch=batch, fence_term=ctl.raft.term
+                    job=info,
+                    node=node_name,
+                    first_task=first_task,
+                    batch=batch,
+                    fence_term=ctl.raft.term,
+                    cluster_id=ctl.state.cluster_id,
                 )
-                error = await self._call_launch(pool, node.address, node.port, req)
-                if error is not None:
-                    code, message = error
-                    if code in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED):
-                        log.warning("job %s: launch on %s failed: %s; requeueing", job_id, node_name, message)
-                        await ctl.raft_propose_quiet(c.LaunchFailed(job_id, message, ctl.clock.wall()))
-                    else:
-                        log.warning("job %s: agent %s refused launch: %s", job_id, node_name, message)
-                        await ctl.raft_propose_quiet(
-                            c.JobExited(
-                                job_id, node_name, 1, 0, ctl.clock.wall(), launch_failed=True, message=message
-                            )
+                outcome = await self._call_launch(pool, node.address, node.port, req, requeueable)
+                if isinstance(outcome, Requeue):
+                    log.warning("job %s: %s; requeueing", job_id, outcome.reason)
+                    await ctl.raft_propose_quiet(c.LaunchFailed(job_id, outcome.reason, ctl.clock.wall()))
+                    return
+                if isinstance(outcome, Fail):
+                    log.warning("job %s: %s", job_id, outcome.reason)
+                    await ctl.raft_propose_quiet(
+                        c.JobExited(
+                            job_id,
+                            node_name,
+                            1,
+                            0,
+                            ctl.clock.wall(),
+                            launch_failed=True,
+                            message=outcome.reason,
                         )
+                    )
                     return
             await ctl.raft_propose_quiet(c.JobLaunched(job_id, job.alloc_term))
             current = ctl.state.jobs.get(job_id)
@@ -231,21 +256,23 @@ class Dispatcher:
             self._busy.discard((job_id, "launch"))
 
     async def _call_launch(
-        self, pool: ChannelPool, address: str, port: int, req: pb.LaunchJobRequest
-    ) -> tuple[StatusCode, str] | None:
-        delay = 0.5
-        for attempt in range(LAUNCH_ATTEMPTS):
+        self, pool: ChannelPool, address: str, port: int, req: pb.LaunchJobRequest, requeueable: bool
+    ) -> Requeue | Fail | None:
+        """Send the launch until acknowledged (None) or ``next_step`` gives up; backoff on Trio's clock."""
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 stub = await pool.stub(address, port)
                 await stub.LaunchJob(req, timeout=AGENT_CALL_TIMEOUT)
                 return None
             except RpcError as exc:
-                transient = exc.code in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED)
-                if not transient or attempt == LAUNCH_ATTEMPTS - 1:
-                    return exc.code, exc.message
-            await trio.sleep(delay)
-            delay *= 2
-        return StatusCode.UNAVAILABLE, "unreachable"
+                step = next_step(
+                    LAUNCH_POLICY, attempt, exc.code, exc.message, node=req.node, requeueable=requeueable
+                )
+            if not isinstance(step, Retry):
+                return step
+            await trio.sleep(step.delay)
 
     async def _cancel(self, pool: ChannelPool, job_id: int) -> None:
         """Signal every node of the allocation (batch script and steps alike) to end the job.

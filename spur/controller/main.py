@@ -10,9 +10,18 @@ import sys
 
 import trio
 
+from spur.startup import EXIT_CONFIG, EXIT_STARTUP, startup_message
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="spurctld", description="Spur controller daemon")
+    """spurctld's flags (also the option table of its man page, spurctld.8)."""
+    p = argparse.ArgumentParser(
+        prog="spurctld",
+        description="Spur controller daemon",
+        epilog="Exit codes: 0 stopped cleanly, 1 cannot start (port or state directory in use), "
+        "2 bad flag, 78 configuration error.",
+    )
+    p.add_argument("-V", "--version", action="version", version=_version())
     p.add_argument("-D", "--foreground", action="store_true", help="run in the foreground (always the case)")
     p.add_argument(
         "-f",
@@ -26,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--node-id", type=int, help="Raft node id (controller.node_id)")
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p
+
+
+def _version() -> str:
+    from spur.cli.cmdinfo import version_line
+
+    return version_line()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,17 +66,33 @@ def main(argv: list[str] | None = None) -> int:
         listen = parse_addr(cfg.controller.listen_addr, 6817)
     except ConfigError as exc:
         print(f"spurctld: error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_CONFIG
 
+    from spur.auth.keys import AuthConfigError, load_settings
     from spur.controller.app import Controller
     from spur.plugins import load_plugin_manager
+
+    try:
+        auth = load_settings(cfg.auth)
+    except AuthConfigError as exc:
+        print(f"spurctld: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
 
     try:
         plugin_manager = load_plugin_manager("scheduler", cfg.scheduler.plugin)
     except PluginNotFound as exc:
         print(f"spurctld: error: {exc}", file=sys.stderr)
-        return 1
-    controller = Controller(cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides)
+        return EXIT_CONFIG
+    try:
+        controller = Controller(
+            cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides, auth=auth
+        )
+    except Exception as exc:  # the state directory cannot be used (locked by another spurctld, unreadable)
+        message = startup_message("spurctld", exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return EXIT_STARTUP
     controller.plugin_manager = plugin_manager
 
     async def run() -> None:
@@ -69,14 +100,15 @@ def main(argv: list[str] | None = None) -> int:
             nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
             await nursery.start(controller.run)
 
-    failed = False
     try:
         trio.run(run)
-    except* OSError as group:
-        for exc in group.exceptions:
-            print(f"spurctld: error: cannot serve: {exc}", file=sys.stderr)
-        failed = True
-    return 1 if failed else 0
+    except BaseException as exc:  # a start-up failure inside the Trio run is one line, not a traceback
+        message = startup_message("spurctld", exc)
+        if message is None or isinstance(exc, KeyboardInterrupt):
+            raise
+        print(message, file=sys.stderr)
+        return EXIT_STARTUP
+    return 0
 
 
 async def _stop_on_signal(scope: trio.CancelScope) -> None:

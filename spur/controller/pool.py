@@ -17,8 +17,15 @@ class ChannelPool:
     stub while the channel's nursery stays correctly nested.
     """
 
-    def __init__(self, make_stub: Callable[[Any], Any], *, connect_timeout: float = 3.0) -> None:
+    def __init__(
+        self,
+        make_stub: Callable[[Any], Any],
+        *,
+        connect_timeout: float = 3.0,
+        metadata_provider: Callable[[], dict[str, str]] | None = None,
+    ) -> None:
         self._make_stub = make_stub
+        self._metadata_provider = metadata_provider
         self._connect_timeout = connect_timeout
         self._stubs: dict[str, Any] = {}
         self._lock = trio.Lock()
@@ -39,7 +46,9 @@ class ChannelPool:
     ) -> None:
         from spur.rpc.channel import open_channel
 
-        async with open_channel(target, connect_timeout=self._connect_timeout) as channel:
+        async with open_channel(
+            target, connect_timeout=self._connect_timeout, metadata_provider=self._metadata_provider
+        ) as channel:
             task_status.started(self._make_stub(channel))
             await trio.sleep_forever()
 
@@ -52,10 +61,11 @@ class ChannelPool:
         return self._stubs[key]
 
 
-def agent_pool() -> ChannelPool:
+def agent_pool(metadata_provider: Callable[[], dict[str, str]] | None = None) -> ChannelPool:
+    """Channels to agents; ``metadata_provider`` signs every call (the controller's daemon token)."""
     from spur.rpc.stub import agent_stub
 
-    return ChannelPool(agent_stub)
+    return ChannelPool(agent_stub, metadata_provider=metadata_provider)
 
 
 def controller_pool() -> ChannelPool:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from spur.auth.identity import Identity, IdentityError, identity_from_metadata
+from spur.auth.admin import is_admin, permission_denied
+from spur.auth.identity import Identity, IdentityError, require_identity
 from spur.controller import convert
 from spur.core.job import JobState
 from spur.rpc.proto import spur_pb2 as pb
@@ -29,8 +30,9 @@ LOCAL_READ_KEY = "x-spur-local-read"
 
 
 def _caller(context: CallContext) -> Identity:
+    """The verified identity the auth interceptor set (the claimed headers on a server without one)."""
     try:
-        return identity_from_metadata(context.metadata)
+        return require_identity(context.identity, context.metadata)
     except IdentityError as exc:
         raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
 
@@ -50,10 +52,11 @@ def leader_only(method):
     return serve
 
 
-def _require_admin(context: CallContext) -> Identity:
+def _require_admin(context: CallContext, what: str, state: Any = None) -> Identity:
+    """The verified caller if it is an administrator (see ``spur.auth.admin``), else PERMISSION_DENIED."""
     ident = _caller(context)
-    if not ident.is_admin:
-        raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied: requires the administrator")
+    if not is_admin(ident, state):
+        raise RpcError(StatusCode.PERMISSION_DENIED, permission_denied(what))
     return ident
 
 
@@ -146,13 +149,18 @@ class ControllerService:
             for job in targets:
                 await self._signal(job, request.signal, ident, batch_only=request.batch_only)
             return pb.CancelJobResponse(state=targets[0].state.value)
-        state = await self.ctl.propose(c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task))
+        state = await self.ctl.propose(
+            c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task, admin=is_admin(ident, self.ctl.state))
+        )
         self.ctl.kick_scheduler()
         return pb.CancelJobResponse(state=state)
 
     async def _signal(self, job, signal: int, ident: Identity, *, batch_only: bool = False) -> None:
-        if ident.uid not in (0, job.uid):
-            raise RpcError(StatusCode.PERMISSION_DENIED, "Access/permission denied")
+        if not is_admin(ident, self.ctl.state) and ident.uid != job.uid:
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED,
+                permission_denied(f"signalling job {job.job_id} of another user"),
+            )
         if job.state is not JobState.RUNNING or not job.launched:
             raise RpcError(StatusCode.FAILED_PRECONDITION, "Job is not running: cannot signal it")
         await self._tell_agents(
@@ -163,7 +171,7 @@ class ControllerService:
         """Send ``request`` to every agent of the job's allocation; unknown-job answers are fine."""
         from spur.controller.pool import agent_pool
 
-        async with agent_pool() as pool:
+        async with agent_pool(self.ctl.auth.daemon_metadata) as pool:
             for a in job.allocation:
                 node = self.ctl.state.nodes[a.node]
                 stub = await pool.stub(node.address, node.port)
@@ -193,6 +201,7 @@ class ControllerService:
             name=opt("name"),
             comment=opt("comment"),
             action=action,
+            admin=is_admin(ident, self.ctl.state),
         )
         ids = await self.ctl.propose(cmd)
         for job_id in ids:
@@ -213,7 +222,9 @@ class ControllerService:
         spec = convert.step_spec_from_proto(request.spec)
         if not spec.argv:
             raise RpcError(StatusCode.INVALID_ARGUMENT, "a step needs a command to run")
-        step = await self.ctl.propose(c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall()))
+        step = await self.ctl.propose(
+            c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall(), admin=is_admin(ident, self.ctl.state))
+        )
         job = self.ctl.state.jobs[request.job_id]
         return pb.CreateStepResponse(step=convert.step_to_proto(step), job=convert.job_to_proto(job))
 
@@ -246,6 +257,7 @@ class ControllerService:
             threads_per_core=node.threads_per_core,
             arch=node.arch,
             os=node.os,
+            reason_time=node.reason_time,
         )
 
     @leader_only
@@ -278,7 +290,7 @@ class ControllerService:
 
     @leader_only
     async def UpdateNode(self, request: pb.UpdateNodeRequest, context: CallContext) -> pb.Empty:
-        _require_admin(context)
+        _require_admin(context, "updating nodes", self.ctl.state)
         names = _expand_names([request.nodes])
         await self.ctl.propose(c.UpdateNode(names, request.state, request.reason, self.ctl.clock.wall()))
         self.ctl.kick_scheduler()
@@ -295,6 +307,9 @@ class ControllerService:
             request.address = context.peer.rsplit(":", 1)[0].strip("[]")
         if not self.ctl.is_leader:
             return await self.forward("RegisterNode", request, context)
+        from spur.controller.admission import admit_registration
+
+        credential = await admit_registration(self.ctl, request.name, request.join_token, context)
         address = request.address
         node = convert.node_from_register(request, address)
         await self.ctl.propose(c.RegisterNode(node, self.ctl.clock.wall()))
@@ -312,14 +327,20 @@ class ControllerService:
         return pb.RegisterNodeResponse(
             heartbeat_interval_secs=int(self.ctl.cfg.controller.heartbeat_interval_secs),
             cluster_name=self.ctl.cfg.cluster_name,
+            cluster_id=self.ctl.state.cluster_id,
+            node_credential=credential,
         )
 
     @leader_only
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
+        from spur.controller.admission import check_node_credential
+
+        check_node_credential(self.ctl, request.name, context, "heartbeat")
         node = self.ctl.state.nodes.get(request.name)
         if node is None:
             return pb.HeartbeatResponse(known=False)
         self.ctl.last_seen[request.name] = trio.current_time()
+        await self.ctl.launch_watch.heartbeat(self.ctl, request, trio.current_time())
         if node.down and node.reason == "Not responding":
             await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
             self.ctl.kick_scheduler()
@@ -327,6 +348,19 @@ class ControllerService:
 
     @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
+        from spur.controller.admission import check_node_credential
+
+        check_node_credential(self.ctl, request.node, context, "job report")
+        if request.cluster_id and request.cluster_id != self.ctl.state.cluster_id:
+            # A job this node ran for another cluster (an earlier state dir): not ours, acknowledge it.
+            log.info(
+                "ignoring node %s's report of job %s of cluster %s (this is cluster %s)",
+                request.node,
+                request.job_id,
+                request.cluster_id,
+                self.ctl.state.cluster_id,
+            )
+            return pb.Empty()
         if request.HasField("step_id"):
             await self.ctl.propose(
                 c.StepExited(
@@ -368,6 +402,8 @@ class ControllerService:
             applied_index=st["applied_index"],
             healthy=True,
             leader_address=self.ctl.leader_address() or "",
+            cluster_id=self.ctl.state.cluster_id,
+            cluster_name=self.ctl.cfg.cluster_name,
         )
 
     async def GetControllers(self, request: pb.Empty, context: CallContext) -> pb.GetControllersResponse:
@@ -388,7 +424,11 @@ class ControllerService:
                     raise RpcError(StatusCode.UNAVAILABLE, "client address not announced yet")
                 stub = await self.ctl.peer_pool.stub(address)
                 with trio.fail_after(2):
-                    infos.append(await stub.GetControllerStatus(pb.Empty(), timeout=2))
+                    infos.append(
+                        await stub.GetControllerStatus(
+                            pb.Empty(), timeout=2, metadata=self.ctl.auth.daemon_metadata()
+                        )
+                    )
             except (RpcError, trio.TooSlowError):
                 infos.append(
                     pb.ControllerInfo(node_id=node_id, address=address, role="unreachable", healthy=False)
@@ -402,7 +442,7 @@ class ControllerService:
 
     @leader_only
     async def Reconfigure(self, request: pb.Empty, context: CallContext) -> pb.ReconfigureResponse:
-        _require_admin(context)
+        _require_admin(context, "reconfigure", self.ctl.state)
         applied = await self.ctl.reconfigure()
         return pb.ReconfigureResponse(applied=applied, node_id=self.ctl.node_id)
 

@@ -247,3 +247,4 @@ class Partition:
     nodes_expr: str = "ALL"
     max_time_secs: int = UNLIMITED
     default_time_secs: int = UNLIMITED
+    enforce_limits: str = "NO"  # [scheduler] enforce_part_limits: refuse jobs beyond the partition

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from spur.core.job import NodeAllocation
 
@@ -69,6 +70,18 @@ class PartitionView:
     up: bool = True
 
 
+class LimitGate(Protocol):
+    """Account/QOS limits for one scheduling pass (the only stateful part of a snapshot).
+
+    Ask ``check`` before starting a pending job (Slurm's pending reason, or "" when no limit is in
+    the way) and call ``charge`` for each job the plan starts, so later jobs of the same pass count it.
+    """
+
+    def check(self, job_id: int) -> str: ...
+
+    def charge(self, job_id: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class SchedSnapshot:
     now: float
@@ -78,6 +91,7 @@ class SchedSnapshot:
     partitions: tuple[PartitionView, ...] = ()
     reservations: tuple = ()
     max_job_test: int = 0  # plugin may stop after this many pending jobs; 0 = no cap
+    limits: LimitGate | None = None  # account/QOS limits of this pass; None = none enforced
 
 
 @dataclass(frozen=True)

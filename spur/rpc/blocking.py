@@ -205,7 +205,11 @@ class BlockingChannel:
             why = os.strerror(exc.errno) if isinstance(exc.errno, int) and exc.errno > 0 else str(exc)
             raise RpcError(StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {why}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+        # Indexable headers, as spur.rpc.transport's client (see there).
+        config = h2.config.H2Configuration(
+            client_side=True, header_encoding=None, normalize_outbound_headers=False
+        )
+        conn = h2.connection.H2Connection(config)
         conn.initiate_connection()
         self._sock, self._h2 = sock, conn
         return sock, conn

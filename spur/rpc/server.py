@@ -45,11 +45,13 @@ from spur.rpc.wire import (
     validate_metadata,
 )
 
-__all__ = ["CallContext", "Server", "Interceptor"]
+__all__ = ["CallContext", "Server", "Interceptor", "Observer"]
 
 log = logging.getLogger("spur.rpc.server")
 
 Interceptor = Callable[["CallContext"], Awaitable[None]]
+# Called once per finished call with (method path, status code name, seconds); must not raise or block.
+Observer = Callable[[str, str, float], None]
 _MAX_STREAMS = 4096
 # Long status messages are cut: peers cap header blocks (grpcio at 8-16 KiB).
 _MAX_STATUS_MESSAGE = 2048
@@ -64,6 +66,8 @@ class CallContext:
         self.peer = peer
         self.deadline = deadline
         self.trailing_metadata: dict[str, str] = {}
+        # The caller's verified identity, set by the interceptor (spur.auth.guard.ServerAuth).
+        self.identity: Any = None
 
     def abort(self, code: StatusCode, message: str) -> NoReturn:
         """End the call with ``code`` and ``message`` (raises :class:`RpcError`)."""
@@ -95,8 +99,10 @@ class Server:
         *,
         interceptor: Interceptor | None = None,
         max_message_bytes: int = 64 * 1024 * 1024,
+        observer: Observer | None = None,
     ) -> None:
         self.interceptor = interceptor
+        self.observer = observer
         self.max_message_bytes = max_message_bytes
         self._methods: dict[str, _Method] = {}
         self._services: set[str] = set()
@@ -135,8 +141,14 @@ class Server:
     async def serve(self, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen on ``host:port`` (0 picks a free port), report the bound port via ``task_status``,
         and serve until cancelled. With port 0 and a host resolving to several addresses, only the
-        first address is bound (so every listener shares one port)."""
-        listeners = await trio.open_tcp_listeners(port, host=host or None)
+        first address is bound (so every listener shares one port). A failed bind raises
+        :class:`spur.startup.ListenError` (an OSError naming the address)."""
+        try:
+            listeners = await trio.open_tcp_listeners(port, host=host or None)
+        except OSError as exc:
+            from spur.startup import ListenError
+
+            raise ListenError(host, port, exc) from exc
         if port == 0 and len(listeners) > 1:
             for extra in listeners[1:]:
                 await extra.aclose()
@@ -282,6 +294,21 @@ class _ServerConnection(H2Transport):
     # ------------------------------------------------------------------ calls
 
     async def _serve_call(self, call: _Call, method: _Method, ctx: CallContext) -> None:
+        if self.server.observer is None:
+            await self._serve_call_inner(call, method, ctx)
+            return
+        began = trio.current_time()
+        code = "CANCELLED"
+        try:
+            code = await self._serve_call_inner(call, method, ctx)
+        finally:
+            try:
+                self.server.observer(method.path, code, trio.current_time() - began)
+            except Exception:
+                log.exception("RPC observer failed")
+
+    async def _serve_call_inner(self, call: _Call, method: _Method, ctx: CallContext) -> str:
+        """Serve the call; returns the name of the status it ended with."""
         status: RpcError | None = None
         try:
             with call.scope:
@@ -290,7 +317,7 @@ class _ServerConnection(H2Transport):
                 except RpcError as err:
                     status = err
                 except StreamGone:
-                    return
+                    return "CANCELLED"
                 except Exception as exc:
                     status = _unwrap_rpc_error(exc)
                     if status is None:
@@ -298,9 +325,10 @@ class _ServerConnection(H2Transport):
                         status = RpcError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
             if call.scope.cancelled_caught:
                 if call.reset_by_peer or self.closed:
-                    return
+                    return "CANCELLED"
                 status = RpcError(StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
             self._finish(call, status, ctx.trailing_metadata)
+            return "OK" if status is None else status.code.name
         except trio.Cancelled:
             if not self.closed:
                 self._finish(call, RpcError(StatusCode.UNAVAILABLE, "server is shutting down"))

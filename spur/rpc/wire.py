@@ -138,14 +138,15 @@ def validate_metadata(metadata: dict[str, str]) -> list[tuple[str, str]]:
     """Check application metadata before it goes on the wire; returns ``(name, value)`` pairs.
 
     Raises ValueError naming the offending key: names must be ``[0-9a-z_.-]+`` (upper case is folded)
-    and must not be reserved transport headers; values must not contain CR, LF or NUL.
+    and must not be reserved transport headers; values must not contain CR, LF or NUL. Surrounding
+    whitespace is stripped from values (HTTP/2 peers refuse it; the clients do not let h2 normalize).
     """
     out = []
     for key, value in metadata.items():
         name = str(key).lower()
         if not _METADATA_KEY.match(name) or name.startswith("grpc-") or name in _RESERVED:
             raise ValueError(f"invalid metadata key {key!r}")
-        text = str(value)
+        text = str(value).strip()
         if any(c in text for c in "\r\n\0"):
             raise ValueError(f"invalid value for metadata key {key!r}: contains CR, LF or NUL")
         out.append((name, text))

@@ -96,6 +96,7 @@ class CancelJob:
     requester_uid: int
     time: float
     array_task_id: int | None = None
+    admin: bool = False  # the requester is a verified administrator (spur.auth.admin.is_admin)
 
 
 @dataclass
@@ -113,6 +114,7 @@ class UpdateJob:
     name: str | None = None
     comment: str | None = None
     action: str = ""
+    admin: bool = False  # the requester is a verified administrator (spur.auth.admin.is_admin)
 
 
 @dataclass
@@ -121,6 +123,7 @@ class CreateStep:
     spec: StepSpec
     requester_uid: int
     time: float
+    admin: bool = False  # the requester is a verified administrator (spur.auth.admin.is_admin)
 
 
 @dataclass

@@ -5,7 +5,10 @@ Add a domain by appending its class here; see ``spur.state.domain`` for the cont
 
 from __future__ import annotations
 
+from spur.state.accounting import AccountingDomain
+from spur.state.admission import AdmissionDomain
 from spur.state.domain import StateDomain
+from spur.state.job_stats import JobStats
 from spur.state.outbox import OutboxDomain
 
-DOMAINS: list[type[StateDomain]] = [OutboxDomain]
+DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain, JobStats, OutboxDomain]

@@ -80,6 +80,7 @@ class ClusterState:
             self.domains[domain.name] = domain
             for cmd_cls in domain.commands:
                 self._domain_of[cmd_cls] = domain
+        self._summaries: dict[tuple[str, str], Any] = {}  # derived: see partition_summary
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -126,6 +127,7 @@ class ClusterState:
         self._rebuild_derived()
 
     def _rebuild_derived(self) -> None:
+        self._summaries = {}
         self._usage = {name: Usage() for name in self.nodes}
         for job in self.jobs.values():
             if job.state.holds_resources:
@@ -284,13 +286,19 @@ class ClusterState:
         if spec.partition:
             part = self.partitions.get(spec.partition)
             if part is None:
-                return Rejected("INVALID_ARGUMENT", "invalid partition name specified")
+                return Rejected(
+                    "INVALID_ARGUMENT",
+                    f"invalid partition specified: {spec.partition}\nInvalid partition name specified",
+                )
         else:
             part = self.default_partition()
             if part is None:
                 return Rejected("INVALID_ARGUMENT", "no partition specified and no default partition")
         if part.state is PartitionState.INACTIVE:
             return Rejected("FAILED_PRECONDITION", f"partition {part.name} is inactive")
+        refusal, limit_reason = self._feasibility(spec, part)
+        if refusal is not None:
+            return Rejected(refusal.code, refusal.message)
         limit = _resolve_time_limit(spec.time_limit_secs, part)
         if limit is None:
             return Rejected(
@@ -316,6 +324,11 @@ class ClusterState:
                     "INVALID_ARGUMENT", f"job array of {len(ids)} tasks exceeds {MAX_ARRAY_TASKS}"
                 )
             task_ids, max_running = list(ids), limit_running or 0
+        accounting = self.domains.get("accounting")
+        if accounting is not None:  # last check: on "" it has counted the jobs as submitted
+            refused = accounting.admit(spec, cmd.user, part.name, len(task_ids))  # type: ignore[attr-defined]
+            if refused:
+                return Rejected("INVALID_ARGUMENT", refused)
         first = self.next_job_id
         self.next_job_id += len(task_ids)
         for offset, task_id in enumerate(task_ids):
@@ -331,7 +344,7 @@ class ClusterState:
                 time_limit_secs=limit,
                 submit_time=cmd.submit_time,
                 priority=0 if spec.hold else self._base_priority(job_id, spec.nice),
-                reason="JobHeldUser" if spec.hold else "None",
+                reason="JobHeldUser" if spec.hold else (limit_reason or "None"),
                 eligible_time=max(cmd.submit_time, spec.begin_time),
             )
             if task_id is not None:
@@ -344,6 +357,30 @@ class ClusterState:
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
         return first
+
+    def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
+        """What ``part``'s registered nodes offer at most (cached until a node registers)."""
+        from spur.state.feasibility import PartitionSummary
+
+        key = (part.name, part.nodes_expr)
+        summary = self._summaries.get(key)
+        if summary is None:
+            summary = PartitionSummary.of(self.nodes[n] for n in self.partition_nodes(part))
+            self._summaries[key] = summary
+        return summary
+
+    def _feasibility(self, spec: Any, part: Partition):  # -> (Refusal | None, reason | None)
+        """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
+        from spur.state.feasibility import partition_reason, submit_refusal
+
+        summary = self.partition_summary(part)
+        configured = None
+        if spec.nodelist and part.nodes_expr.strip().upper() not in ("ALL", ""):
+            from spur.core.hostlist import expand
+
+            configured = set(expand(part.nodes_expr))
+        refusal = submit_refusal(spec, summary, self.nodes, configured, part.enforce_limits)
+        return refusal, (None if refusal else partition_reason(spec, summary))
 
     @staticmethod
     def _base_priority(job_id: int, nice: int) -> int:
@@ -372,6 +409,7 @@ class ClusterState:
             new.reason_time = old.reason_time
         new.registered_time = cmd.time
         self.nodes[new.name] = new
+        self._summaries = {}
         self._usage.setdefault(new.name, Usage())
         return True
 
@@ -473,8 +511,12 @@ class ClusterState:
         targets = self.resolve_targets(cmd.job_id, cmd.array_task_id)
         if not targets:
             return Rejected("NOT_FOUND", "Invalid job id specified")
-        if any(cmd.requester_uid not in (0, j.uid) for j in targets):
-            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+        if not (cmd.admin or cmd.requester_uid == 0) and any(cmd.requester_uid != j.uid for j in targets):
+            return Rejected(
+                "PERMISSION_DENIED",
+                f"Access/permission denied: cancelling job {cmd.job_id} of another user needs the "
+                "administrator privilege",
+            )
         live = [j for j in targets if not j.state.is_terminal]
         if not live:
             return Rejected("FAILED_PRECONDITION", "Job/step already completing or completed")
@@ -517,9 +559,13 @@ class ClusterState:
         targets = self.resolve_targets(cmd.job_id, cmd.array_task_id)
         if not targets:
             return Rejected("NOT_FOUND", "Invalid job id specified")
-        admin = cmd.requester_uid == 0
+        admin = cmd.admin or cmd.requester_uid == 0
         if any(not admin and cmd.requester_uid != j.uid for j in targets):
-            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+            return Rejected(
+                "PERMISSION_DENIED",
+                f"Access/permission denied: updating job {cmd.job_id} of another user needs the "
+                "administrator privilege",
+            )
         if cmd.priority is not None and not admin:
             return Rejected(
                 "PERMISSION_DENIED", "Access/permission denied: only an administrator may set Priority"
@@ -639,8 +685,12 @@ class ClusterState:
         job = self.jobs.get(cmd.job_id)
         if job is None:
             return Rejected("NOT_FOUND", "Invalid job id specified")
-        if cmd.requester_uid not in (0, job.uid):
-            return Rejected("PERMISSION_DENIED", "Access/permission denied")
+        if not (cmd.admin or cmd.requester_uid == 0) and cmd.requester_uid != job.uid:
+            return Rejected(
+                "PERMISSION_DENIED",
+                f"Access/permission denied: a step in job {cmd.job_id} of another user needs the "
+                "administrator privilege",
+            )
         if job.state is not JobState.RUNNING or not job.launched:
             return Rejected("FAILED_PRECONDITION", "Job is not running: cannot create a step")
         spec = cmd.spec

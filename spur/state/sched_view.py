@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from spur.core.job import Job, JobState, PartitionState
 from spur.core.scheduling import (
+    LimitGate,
     NodeView,
     PartitionView,
     PendingView,
@@ -14,14 +15,15 @@ from spur.core.scheduling import (
 from spur.state.machine import ClusterState
 
 
-def pending_view(job: Job) -> PendingView:
+def pending_view(job: Job, priority: int | None = None) -> PendingView:
+    """The plugin's view of a pending job; ``priority`` overrides the stored one (multifactor)."""
     from spur.core.resources import gpus_per_node
 
     spec = job.spec
     gpn, gtype = gpus_per_node(list(spec.gres)) if spec.gres else (0, "")
     return PendingView(
         job_id=job.job_id,
-        priority=job.priority,
+        priority=job.priority if priority is None else priority,
         submit_time=job.submit_time,
         partition=job.partition,
         num_nodes=spec.num_nodes,
@@ -53,12 +55,19 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
         if job.array_job_id and job.state.holds_resources:
             running_per_array[job.array_job_id] = running_per_array.get(job.array_job_id, 0) + 1
     offered = dict(running_per_array)
+    from spur.state.feasibility import partition_reason
+
+    summaries = {name: state.partition_summary(p) for name, p in state.partitions.items()}
     eligible: list[Job] = []
     blocked: dict[int, str] = {}
     for job in sorted(
         (j for j in state.jobs.values() if j.state is JobState.PENDING), key=lambda j: j.job_id
     ):
         reason = ineligible_reason(job, state.jobs, state.array_tasks, running_per_array, now)
+        if reason is None:
+            # Beyond its partition's nodes or CPUs: pends with Slurm's reason until the partition grows.
+            summary = summaries.get(job.partition)
+            reason = partition_reason(job.spec, summary) if summary is not None else None
         if reason is None and job.array_max_running:
             if offered.get(job.array_job_id, 0) >= job.array_max_running:
                 reason = ARRAY_LIMIT
@@ -72,9 +81,19 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
 
 
 def build_snapshot(
-    state: ClusterState, now: float, *, max_job_test: int = 0, eligible: list[Job] | None = None
+    state: ClusterState,
+    now: float,
+    *,
+    max_job_test: int = 0,
+    eligible: list[Job] | None = None,
+    priorities: dict[int, int] | None = None,
+    limits: LimitGate | None = None,
 ) -> SchedSnapshot:
-    """The plugin's view; ``eligible`` defaults to ``eligible_jobs(state, now)[0]``."""
+    """The plugin's view; ``eligible`` defaults to ``eligible_jobs(state, now)[0]``.
+
+    ``priorities`` (job id -> multifactor priority) replaces the jobs' stored priorities;
+    ``limits`` is the pass's account/QOS limit gate (see ``SchedSnapshot.limits``).
+    """
     if eligible is None:
         eligible = eligible_jobs(state, now)[0]
     part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
@@ -114,7 +133,8 @@ def build_snapshot(
         for j in state.jobs.values()
         if j.state.holds_resources
     )
-    pending = tuple(pending_view(j) for j in eligible)
+    prio = priorities or {}
+    pending = tuple(pending_view(j, prio.get(j.job_id)) for j in eligible)
     partitions = tuple(
         PartitionView(name=p.name, nodes=tuple(part_nodes[p.name]), up=p.state is PartitionState.UP)
         for p in state.partitions.values()
@@ -126,4 +146,5 @@ def build_snapshot(
         running=running,
         partitions=partitions,
         max_job_test=max_job_test,
+        limits=limits,
     )

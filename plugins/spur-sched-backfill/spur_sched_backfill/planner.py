@@ -208,6 +208,7 @@ class BackfillPlanner:
         cap = self.snap.max_job_test
         blocked_partitions: set[str] = set()
         reservations = 0
+        limits = self.snap.limits
         for job in sorted(self.snap.pending, key=priority_key):
             if cap and plan.jobs_tested >= cap:
                 plan.reasons[job.job_id] = PRIORITY
@@ -218,11 +219,18 @@ class BackfillPlanner:
             if reason:
                 plan.reasons[job.job_id] = reason
                 continue
+            if limits is not None:
+                reason = limits.check(job.job_id)
+                if reason:  # over an account/QOS limit: it waits without holding a reservation
+                    plan.reasons[job.job_id] = reason
+                    continue
             cands = self._candidates_for(job)
             required = tuple(sorted({self.index[n] for n in job.nodelist}))
             allocation = self._start_now(job, req, cands, required)
             if allocation is not None:
                 plan.assignments.append(Assignment(job_id=job.job_id, allocation=allocation))
+                if limits is not None:
+                    limits.charge(job.job_id)
                 continue
             if reservations < self.opts.reservation_depth:
                 reservations += 1

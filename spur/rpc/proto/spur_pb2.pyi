@@ -253,7 +253,7 @@ class JobInfo(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., allocation: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., partition: _Optional[str] = ..., time_limit_secs: _Optional[int] = ..., priority: _Optional[int] = ..., nodelist: _Optional[str] = ..., group: _Optional[str] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_max_running: _Optional[int] = ..., array_task_count: _Optional[int] = ..., array_task_min: _Optional[int] = ..., array_task_max: _Optional[int] = ..., dependency: _Optional[str] = ..., eligible_time: _Optional[float] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., restarts: _Optional[int] = ..., suspend_time: _Optional[float] = ..., suspended_secs: _Optional[float] = ..., submit_host: _Optional[str] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "state", "reason", "alloc_cpus", "alloc_mem_mb", "alloc_gpus", "last_heartbeat", "registered_time", "partitions", "version", "boot_time", "features", "sockets", "cores_per_socket", "threads_per_core", "arch", "os")
+    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "state", "reason", "alloc_cpus", "alloc_mem_mb", "alloc_gpus", "last_heartbeat", "registered_time", "partitions", "version", "boot_time", "features", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "reason_time")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -276,6 +276,7 @@ class NodeInfo(_message.Message):
     THREADS_PER_CORE_FIELD_NUMBER: _ClassVar[int]
     ARCH_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
+    REASON_TIME_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     port: int
@@ -298,10 +299,11 @@ class NodeInfo(_message.Message):
     threads_per_core: int
     arch: str
     os: str
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem_mb: _Optional[int] = ..., alloc_gpus: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., registered_time: _Optional[float] = ..., partitions: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., features: _Optional[_Iterable[str]] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ...) -> None: ...
+    reason_time: float
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem_mb: _Optional[int] = ..., alloc_gpus: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., registered_time: _Optional[float] = ..., partitions: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., features: _Optional[_Iterable[str]] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., reason_time: _Optional[float] = ...) -> None: ...
 
 class PartitionInfo(_message.Message):
-    __slots__ = ("name", "state", "is_default", "nodes", "max_time_secs", "default_time_secs", "nodes_expr")
+    __slots__ = ("name", "state", "is_default", "nodes", "max_time_secs", "default_time_secs", "nodes_expr", "enforce_limits")
     NAME_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
@@ -309,6 +311,7 @@ class PartitionInfo(_message.Message):
     MAX_TIME_SECS_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_TIME_SECS_FIELD_NUMBER: _ClassVar[int]
     NODES_EXPR_FIELD_NUMBER: _ClassVar[int]
+    ENFORCE_LIMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     is_default: bool
@@ -316,7 +319,8 @@ class PartitionInfo(_message.Message):
     max_time_secs: int
     default_time_secs: int
     nodes_expr: str
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., is_default: _Optional[bool] = ..., nodes: _Optional[_Iterable[str]] = ..., max_time_secs: _Optional[int] = ..., default_time_secs: _Optional[int] = ..., nodes_expr: _Optional[str] = ...) -> None: ...
+    enforce_limits: str
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., is_default: _Optional[bool] = ..., nodes: _Optional[_Iterable[str]] = ..., max_time_secs: _Optional[int] = ..., default_time_secs: _Optional[int] = ..., nodes_expr: _Optional[str] = ..., enforce_limits: _Optional[str] = ...) -> None: ...
 
 class SubmitJobRequest(_message.Message):
     __slots__ = ("spec",)
@@ -447,7 +451,7 @@ class UpdateNodeRequest(_message.Message):
     def __init__(self, nodes: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "running_job_ids", "version", "boot_time", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "features")
+    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "running_job_ids", "version", "boot_time", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "features", "join_token")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -463,6 +467,7 @@ class RegisterNodeRequest(_message.Message):
     ARCH_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
+    JOIN_TOKEN_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     port: int
@@ -478,23 +483,30 @@ class RegisterNodeRequest(_message.Message):
     arch: str
     os: str
     features: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ...) -> None: ...
+    join_token: str
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., join_token: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("heartbeat_interval_secs", "cluster_name")
+    __slots__ = ("heartbeat_interval_secs", "cluster_name", "cluster_id", "node_credential")
     HEARTBEAT_INTERVAL_SECS_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_secs: int
     cluster_name: str
-    def __init__(self, heartbeat_interval_secs: _Optional[int] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+    cluster_id: str
+    node_credential: str
+    def __init__(self, heartbeat_interval_secs: _Optional[int] = ..., cluster_name: _Optional[str] = ..., cluster_id: _Optional[str] = ..., node_credential: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("name", "running_job_ids")
+    __slots__ = ("name", "running_job_ids", "unreported_job_ids")
     NAME_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    UNREPORTED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     running_job_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    unreported_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unreported_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("known",)
@@ -503,7 +515,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id")
+    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id", "cluster_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -514,6 +526,7 @@ class JobStatusReport(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FAILED_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     node: str
     exit_code: int
@@ -524,10 +537,11 @@ class JobStatusReport(_message.Message):
     message: str
     launch_failed: bool
     step_id: int
-    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class ControllerInfo(_message.Message):
-    __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address")
+    __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address", "cluster_id", "cluster_name")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -536,6 +550,8 @@ class ControllerInfo(_message.Message):
     APPLIED_INDEX_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     LEADER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     node_id: int
     address: str
     role: str
@@ -544,7 +560,9 @@ class ControllerInfo(_message.Message):
     applied_index: int
     healthy: bool
     leader_address: str
-    def __init__(self, node_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., healthy: _Optional[bool] = ..., leader_address: _Optional[str] = ...) -> None: ...
+    cluster_id: str
+    cluster_name: str
+    def __init__(self, node_id: _Optional[int] = ..., address: _Optional[str] = ..., role: _Optional[str] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., healthy: _Optional[bool] = ..., leader_address: _Optional[str] = ..., cluster_id: _Optional[str] = ..., cluster_name: _Optional[str] = ...) -> None: ...
 
 class GetControllersResponse(_message.Message):
     __slots__ = ("controllers",)
@@ -561,18 +579,20 @@ class ReconfigureResponse(_message.Message):
     def __init__(self, applied: _Optional[_Iterable[str]] = ..., node_id: _Optional[int] = ...) -> None: ...
 
 class LaunchJobRequest(_message.Message):
-    __slots__ = ("job", "node", "first_task", "batch", "fence_term")
+    __slots__ = ("job", "node", "first_task", "batch", "fence_term", "cluster_id")
     JOB_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     FIRST_TASK_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     FENCE_TERM_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     job: JobInfo
     node: str
     first_task: int
     batch: bool
     fence_term: int
-    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ..., batch: _Optional[bool] = ..., fence_term: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ..., batch: _Optional[bool] = ..., fence_term: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class LaunchJobResponse(_message.Message):
     __slots__ = ("already_running",)
@@ -611,14 +631,16 @@ class SignalJobRequest(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ..., step_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., action: _Optional[str] = ..., time_limit_secs: _Optional[int] = ...) -> None: ...
 
 class StreamOutputRequest(_message.Message):
-    __slots__ = ("job_id", "follow", "step_id")
+    __slots__ = ("job_id", "follow", "step_id", "observer")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
+    OBSERVER_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     follow: bool
     step_id: int
-    def __init__(self, job_id: _Optional[int] = ..., follow: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
+    observer: bool
+    def __init__(self, job_id: _Optional[int] = ..., follow: _Optional[bool] = ..., step_id: _Optional[int] = ..., observer: _Optional[bool] = ...) -> None: ...
 
 class OutputChunk(_message.Message):
     __slots__ = ("stream", "data", "task", "exit_code", "signal")

@@ -1,0 +1,31 @@
+"""The one place that decides who is an administrator.
+
+Admin = uid 0, a verified token carrying ``admin: true`` (only an admin, the controller or an agent,
+all holders of the cluster key, can mint one), or, given the cluster ``state``, a user whom accounting
+records with AdminLevel=Administrator (``sacctmgr modify user NAME set adminlevel=Administrator``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spur.auth.identity import Identity
+
+__all__ = ["ADMIN_PRIVILEGE", "is_admin", "permission_denied"]
+
+ADMIN_PRIVILEGE = (
+    "the administrator privilege (uid 0, an admin token or accounting AdminLevel=Administrator)"
+)
+
+
+def is_admin(identity: Identity, state: Any = None) -> bool:
+    """Whether ``identity`` may do administrator-only things."""
+    if identity.uid == 0 or (identity.admin and identity.verified):
+        return True
+    accounting = getattr(state, "domains", {}).get("accounting")
+    return accounting is not None and accounting.admin_level(identity.user) == "Administrator"
+
+
+def permission_denied(what: str, privilege: str = ADMIN_PRIVILEGE) -> str:
+    """Slurm's refusal text plus what was refused and the privilege it needs."""
+    return f"Access/permission denied: {what} needs {privilege}"

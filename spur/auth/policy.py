@@ -1,0 +1,207 @@
+"""Who a call is from and whether it may proceed: the ``[auth] mode`` rules, as pure functions.
+
+Authentication (:func:`authenticate`), given the mode, whether a key is configured, the presented
+credential (already verified by the caller, or None) and the claimed identity headers:
+
+- ``disabled``: any credential is ignored; the claimed identity is used (as Slurm trusts munge). A call
+  with no identity headers (and, in permissive mode, no credential) is ``ANONYMOUS``: handlers that act
+  for a user refuse it; daemon-to-daemon calls without a key are such.
+- ``permissive``: a presented credential must verify (with no key configured, a presented credential is
+  refused: there is nothing to verify it with); a call without one runs as its claimed identity and
+  the caller logs it (:attr:`Authenticated.unauthenticated`).
+- ``required``: a call without a valid credential is refused (UNAUTHENTICATED).
+- With a verified credential the token's subject IS the identity: a claimed uid, user name or (when
+  the token carries one) gid that disagrees with it is refused (PERMISSION_DENIED). Claimed headers
+  may be absent (daemons send none).
+
+Authorization (:func:`authorize`) by the method's privilege in :data:`METHOD_PRIVILEGE`:
+
+- ``ADMIN`` methods need :func:`spur.auth.admin.is_admin` in every mode.
+- ``DAEMON`` methods (agent-to-controller and controller-to-agent calls) need an admin or daemon token
+  in ``required`` mode; in the other modes they are open, as before authentication existed.
+- Everything else needs only an identity; per-object rules (another user's job) are the handlers'.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from spur.auth.admin import ADMIN_PRIVILEGE, is_admin, permission_denied
+from spur.auth.identity import ANONYMOUS, GID_KEY, GROUP_KEY, UID_KEY, USER_KEY, Identity, IdentityError
+from spur.auth.identity import identity_from_metadata as _claimed_identity
+from spur.auth.tokens import Claims, TokenError
+
+__all__ = [
+    "AUTHORIZATION_KEY",
+    "Authenticated",
+    "METHOD_PRIVILEGE",
+    "Privilege",
+    "Refusal",
+    "authenticate",
+    "authorize",
+    "bearer_token",
+]
+
+AUTHORIZATION_KEY = "authorization"
+MODES = ("disabled", "permissive", "required")
+
+
+class Privilege(enum.Enum):
+    USER = "user"
+    ADMIN = "admin"
+    DAEMON = "daemon"
+
+
+# Methods not listed need Privilege.USER. Future daemon-only services (k0s, mesh) add their methods here.
+METHOD_PRIVILEGE: dict[str, Privilege] = {
+    "/spur.v1.Controller/UpdateNode": Privilege.ADMIN,
+    "/spur.v1.Controller/Reconfigure": Privilege.ADMIN,
+    "/spur.v1.Controller/RegisterNode": Privilege.DAEMON,
+    "/spur.v1.Controller/Heartbeat": Privilege.DAEMON,
+    "/spur.v1.Controller/ReportJobStatus": Privilege.DAEMON,
+    "/spur.v1.Controller/RegisterController": Privilege.DAEMON,
+    "/spur.v1.Agent/LaunchJob": Privilege.DAEMON,
+    "/spur.v1.Agent/SignalJob": Privilege.DAEMON,
+    "/spur.admission.v1.Admission/CreateToken": Privilege.ADMIN,
+    "/spur.admission.v1.Admission/ListTokens": Privilege.ADMIN,
+    "/spur.admission.v1.Admission/RevokeToken": Privilege.ADMIN,
+}
+
+
+# How a refusal names what was refused (the method name otherwise).
+_ACTIONS: dict[str, str] = {
+    "/spur.admission.v1.Admission/CreateToken": "creating node join tokens (spur token create)",
+    "/spur.admission.v1.Admission/ListTokens": "listing node join tokens (spur token list)",
+    "/spur.admission.v1.Admission/RevokeToken": "revoking node join tokens (spur token revoke)",
+    "/spur.v1.Controller/UpdateNode": "updating nodes (scontrol update NodeName=...)",
+    "/spur.v1.Controller/Reconfigure": "scontrol reconfigure",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A call that may not proceed: ``code`` is a StatusCode name, ``message`` the user-facing reason."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    identity: Identity
+    # True when permissive mode let a call without a credential through (the daemon logs it).
+    unauthenticated: bool = False
+
+
+def bearer_token(metadata: Mapping[str, str]) -> str | TokenError | None:
+    """The token of an ``authorization: Bearer <jwt>`` header; None without the header; a TokenError
+    for a header of another form."""
+    value = metadata.get(AUTHORIZATION_KEY)
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return TokenError("the authorization header must be 'Bearer <token>'")
+    return token.strip()
+
+
+def authenticate(
+    *,
+    mode: str,
+    has_key: bool,
+    presented: bool,
+    verification: Claims | TokenError | None,
+    claimed: Mapping[str, str],
+) -> Authenticated | Refusal:
+    """Apply the mode rules (module docstring). ``presented``: the call carried a credential (a
+    malformed one included); ``verification``: its verified claims or why it failed (None when absent
+    or not verified because there is no key)."""
+    if mode not in MODES:
+        return Refusal("INTERNAL", f"unknown auth mode {mode!r}")
+    if mode == "disabled":
+        return _claimed(claimed)
+    if presented:
+        if not has_key:
+            return Refusal(
+                "UNAUTHENTICATED",
+                "a credential was presented but this daemon has no key to verify it "
+                "(auth.jwt_key / auth.jwt_key_file is not set)",
+            )
+        if isinstance(verification, TokenError) or verification is None:
+            why = str(verification) if verification is not None else "not verified"
+            return Refusal("UNAUTHENTICATED", f"invalid credential: {why}")
+        return _from_claims(verification, claimed)
+    if mode == "required":
+        return Refusal(
+            "UNAUTHENTICATED",
+            "authentication required (auth.mode = required): no credential presented; set SLURM_JWT "
+            "(see 'scontrol token') or run where the Spur credential broker socket is available",
+        )
+    found = _claimed(claimed)
+    if isinstance(found, Refusal):
+        return found
+    return Authenticated(found.identity, unauthenticated=True)
+
+
+def _claimed(claimed: Mapping[str, str]) -> Authenticated | Refusal:
+    if UID_KEY not in claimed:
+        return Authenticated(ANONYMOUS)
+    try:
+        return Authenticated(_claimed_identity(dict(claimed)))
+    except IdentityError as exc:
+        return Refusal("UNAUTHENTICATED", str(exc))
+
+
+def _from_claims(claims: Claims, claimed: Mapping[str, str]) -> Authenticated | Refusal:
+    raw_uid = claimed.get(UID_KEY)
+    if raw_uid is not None and raw_uid.strip() != str(claims.uid):
+        return Refusal(
+            "PERMISSION_DENIED",
+            f"claimed uid {raw_uid[:32]!r} disagrees with the credential (user {claims.user}, "
+            f"uid {claims.uid})",
+        )
+    raw_user = claimed.get(USER_KEY)
+    if raw_user is not None and raw_user != claims.user:
+        return Refusal(
+            "PERMISSION_DENIED",
+            f"claimed user {raw_user[:64]!r} disagrees with the credential (user {claims.user}, "
+            f"uid {claims.uid})",
+        )
+    raw_gid = claimed.get(GID_KEY)
+    if claims.gid is not None:
+        if raw_gid is not None and raw_gid.strip() != str(claims.gid):
+            return Refusal(
+                "PERMISSION_DENIED",
+                f"claimed gid {raw_gid[:32]!r} disagrees with the credential (user {claims.user}, "
+                f"gid {claims.gid})",
+            )
+        gid = claims.gid
+    elif raw_gid is not None and raw_gid.strip().isdigit():
+        gid = int(raw_gid)  # a token without a gid (e.g. Slurm's): agents still run jobs only in the
+        # user's own groups (spur.agent.launchspec.job_gid)
+    else:
+        gid = claims.uid
+    group = claimed.get(GROUP_KEY) or str(gid)
+    return Authenticated(Identity(claims.uid, gid, claims.user, group, admin=claims.admin, verified=True))
+
+
+def authorize(method: str, identity: Identity, *, mode: str, state: Any = None) -> Refusal | None:
+    """None when ``identity`` may call ``method``, else the refusal (module docstring). ``state`` is
+    the controller's cluster state, for the accounting Administrators rule of ``is_admin``."""
+    privilege = METHOD_PRIVILEGE.get(method, Privilege.USER)
+    if privilege is Privilege.USER or is_admin(identity, state):
+        return None
+    name = _ACTIONS.get(method) or method.rsplit("/", 1)[-1]
+    who = f"user {identity.user} (uid {identity.uid})"
+    if privilege is Privilege.ADMIN:
+        return Refusal("PERMISSION_DENIED", f"{permission_denied(name)}; caller is {who}")
+    if mode != "required":
+        return None
+    return Refusal(
+        "PERMISSION_DENIED",
+        permission_denied(name, f"a Spur daemon credential (controller or node agent) or {ADMIN_PRIVILEGE}")
+        + f" (auth.mode = required); caller is {who}",
+    )

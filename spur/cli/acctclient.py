@@ -1,0 +1,34 @@
+"""Calls to the controller's ``spur.v1.Accounting`` service from the CLI (sacctmgr, sshare, sprio)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spur.cli.client import with_controller
+
+
+def accounting_stub(controller_stub: Any) -> Any:
+    """A stub for the Accounting service on the channel of ``controller_stub`` (blocking or Trio)."""
+    from spur.rpc.blocking import BlockingStub
+    from spur.rpc.proto import accounting_pb2 as apb
+
+    service = apb.DESCRIPTOR.services_by_name["Accounting"]
+    if isinstance(controller_stub, BlockingStub):
+        return BlockingStub(controller_stub.channel, service)
+    from spur.rpc.stub import Stub
+
+    return Stub(controller_stub.channel, service)
+
+
+def call_accounting(method: str, request: Any) -> Any:
+    """One Accounting RPC against the first reachable controller (errors as ``CliError``)."""
+
+    def body(stub: Any) -> Any:
+        return getattr(accounting_stub(stub), method)(request, timeout=30.0)
+
+    return with_controller(body)
+
+
+def records(response: Any) -> list[dict[str, str]]:
+    """``AcctRecords`` as plain dicts."""
+    return [dict(r.fields) for r in response.records]

@@ -1,0 +1,128 @@
+"""``spur token`` and ``scontrol token``: mint a JWT through the controller and print ``SLURM_JWT=<token>``.
+
+``spur token [--username NAME] [--lifespan SECONDS] [--admin]`` (the bare form) mirrors Slurm's
+``scontrol token [username=NAME] [lifespan=SECONDS]``. A token for another user needs an administrator;
+the caller's own credential (e.g. from the local credential broker) proves who is asking. Further
+subcommands ``create|list|revoke`` manage node join tokens (``spur.cli.node_tokens``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+from cyclopts import App, Parameter
+
+from spur.cli.client import CliError, with_controller
+
+__all__ = ["app", "main", "mint_token", "scontrol_token"]
+
+app = App(
+    name="spur token", help="Mint an authentication token (SLURM_JWT) for yourself or, as admin, others."
+)
+
+
+def mint_token(username: str = "", lifespan: int = 0, admin: bool = False) -> str:
+    """Ask the controller for a token; returns the line to print. Raises CliError."""
+    from spur.rpc.proto import auth_pb2
+
+    request = auth_pb2.MintTokenRequest(username=username, lifespan_secs=lifespan, admin=admin)
+
+    def body(stub: Any) -> Any:
+        return _auth_stub(stub).MintToken(request, timeout=30)
+
+    response = with_controller(body)
+    return f"SLURM_JWT={response.token}"
+
+
+def _auth_stub(controller_stub: Any) -> Any:
+    """An Auth-service stub on the same connection as ``controller_stub`` (blocking or Trio)."""
+    from spur.rpc.blocking import BlockingStub
+    from spur.rpc.proto import auth_pb2
+
+    service = auth_pb2.DESCRIPTOR.services_by_name["Auth"]
+    if isinstance(controller_stub, BlockingStub):
+        return BlockingStub(controller_stub.channel, service)
+    from spur.rpc.stub import Stub
+
+    return Stub(controller_stub.channel, service)
+
+
+@app.default
+def mint(
+    *,
+    username: Annotated[str, Parameter(help="user the token is for (default: you; others need admin)")] = "",
+    lifespan: Annotated[int, Parameter(help="seconds the token is valid (default: auth.token_ttl_secs)")] = 0,
+    admin: Annotated[bool, Parameter(help="an admin token (admin: true claim; administrators only)")] = False,
+) -> int:
+    """Mint a token and print SLURM_JWT=<token> (export it to authenticate later calls)."""
+    if lifespan < 0:
+        print("spur token: error: --lifespan must be a positive number of seconds", file=sys.stderr)
+        return 1
+    try:
+        print(mint_token(username, lifespan, admin))
+    except CliError as exc:
+        print(f"spur token: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+def scontrol_token(args: list[str]) -> int:
+    """``scontrol token [username=NAME] [lifespan=SECONDS]``."""
+    username, lifespan = "", 0
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        key = key.lower()
+        if not sep or key not in ("username", "lifespan"):
+            print(f"scontrol: error: Invalid token argument: {arg}", file=sys.stderr)
+            return 1
+        if key == "username":
+            username = value
+        elif not value.isdigit() or int(value) == 0:
+            print(f"scontrol: error: Invalid lifespan value: {value}", file=sys.stderr)
+            return 1
+        else:
+            lifespan = int(value)
+    try:
+        print(mint_token(username, lifespan))
+    except CliError as exc:
+        print(f"scontrol: error: Unable to fetch token: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+NODE_TOKEN_VERBS = {
+    "create": "Create a node join token (admin): --ttl 24h, --uses N, --description TEXT.",
+    "list": "List node join tokens (admin): id, state, uses, expiry; never the secret.",
+    "revoke": "Revoke a node join token by id (admin); admitted nodes keep their credentials.",
+}
+
+
+def _node_token_command(verb: str) -> Any:
+    def command(*args: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int:
+        from spur.cli import node_tokens
+
+        return node_tokens.main([verb, *args])
+
+    command.__doc__ = NODE_TOKEN_VERBS[verb]
+    return command
+
+
+for _verb in NODE_TOKEN_VERBS:
+    app.command(_node_token_command(_verb), name=_verb)
+
+
+def main(args: list[str]) -> int:
+    if args[:1] and args[0] in NODE_TOKEN_VERBS:  # straight to the node-token module: no cyclopts parsing
+        from spur.cli import node_tokens
+
+        return node_tokens.main(args)
+    if args[:1] and not args[0].startswith("-") and args[0] != "help":
+        print(
+            f"spur token: error: unknown command {args[0]!r} (commands: create, list, revoke; "
+            "'spur token' alone mints a token)",
+            file=sys.stderr,
+        )
+        return 2
+    result = app(args, result_action="return_value")
+    return int(result) if isinstance(result, int) else 0

@@ -1,0 +1,150 @@
+"""The ``spur.v1.Accounting`` gRPC service of spurctld (sacctmgr, sshare, sprio).
+
+Every call is served by the leader (writes must be proposed there and reads are linearizable only
+there); a follower forwards it with the caller's metadata, as ``ControllerService`` does.
+Mutations are for administrators: see :func:`may_administer`, the one place that decides.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from spur.auth.admin import is_admin
+from spur.auth.identity import Identity
+from spur.rpc.proto import accounting_pb2 as apb
+from spur.rpc.server import CallContext
+from spur.rpc.status import RpcError, StatusCode
+from spur.state.accounting import (
+    ENTITIES,
+    AccountingDomain,
+    AcctAdd,
+    AcctDelete,
+    AcctModify,
+    ConfigureAccounting,
+)
+
+if TYPE_CHECKING:
+    from spur.controller.app import Controller
+
+SERVICE = apb.DESCRIPTOR.services_by_name["Accounting"]
+
+
+def may_administer(ident: Identity, domain: AccountingDomain) -> bool:
+    """Whether ``ident`` may change accounting entities: the system administrator (uid 0) or an
+    accounting user with AdminLevel=Administrator."""
+    return is_admin(ident, domain.state)
+
+
+def _caller(context: CallContext) -> Identity:
+    """The verified caller (see ``spur.controller.service._caller``)."""
+    from spur.controller.service import _caller as verified_caller
+
+    return verified_caller(context)
+
+
+def _leader_only(method: Any) -> Any:
+    """Serve on the leader; on a follower, forward the call (with the caller's metadata) to it."""
+
+    @functools.wraps(method)
+    async def serve(self: AccountingService, request: Any, context: CallContext) -> Any:
+        if self.ctl.is_leader:
+            await self.ctl.read_barrier()
+            return await method(self, request, context)
+        return await self.forward(method.__name__, request, context)
+
+    return serve
+
+
+def accounting_settings(ctl: Controller) -> ConfigureAccounting:
+    """The ``ConfigureAccounting`` command for the leader's configuration."""
+    host, _, port = ctl.client_address.rpartition(":")
+    return ConfigureAccounting(
+        cluster=ctl.cfg.cluster_name,
+        enforce=list(ctl.cfg.accounting.enforce),
+        decay_half_life_secs=float(max(0, ctl.cfg.priority.decay_half_life_secs)),
+        control_host=host,
+        control_port=int(port) if port.isdigit() else 0,
+    )
+
+
+def _records(rows: list[dict[str, str]]) -> apb.AcctRecords:
+    return apb.AcctRecords(records=[apb.AcctRecord(fields=row) for row in rows])
+
+
+class AccountingService:
+    def __init__(self, ctl: Controller) -> None:
+        self.ctl = ctl
+
+    @property
+    def domain(self) -> AccountingDomain:
+        return self.ctl.state.domains["accounting"]  # type: ignore[return-value]
+
+    async def forward(self, method: str, request: Any, context: CallContext) -> Any:
+        from spur.rpc.stub import Stub
+
+        leader = await self.ctl.leader_stub()
+        stub = Stub(leader.channel, SERVICE)
+        remaining = context.time_remaining() if context.deadline is not None else None
+        return await getattr(stub, method)(
+            request, timeout=remaining or 30.0, metadata=dict(context.metadata)
+        )
+
+    @_leader_only
+    async def Change(self, request: apb.AcctChangeRequest, context: CallContext) -> apb.AcctChangeResponse:
+        ident = _caller(context)
+        if not may_administer(ident, self.domain):  # before looking at the request: refusals reveal nothing
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED,
+                " Your user doesn't have privilege to perform this action",
+            )
+        if request.entity not in ENTITIES:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, f"No valid entity in {request.op} command")
+        where, values = dict(request.where), dict(request.values)
+        if request.op == "add":
+            cmd: Any = AcctAdd(request.entity, list(request.names), values)
+        elif request.op == "modify":
+            cmd = AcctModify(request.entity, where, values)
+        elif request.op == "delete":
+            cmd = AcctDelete(request.entity, where)
+        else:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, f"unknown accounting operation {request.op!r}")
+        lines = await self.ctl.propose(cmd)
+        self.ctl.kick_scheduler()  # a raised limit may let a pending job start now
+        return apb.AcctChangeResponse(lines=lines)
+
+    @_leader_only
+    async def Show(self, request: apb.AcctShowRequest, context: CallContext) -> apb.AcctRecords:
+        _caller(context)
+        if request.entity not in ENTITIES:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, "No valid entity in list command")
+        return _records(self.domain.records(request.entity, with_assoc=request.with_assoc))
+
+    @_leader_only
+    async def Shares(self, request: apb.SharesRequest, context: CallContext) -> apb.AcctRecords:
+        _caller(context)
+        from spur.accounting.shares import share_records
+
+        rows = share_records(
+            self.domain,
+            self.ctl.clock.wall(),
+            accounts=list(request.accounts),
+            users=list(request.users),
+            all_users=request.all_users,
+        )
+        return _records(rows)
+
+    @_leader_only
+    async def Priorities(self, request: apb.PrioritiesRequest, context: CallContext) -> apb.AcctRecords:
+        _caller(context)
+        from spur.accounting.shares import priority_records, weights_of
+
+        rows = priority_records(
+            self.ctl.state,
+            self.domain,
+            weights_of(self.ctl.cfg.priority),
+            self.ctl.clock.wall(),
+            job_ids=[int(i) for i in request.job_ids],
+            users=list(request.users),
+        )
+        return _records(rows)

@@ -1,0 +1,68 @@
+"""spurctld's HTTP surfaces beside gRPC: the REST API (``[rest]``, ``controller.rest_addr``) and the
+Prometheus endpoint (``[metrics]``, ``controller.metrics_addr``), started in the root nursery.
+
+Neither is needed to schedule: when its address cannot be bound (port in use, address not local),
+the error is logged and spurctld keeps serving gRPC without it, as slurmctld runs without slurmrestd.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+if TYPE_CHECKING:
+    from spur.controller.app import Controller
+
+log = logging.getLogger("spur.controller")
+
+
+def _bind_error(exc: BaseException) -> OSError | None:
+    """The OSError behind a failed bind, also when wrapped alone in exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
+
+
+def make_metrics(ctl: Controller) -> Any:
+    """The controller's metrics (None when ``[metrics] enabled = false``)."""
+    if not ctl.cfg.metrics.enabled:
+        return None
+    from spur.metrics.controller import ControllerMetrics
+
+    return ControllerMetrics(ctl)
+
+
+async def start_surfaces(ctl: Controller, nursery: trio.Nursery, service: Any) -> None:
+    """Start REST and metrics in ``nursery`` (each only if enabled); sets ``ctl.rest_port`` and
+    ``ctl.metrics_port`` to the bound ports (None when not serving)."""
+    from spur.config import parse_addr
+
+    if ctl.cfg.rest.enabled:
+        from spur.rest.app import RestApi, serve_rest
+        from spur.rest.limits import Limits
+
+        rest = ctl.cfg.rest
+        limits = Limits(rest.max_body_bytes, rest.max_json_depth, rest.max_string_length)
+        api = RestApi(ctl, service, limits)
+        host, port = parse_addr(ctl.cfg.controller.rest_addr, 6820)
+        try:
+            ctl.rest_port = await nursery.start(serve_rest, api, host, port)
+        except BaseException as exc:
+            err = _bind_error(exc)
+            if err is None:
+                raise
+            log.error("REST API not served: cannot listen on %s:%s: %s", host, port, err)
+    if ctl.metrics is not None:
+        from spur.metrics.http import serve_metrics
+
+        addr = ctl.cfg.metrics.bind or ctl.cfg.controller.metrics_addr
+        host, port = parse_addr(addr, 6822)
+        try:
+            ctl.metrics_port = await nursery.start(serve_metrics, ctl.metrics.registry, host, port)
+        except BaseException as exc:
+            err = _bind_error(exc)
+            if err is None:
+                raise
+            log.error("metrics not served: cannot listen on %s:%s: %s", host, port, err)

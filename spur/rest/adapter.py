@@ -1,0 +1,68 @@
+"""The REST layer's only way into the controller: call a ControllerService method as gRPC would.
+
+:meth:`ServiceAdapter.call` builds the same :class:`CallContext` the gRPC server builds (the
+method path, the metadata from the HTTP auth headers, the peer), runs the controller gRPC server's
+interceptor on it (the ``[auth]`` policy, when one is installed) and then the ControllerService
+method itself. So every rule (identity, permissions, validation, leader forwarding, linearizable
+reads) is the gRPC path's; refusals come back as :class:`RestError` with Slurm's error numbers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from spur.rest.errors import RestError, from_rpc_error
+from spur.rpc.server import CallContext
+from spur.rpc.status import RpcError
+
+if TYPE_CHECKING:
+    from spur.controller.app import Controller
+
+SERVICE_PATH = "/spur.v1.Controller/"
+CALL_TIMEOUT_SECS = 30.0
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class ServiceAdapter:
+    """Calls ControllerService methods for REST views (see the module docstring)."""
+
+    def __init__(self, ctl: Controller, service: Any) -> None:
+        self.ctl = ctl
+        self.service = service
+
+    def context(self, method: str, metadata: dict[str, str], peer: str) -> CallContext:
+        deadline = trio.current_time() + CALL_TIMEOUT_SECS
+        return CallContext(SERVICE_PATH + method, dict(metadata), peer, deadline)
+
+    async def authorize(self, ctx: CallContext, source: str) -> None:
+        """Run the gRPC server's interceptor (the auth policy) on ``ctx``; refusals -> 401/403."""
+        server = getattr(self.ctl, "grpc_server", None)
+        interceptor = getattr(server, "interceptor", None)
+        if interceptor is None:
+            return
+        try:
+            await interceptor(ctx)
+        except RpcError as exc:
+            raise from_rpc_error(exc, source) from None
+
+    async def call(self, method: str, request: Any, metadata: dict[str, str], peer: str, source: str) -> Any:
+        """Authorize, then run ``ControllerService.<method>(request, ctx)``; RpcError -> RestError."""
+        ctx = self.context(method, metadata, peer)
+        await self.authorize(ctx, source)
+        try:
+            with trio.fail_after(CALL_TIMEOUT_SECS):
+                return await getattr(self.service, method)(request, ctx)
+        except trio.TooSlowError:
+            raise RestError(504, -1, f"{method} did not answer within {CALL_TIMEOUT_SECS:.0f} s", source) from None
+        except BaseException as exc:
+            inner = _unwrap(exc)
+            if isinstance(inner, RpcError):
+                raise from_rpc_error(inner, source) from None
+            raise

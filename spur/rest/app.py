@@ -1,0 +1,418 @@
+"""spurctld's REST API: slurmrestd v0.0.38 (``/slurm``, ``/slurmdb``), the OpenAPI document, and the
+job-output WebSocket (``/spur/v1/job/{id}/output``), as a quart-trio app on Hypercorn's Trio worker.
+
+Views are thin: decode and check the request (:mod:`spur.rest.limits`, :mod:`spur.rest.auth`),
+build the request message (:mod:`spur.rest.mapping`), call the ControllerService method through
+:class:`spur.rest.adapter.ServiceAdapter` (the gRPC path's rules, interceptor and leader
+forwarding), map the answer back. Every error is a JSON body with Slurm's ``errors[]`` and a 4xx
+status (5xx only when no controller leader can be reached); a refused request changes nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import trio
+from quart import Response, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from spur.rest import mapping, slurmdb
+from spur.rest.adapter import ServiceAdapter
+from spur.rest.auth import home_of, metadata_from_headers, resolve_local_user
+from spur.rest.errors import (
+    ESLURM_INVALID_JOB_ID,
+    ESLURM_INVALID_NODE_NAME,
+    ESLURM_REST_EMPTY_RESULT,
+    ESLURM_REST_FAIL_PARSING,
+    ESLURM_REST_INVALID_QUERY,
+    SLURM_ERROR,
+    RestError,
+    body,
+    error_entry,
+    from_rpc_error,
+)
+from spur.rest.limits import Limits, decode_body, too_large
+from spur.rest.openapi import build_document, to_yaml
+from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError
+
+if TYPE_CHECKING:
+    from spur.controller.app import Controller
+
+log = logging.getLogger("spur.rest")
+
+View = Callable[..., Awaitable[Response]]
+_THREAD_JOBS = 1000  # job lists longer than this are rendered off the event loop
+
+
+def _json(data: dict[str, Any], status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status=status, content_type="application/json")
+
+
+class RestApi:
+    """The REST application of one controller. ``app`` is the quart-trio app; ``registered`` the
+    (OpenAPI path, method) pairs served, from which the OpenAPI document is built."""
+
+    def __init__(self, ctl: Controller, service: Any, limits: Limits | None = None) -> None:
+        self.ctl = ctl
+        self.adapter = ServiceAdapter(ctl, service)
+        self.limits = limits or Limits()
+        self.started_at = self.ctl.clock.wall()
+        self.registered: list[tuple[str, str]] = []
+        self._document: dict[str, Any] | None = None
+        app = QuartTrio("spur.rest")
+        app.config["MAX_CONTENT_LENGTH"] = self.limits.max_body_bytes
+        app.config["JSON_SORT_KEYS"] = False
+        app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+        self.app = app
+        app.register_error_handler(HTTPException, self._http_error)
+        app.register_error_handler(Exception, self._unexpected)
+        self._routes()
+        from spur.rest.output import register_output_route
+
+        register_output_route(self)
+
+    # ------------------------------------------------------------------ plumbing
+
+    def route(self, path: str, method: str, *, db: bool = False, empty: str | None = None) -> Callable:
+        """Register a view for the OpenAPI ``path`` (``{param}`` style) and ``method``. A RestError
+        raised by the view becomes Slurm's error body (with ``empty: []`` when given)."""
+
+        def decorate(view: View) -> View:
+            @functools.wraps(view)
+            async def handler(**kwargs: Any) -> Response:
+                try:
+                    await self._drain_body()
+                    return await view(**kwargs)
+                except RestError as exc:
+                    if exc.status >= 500:
+                        log.warning("REST %s %s: %s", method.upper(), request.path, exc)
+                    extra = {empty: []} if empty else {}
+                    response = _json(body(db, [exc.entry()], **extra), exc.status)
+                    if exc.status == 413:  # the unread body must not be taken for the next request
+                        response.headers["Connection"] = "close"
+                    return response
+
+            quart_path = path.replace("{", "<").replace("}", ">")
+            endpoint = f"{method}:{path}"
+            self.app.add_url_rule(quart_path, endpoint, handler, methods=[method.upper()])
+            self.registered.append((path, method))
+            return handler
+
+        return decorate
+
+    async def _drain_body(self) -> None:
+        """Read the whole request body up front (Quart keeps it for the view): a keep-alive
+        connection must never be left with unread body bytes, whatever the view answers."""
+        length = request.content_length
+        if length is not None and length > self.limits.max_body_bytes:
+            raise too_large(self.limits.max_body_bytes, "http")
+        if length or request.headers.get("Transfer-Encoding"):
+            await request.get_data(as_text=False)
+
+    async def _http_error(self, exc: HTTPException) -> Response:
+        status = exc.code or 500
+        if status == 413:
+            err = too_large(self.limits.max_body_bytes, "http")
+            response = _json(body(False, [err.entry()]), 413)
+            response.headers["Connection"] = "close"
+            return response
+        number = ESLURM_REST_INVALID_QUERY if status in (404, 405) else ESLURM_REST_FAIL_PARSING
+        entry = error_entry(number, f"{exc.name}: {request.method} {request.path}", "http")
+        return _json(body(False, [entry]), status)
+
+    async def _unexpected(self, exc: Exception) -> Response:
+        log.exception("REST %s %s failed", request.method, request.path)
+        entry = error_entry(SLURM_ERROR, f"internal error ({type(exc).__name__})", "spur-rest")
+        return _json(body(False, [entry]), 500)
+
+    def identity_metadata(self, source: str) -> dict[str, str]:
+        return metadata_from_headers(request.headers, resolve_local_user, source)
+
+    async def call(self, method: str, req: Any, source: str, metadata: dict[str, str] | None = None) -> Any:
+        md = metadata if metadata is not None else self.identity_metadata(source)
+        return await self.adapter.call(method, req, md, request.remote_addr or "rest", source)
+
+    async def json_body(self, source: str) -> dict[str, Any]:
+        length = request.content_length
+        if length is not None and length > self.limits.max_body_bytes:
+            raise too_large(self.limits.max_body_bytes, source)
+        raw = await request.get_data(as_text=False)
+        assert isinstance(raw, bytes)
+        return decode_body(raw, self.limits, source)
+
+    @property
+    def cluster(self) -> str:
+        return self.ctl.cfg.cluster_name
+
+    def document(self) -> dict[str, Any]:
+        if self._document is None:
+            self._document = build_document(self.registered)
+        return self._document
+
+    # ------------------------------------------------------------------ routes
+
+    def _routes(self) -> None:  # noqa: C901 - one place that lists every route
+        route = self.route
+        S = "/slurm/v0.0.38"
+        D = "/slurmdb/v0.0.38"
+
+        # -------------------------------------------------------------- openapi
+        for path in ("/openapi/v3", "/openapi", "/openapi.json"):
+
+            @route(path, "get")
+            async def openapi_json() -> Response:
+                return _json(self.document())
+
+        @route("/openapi.yaml", "get")
+        async def openapi_yaml() -> Response:
+            return Response(to_yaml(self.document()), content_type="application/x-yaml")
+
+        # -------------------------------------------------------------- slurm
+        @route(f"{S}/ping", "get", empty="pings")
+        async def ping() -> Response:
+            resp = await self.call("GetControllers", pb.Empty(), "slurm_ping")
+            return _json(body(pings=mapping.pings(resp.controllers)))
+
+        @route(f"{S}/diag", "get")
+        async def diag() -> Response:
+            md = self.identity_metadata("_op_handler_diag")
+            resp = await self.call("GetJobs", pb.GetJobsRequest(include_finished=True), "_op_handler_diag", md)
+            stats = mapping.diag_statistics(resp.jobs, self.ctl.clock.wall(), self.started_at, self.counters())
+            return _json(body(statistics=stats))
+
+        @route(f"{S}/licenses", "get", empty="licenses")
+        async def licenses() -> Response:
+            self.identity_metadata("_op_handler_licenses")
+            return _json(body(licenses=[]))
+
+        @route(f"{S}/jobs", "get", empty="jobs")
+        async def jobs() -> Response:
+            resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
+            cluster = self.cluster
+
+            def render() -> bytes:
+                return orjson.dumps(body(jobs=[mapping.job_to_slurm(j, cluster) for j in resp.jobs]))
+
+            # A long list is mapped in a worker thread, so Raft and the scheduler keep their turns.
+            data = await trio.to_thread.run_sync(render) if len(resp.jobs) > _THREAD_JOBS else render()
+            return Response(data, content_type="application/json")
+
+        @route(f"{S}/job/{{job_id}}", "get", empty="jobs")
+        async def get_job(job_id: str) -> Response:
+            found = await self._find_jobs(job_id, "slurm_load_job")
+            return _json(body(jobs=[mapping.job_to_slurm(j, self.cluster) for j in found]))
+
+        @route(f"{S}/job/{{job_id}}", "post")
+        async def update_job(job_id: str) -> Response:
+            source = "slurm_update_job"
+            md = self.identity_metadata(source)
+            jid, task = mapping.parse_job_id(job_id, source)
+            req = mapping.update_to_request(jid, task, await self.json_body(source), source)
+            await self.call("UpdateJob", req, source, md)
+            return _json(body())
+
+        @route(f"{S}/job/{{job_id}}", "delete")
+        async def cancel_job(job_id: str) -> Response:
+            source = "slurm_kill_job"
+            md = self.identity_metadata(source)
+            jid, task = mapping.parse_job_id(job_id, source)
+            sig = mapping.parse_signal(request.args.get("signal"), source)
+            req = pb.CancelJobRequest(job_id=jid, signal=0 if sig == 9 else sig)
+            if task is not None:
+                req.array_task_id = task
+            await self.call("CancelJob", req, source, md)
+            return _json(body())
+
+        @route(f"{S}/job/submit", "post")
+        async def submit() -> Response:
+            source = "slurm_submit_batch_job"
+            md = self.identity_metadata(source)
+            spec = mapping.submit_to_spec(await self.json_body(source), home_of(md["x-spur-user"]), source)
+            resp = await self.call("SubmitJob", pb.SubmitJobRequest(spec=spec), source, md)
+            return _json(body(job_id=resp.job_id, step_id="BATCH", job_submit_user_msg=""))
+
+        @route(f"{S}/nodes", "get", empty="nodes")
+        async def nodes() -> Response:
+            resp = await self.call("GetNodes", pb.GetNodesRequest(), "slurm_load_node")
+            return _json(body(nodes=[mapping.node_to_slurm(n) for n in resp.nodes]))
+
+        @route(f"{S}/node/{{node_name}}", "get", empty="nodes")
+        async def node(node_name: str) -> Response:
+            source = "slurm_load_node_single"
+            md = self.identity_metadata(source)
+            if not node_name or any(ch in node_name for ch in "[],"):
+                raise RestError(404, ESLURM_INVALID_NODE_NAME, f"Unable to find node {node_name}", source)
+            resp = await self.call("GetNodes", pb.GetNodesRequest(names=[node_name]), source, md)
+            return _json(body(nodes=[mapping.node_to_slurm(n) for n in resp.nodes]))
+
+        @route(f"{S}/partitions", "get", empty="partitions")
+        async def partitions() -> Response:
+            return _json(body(partitions=await self._partitions([], "slurm_load_partitions")))
+
+        @route(f"{S}/partition/{{partition_name}}", "get", empty="partitions")
+        async def partition(partition_name: str) -> Response:
+            return _json(body(partitions=await self._partitions([partition_name], "slurm_load_partitions")))
+
+        @route(f"{S}/reservations", "get", empty="reservations")
+        async def reservations() -> Response:
+            self.identity_metadata("_op_handler_reservations")
+            return _json(body(reservations=[]))
+
+        @route(f"{S}/reservation/{{reservation_name}}", "get", empty="reservations")
+        async def reservation(reservation_name: str) -> Response:
+            source = "_op_handler_reservation"
+            self.identity_metadata(source)
+            raise RestError(404, ESLURM_REST_EMPTY_RESULT, f"Unable to find reservation {reservation_name}", source)
+
+        # -------------------------------------------------------------- slurmdb
+        @route(f"{D}/jobs", "get", db=True, empty="jobs")
+        async def db_jobs() -> Response:
+            source = "op_handler_jobs"
+            resp = await self.call("GetJobs", pb.GetJobsRequest(include_finished=True), source)
+            keep = mapping.slurmdb_job_filter(request.args)
+            now, cluster = self.ctl.clock.wall(), self.cluster
+            return _json(body(True, jobs=[mapping.job_to_slurmdb(j, cluster, now) for j in resp.jobs if keep(j)]))
+
+        @route(f"{D}/job/{{job_id}}", "get", db=True, empty="jobs")
+        async def db_job(job_id: str) -> Response:
+            found = await self._find_jobs(job_id, "op_handler_job", db=True)
+            now = self.ctl.clock.wall()
+            return _json(body(True, jobs=[mapping.job_to_slurmdb(j, self.cluster, now) for j in found]))
+
+        @route(f"{D}/config", "get", db=True)
+        async def db_config() -> Response:
+            """The standard TRES and every accounting entity the backend lists (empty lists without
+            an accounting backend)."""
+            source = "op_handler_config"
+            md = self.identity_metadata(source)
+            backend = getattr(self.ctl, "accounting_backend", None)
+            out: dict[str, Any] = {"tres": [dict(t) for t in mapping.STANDARD_TRES]}
+            for key, method, to_json in (
+                ("accounts", "list_accounts", slurmdb.account_to_json),
+                ("associations", "list_associations", slurmdb.association_to_json),
+                ("users", "list_users", slurmdb.user_to_json),
+                ("qos", "list_qos", slurmdb.qos_to_json),
+                ("wckeys", "list_wckeys", slurmdb.wckey_to_json),
+            ):
+                fn = getattr(backend, method, None)
+                if fn is None:
+                    out[key] = []
+                    continue
+                args = (slurmdb.AssociationFilter(),) if key == "associations" else ()
+                records = await self._backend_call(fn, md, source, *args)
+                out[key] = [to_json(r) for r in records]
+            return _json(body(True, **out))
+
+        @route(f"{D}/diag", "get", db=True)
+        async def db_diag() -> Response:
+            self.identity_metadata("op_handler_diag")
+            rpcs = [
+                {"rpc": name, "count": count, "time": {"average": avg_us, "total": total_us}}
+                for name, count, avg_us, total_us in self.rpc_stats()
+            ]
+            stats = {"time_start": int(self.started_at), "rollups": [], "RPCs": rpcs, "users": []}
+            return _json(body(True, statistics=stats))
+
+        self._entity_routes()
+
+    def _entity_routes(self) -> None:
+        """The slurmdb accounting-entity routes the accounting backend implements (none without one)."""
+        backend = getattr(self.ctl, "accounting_backend", None)
+        if backend is None:
+            return
+        for entity in slurmdb.ENTITY_ROUTES:
+            fn = getattr(backend, entity.backend_method, None)
+            if fn is not None:
+                self._entity_route(entity, fn)
+
+    def _entity_route(self, entity: slurmdb.EntityRoute, fn: Callable[..., Awaitable[Any]]) -> None:
+        source = f"op_handler_{entity.backend_method}"
+
+        @self.route(entity.path, entity.method, db=True, empty=entity.key or None)
+        async def view(**params: str) -> Response:
+            md = self.identity_metadata(source)
+            if entity.kind == "list":
+                records = await self._backend_call(fn, md, source)
+            elif entity.kind == "filter_list":
+                records = await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
+            elif entity.kind == "get":
+                name = params[entity.param]
+                found = await self._backend_call(fn, md, source, name)
+                if found is None:
+                    raise RestError(404, ESLURM_REST_EMPTY_RESULT, f"Nothing found for {name!r}", source)
+                records = [found]
+            else:
+                if entity.kind == "add":
+                    await self._backend_call(fn, md, source, entity.parse(await self.json_body(source), source))
+                elif entity.kind == "delete":
+                    await self._backend_call(fn, md, source, params[entity.param])
+                else:  # filter_delete
+                    await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
+                return _json(body(True))
+            return _json(body(True, **{entity.key: [entity.to_json(r) for r in records]}))
+
+    async def _backend_call(self, fn: Callable[..., Awaitable[Any]], md: dict[str, str], source: str, *args: Any) -> Any:
+        """Run an accounting backend method for the caller (``md``); its RpcError refusals ->
+        RestError. The backend reaches the controller through ``ServiceAdapter.call`` (or the same
+        interceptor), which authenticates ``md``; nothing is served here without that."""
+        try:
+            return await fn(md, request.remote_addr or "rest", *args)
+        except RpcError as exc:
+            raise from_rpc_error(exc, source) from None
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _find_jobs(self, job_id: str, source: str, db: bool = False) -> list[pb.JobInfo]:
+        md = self.identity_metadata(source)
+        jid, task = mapping.parse_job_id(job_id, source)
+        resp = await self.call("GetJobs", pb.GetJobsRequest(job_ids=[jid], include_finished=True), source, md)
+        found = [j for j in resp.jobs if task is None or (j.HasField("array_task_id") and j.array_task_id == task)]
+        if not found:
+            raise RestError(404, ESLURM_INVALID_JOB_ID, f"Unable to find JobId={job_id}", source)
+        return found
+
+    async def _partitions(self, names: list[str], source: str) -> list[dict[str, Any]]:
+        md = self.identity_metadata(source)
+        parts = await self.call("GetPartitions", pb.GetPartitionsRequest(names=names), source, md)
+        nodes = await self.call("GetNodes", pb.GetNodesRequest(), source, md)
+        cpus = {n.name: n.cpus for n in nodes.nodes}
+        return [mapping.partition_to_slurm(p, cpus) for p in parts.partitions]
+
+    def counters(self) -> dict[str, int]:
+        metrics = getattr(self.ctl, "metrics", None)
+        return metrics.diag_counters() if metrics is not None else {}
+
+    def rpc_stats(self) -> list[tuple[str, int, int, int]]:
+        metrics = getattr(self.ctl, "metrics", None)
+        return metrics.rpc_stats() if metrics is not None else []
+
+
+async def serve_rest(
+    api: RestApi, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Serve ``api`` with Hypercorn's Trio worker on ``host:port`` (0 = a free port); reports the
+    bound port and serves until cancelled."""
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("spur.rest.hypercorn")
+    config.websocket_max_message_size = 1024 * 1024
+    config.h11_max_incomplete_size = 64 * 1024
+
+    async def started(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+        await serve(api.app, config, task_status=task_status)  # type: ignore[arg-type]
+
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(started)
+        bound = int(binds[0].rsplit(":", 1)[1]) if binds else port
+        log.info("REST API listening on %s:%d", host, bound)
+        task_status.started(bound)
