@@ -49,6 +49,7 @@ def _leader_only(method: Any) -> Any:
     @functools.wraps(method)
     async def serve(self: AccountingService, request: Any, context: CallContext) -> Any:
         if self.ctl.is_leader:
+            await self.ctl.leader_ready()
             await self.ctl.read_barrier()
             return await method(self, request, context)
         return await self.forward(method.__name__, request, context)

@@ -134,6 +134,7 @@ def _leader_only(method: Any) -> Any:
     @functools.wraps(method)
     async def serve(self: AdmissionService, request: Any, context: CallContext) -> Any:
         if self.ctl.is_leader:
+            await self.ctl.leader_ready()
             return await method(self, request, context)
         from spur.rpc.proto import admission_pb2
         from spur.rpc.stub import Stub

@@ -79,6 +79,9 @@ class Controller:
         self.state = ClusterState(history_max_jobs=cfg.accounting.history_max_jobs)
         self.auth.state = self.state  # accounting Administrators are admins too
         self._changed = trio.Event()
+        # Set once this controller, as leader, has proposed its configuration (cluster id, partitions,
+        # accounting); set too when it steps down, so waiters move on and meet NotLeader instead.
+        self._leader_ready = trio.Event()
         self.scheduler_kick = trio.Event()
         self.machine = _NotifyingStateMachine(self.state, self._signal_change)
         self.storage = RaftStorage(self.state_dir / "raft", fsync=cfg.controller.wal_fsync)
@@ -172,6 +175,11 @@ class Controller:
         if isinstance(result, Rejected):
             raise RpcError(StatusCode[result.code], result.message)
         return result
+
+    async def leader_ready(self) -> None:
+        """Wait until this leader has proposed its configuration (a call served earlier would see the
+        defaults: no cluster id, the built-in partition, accounting not configured)."""
+        await self._leader_ready.wait()
 
     async def read_barrier(self) -> None:
         """Wait until local state reflects every write committed before the call (leader only);
@@ -311,10 +319,13 @@ class Controller:
         role = self.raft.role
         while True:
             if role is Role.LEADER:
+                if self._leader_ready.is_set():  # set by the last step-down; calls may already wait on
+                    self._leader_ready = trio.Event()  # an unset one, which this leadership will set
                 async with trio.open_nursery() as duties:
                     duties.start_soon(self._lead, duties, name="leader-duties")
                     role = await self.raft.wait_role_change(Role.LEADER)
                     duties.cancel_scope.cancel()
+                self._leader_ready.set()
                 log.info("stepped down (term %s); leader duties cancelled", self.raft.term)
             else:
                 role = await self.raft.wait_role_change(role)
@@ -350,6 +361,7 @@ class Controller:
         if [p for p in self.state.partitions.values()] != wanted:
             await self.propose(c.ConfigurePartitions(wanted))
         await self._configure_accounting()
+        self._leader_ready.set()
         now = trio.current_time()
         for name in self.state.nodes:
             self.last_seen.setdefault(name, now)

@@ -46,6 +46,7 @@ def leader_only(method):
     @functools.wraps(method)
     async def serve(self: ControllerService, request, context: CallContext):
         if self.ctl.is_leader:
+            await self.ctl.leader_ready()
             return await method(self, request, context)
         return await self.forward(method.__name__, request, context)
 
@@ -116,6 +117,7 @@ class ControllerService:
         if context.metadata.get(LOCAL_READ_KEY) != "1":
             if not self.ctl.is_leader:
                 return await self.forward("GetJobs", request, context)
+            await self.ctl.leader_ready()
             await self.ctl.read_barrier()
         jobs = self._select_jobs(request)
         return pb.GetJobsResponse(jobs=[convert.job_to_proto(j, include_script=False) for j in jobs])
