@@ -33,6 +33,7 @@ def _leader_only(method: Any) -> Any:
     @functools.wraps(method)
     async def serve(self: AccountingDbService, request: Any, context: CallContext) -> Any:
         if self.ctl.is_leader:
+            await self.ctl.leader_ready()  # the cluster id is proposed by then
             return await method(self, request, context)
         from spur.rpc.stub import Stub
 
