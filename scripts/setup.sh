@@ -67,5 +67,15 @@ command -v man >/dev/null 2>&1 || say "note: no 'man' command here (as root, set
 mkdir -p .venv/share/spur
 .venv/bin/spur completion bash >.venv/share/spur/completion.bash
 .venv/bin/spur completion zsh >.venv/share/spur/_spur
+# PostgreSQL (the accounting tests and benchmarks start a private server with its initdb/pg_ctl).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    step "installing PostgreSQL (apt-get install -y postgresql)" \
+      sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; }'
+  else
+    say "PostgreSQL not found and not root: the accounting tests will be skipped (install postgresql)"
+  fi
+fi
+
 say "ready in $((SECONDS - t_start))s: export PATH=\"$PWD/.venv/bin:\$PATH\" (man pages follow PATH);" \
   "completion: source $PWD/.venv/share/spur/completion.bash"

@@ -43,6 +43,8 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "nodes": ("spur.cli.sinfo", "sinfo", "Show partitions and nodes (sinfo)."),
     "history": ("spur.cli.sacct", "sacct", "Show accounting records of jobs and steps (sacct)."),
     "attach": ("spur.cli.sattach", "sattach", "Follow a running job's output (sattach)."),
+    "report": ("spur.cli.sreport", "sreport", "Usage reports from the accounting database (sreport)."),
+    "diag": ("spur.cli.sdiag", "sdiag", "Controller statistics and accounting storage status (sdiag)."),
     "show": (
         "spur.cli.scontrol",
         "scontrol",

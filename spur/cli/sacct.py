@@ -1,6 +1,7 @@
 """``sacct`` / ``spur history``: accounting records of jobs and their steps, in Slurm's layouts.
 
-Records come from the controller's embedded history through ``GetJobs(include_finished=true)``.
+Records come from PostgreSQL through the controller's AccountingDb service when ``[accounting]
+database_url`` is set, else from its embedded history through ``GetJobs(include_finished=true)``.
 Formatting is pure (:func:`build_rows`, :func:`render_table`); :func:`main` only fetches and prints.
 """
 
@@ -463,6 +464,47 @@ def select(jobs, args, *, selectors, states, start: float, end: float, users: se
     return out
 
 
+def fetch_body(args, *, selectors, states, start: float, end: float, users: set[str]):
+    """A ``with_controller`` body returning JobInfo messages: from PostgreSQL (through the controller's
+    AccountingDb service) when a database is configured, else from the embedded history (GetJobs)."""
+    from spur.cli.acctdb_client import acctdb_stub, no_database
+    from spur.rpc.proto import accounting_db_pb2 as apb
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError
+
+    db_req = apb.JobRecordsRequest(
+        start_time=start,
+        end_time=end,
+        users=sorted(users),
+        accounts=sorted(set(split_list(args.accounts))),
+        partitions=sorted(set(split_list(args.partition))),
+        names=sorted(set(split_list(args.name))),
+        states=sorted(states),
+        jobs=[
+            apb.JobSelector(job_id=jid, has_task=task is not None, array_task_id=task or 0)
+            for jid, task in selectors
+        ],
+    )
+    req = pb.GetJobsRequest(job_ids=sorted({jid for jid, _ in selectors}), include_finished=True)
+
+    async def body(stub):
+        try:
+            resp = await acctdb_stub(stub).GetJobRecords(db_req, timeout=30)
+        except RpcError as exc:
+            if not no_database(exc):
+                raise
+        else:
+            out = []
+            for data in resp.jobs:
+                job = pb.JobInfo()
+                job.ParseFromString(data)
+                out.append(job)
+            return out
+        return list((await stub.GetJobs(req, timeout=30)).jobs)
+
+    return body
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.helpformat:
@@ -502,19 +544,14 @@ def main(argv: list[str]) -> int:
         ident = current_identity()
         if ident.uid != 0:
             users = {ident.user}
-    from spur.rpc.proto import spur_pb2 as pb
-
-    req = pb.GetJobsRequest(job_ids=sorted({jid for jid, _ in selectors}), include_finished=True)
-
-    async def body(stub):
-        return await stub.GetJobs(req, timeout=30)
-
     try:
-        resp = with_controller(body)
+        found = with_controller(
+            fetch_body(args, selectors=selectors, states=states, start=start, end=end, users=users)
+        )
     except CliError as exc:
         print(f"sacct: error: {exc.message}", file=sys.stderr)
         return 1
-    jobs = select(resp.jobs, args, selectors=selectors, states=states, start=start, end=end, users=users)
+    jobs = select(found, args, selectors=selectors, states=states, start=start, end=end, users=users)
     rows = build_rows(jobs, now, allocations_only=args.allocations)
     parsable = "plain" if args.parsable2 else ("trailing" if args.parsable else None)
     sys.stdout.write(render_table(cols, rows, header=not args.noheader, parsable=parsable))

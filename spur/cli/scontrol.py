@@ -163,13 +163,15 @@ def show_partition_text(p, nodes_by_name) -> str:
     )
 
 
-def show_config_text(info, now: float) -> str:
-    """``scontrol show config`` (the keys Spur has): Slurm's ``Key = value`` lines, key padded to 23."""
+def show_config_text(info, now: float, extra: list[tuple[str, str]] | None = None) -> str:
+    """``scontrol show config`` (the keys Spur has): Slurm's ``Key = value`` lines, key padded to 23,
+    sorted by key; ``extra`` adds rows (the accounting storage ones)."""
     rows = [
         ("ClusterId", info.cluster_id or "(null)"),
         ("ClusterName", info.cluster_name or "(null)"),
         ("SlurmctldAddr", info.leader_address or info.address or "(null)"),
     ]
+    rows = sorted(rows + list(extra or []))
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
     return f"Configuration data as of {stamp}\n" + "".join(f"{k:<23} = {v}\n" for k, v in rows)
 
@@ -317,7 +319,12 @@ def show(rest: list[str]) -> int:
             return ping()
         if what in ("config", "cluster"):
             info = with_controller(lambda stub: stub.GetControllerStatus(pb.Empty(), timeout=10))
-            sys.stdout.write(show_config_text(info, now) if what == "config" else show_cluster_text(info))
+            if what == "config":
+                from spur.cli.sdiag import accounting_config_rows
+
+                sys.stdout.write(show_config_text(info, now, accounting_config_rows()))
+            else:
+                sys.stdout.write(show_cluster_text(info))
             return 0
         if what in ("partition", "partitions"):
 

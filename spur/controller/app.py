@@ -109,6 +109,10 @@ class Controller:
         self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
         self.rest_port: int | None = None
         self.metrics_port: int | None = None
+        from spur.accounting.runtime import AccountingRuntime
+
+        self.accounting = AccountingRuntime(cfg.accounting.database_url)
+        self.started_wall = self.clock.wall()
 
     # ------------------------------------------------------------------ identity in the group
 
@@ -243,6 +247,10 @@ class Controller:
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )
         self.grpc_server = server
+        from spur.accounting.service import SERVICE as ACCOUNTING_DB
+        from spur.accounting.service import AccountingDbService
+
+        server.add_service(ACCOUNTING_DB, AccountingDbService(self))
         from spur.controller.pool import controller_pool
 
         raft_listen = (
@@ -360,6 +368,9 @@ class Controller:
         await duties.start(SchedulerLoop(self).run)
         await duties.start(Dispatcher(self).run)
         await duties.start(HealthSweep(self).run)
+        from spur.accounting.flusher import AccountingFlusher
+
+        await duties.start(AccountingFlusher(self).run, name="accounting-flush")
 
 
 def _split(addr: str, default_port: int) -> tuple[str, int]:

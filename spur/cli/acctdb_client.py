@@ -1,0 +1,31 @@
+"""Client side of the ``spur.acctdb.v1.AccountingDb`` service (sacct, sreport, sdiag, scontrol).
+
+Bodies passed to :func:`spur.cli.client.with_controller` get a Controller stub; :func:`acctdb_stub` turns
+it into a stub of this service on the same connection (blocking or Trio, whichever the body runs on).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["acctdb_stub", "no_database"]
+
+
+def acctdb_stub(stub: Any) -> Any:
+    """A stub for AccountingDb on ``stub``'s channel."""
+    from spur.rpc.blocking import BlockingStub
+    from spur.rpc.proto import accounting_db_pb2 as apb
+
+    service = apb.DESCRIPTOR.services_by_name["AccountingDb"]
+    if isinstance(stub, BlockingStub):
+        return BlockingStub(stub.channel, service)
+    from spur.rpc.stub import Stub
+
+    return Stub(stub.channel, service)
+
+
+def no_database(exc: Any) -> bool:
+    """True for errors meaning "no database here": not configured, or a controller without the service."""
+    from spur.rpc.status import StatusCode
+
+    return exc.code in (StatusCode.FAILED_PRECONDITION, StatusCode.UNIMPLEMENTED)
