@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from integration.harness import BIN, Cluster, wait_for
 from spur.auth.identity import Identity, identity_metadata
 from spur.auth.tokens import mint
-from spur.rpc.proto import accounting_pb2, admission_pb2, auth_pb2
+from spur.rpc.proto import accounting_db_pb2, accounting_pb2, admission_pb2, auth_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.startup import EXIT_CONFIG
@@ -157,6 +157,7 @@ def _services() -> list[tuple[str, Any]]:
         ("controller", auth_pb2.DESCRIPTOR.services_by_name["Auth"]),
         ("controller", admission_pb2.DESCRIPTOR.services_by_name["Admission"]),
         ("controller", accounting_pb2.DESCRIPTOR.services_by_name["Accounting"]),
+        ("controller", accounting_db_pb2.DESCRIPTOR.services_by_name["AccountingDb"]),
         ("agent", pb.DESCRIPTOR.services_by_name["Agent"]),
     ]
 
