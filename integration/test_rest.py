@@ -375,12 +375,20 @@ def test_schemathesis_against_the_served_document(cluster: Cluster, tmp_path: Pa
         capture_output=True, text=True, timeout=240, cwd=tmp_path,  # its cache goes there, not in the repo
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    # every operation of the document ran (but GET /openapi.json, the document schemathesis reads),
+    # the slurmdb accounting entities included
+    doc = httpx.get(f"{base}/openapi.json").json()
+    operations = sum(
+        1 for path, item in doc["paths"].items() for m in item if m in ("get", "post", "delete") and path != "/openapi.json"
+    )
+    assert "/slurmdb/v0.0.38/associations" in doc["paths"]
+    assert f"Tested: {operations}\n" in proc.stdout or f" {operations} passed" in proc.stdout, proc.stdout[-3000:]
 
 
 def test_required_auth_mode_refuses_requests_without_a_valid_token(tmp_path: Path) -> None:
     """With ``[auth] mode = "required"`` the controller's interceptor refuses REST calls that carry no
     valid token: 401 with Slurm's error body, and nothing changes."""
-    c = Cluster(tmp_path, conf_extra='[auth]\nmode = "required"\njwt_key = "rest-test-key-0123456789abcdef"\n')
+    c = Cluster(tmp_path, conf_extra='[auth]\nmode = "required"\njwt_key = "rest-test-key-0123456789abcdef-0123"\n')
     c.start_controller()
     c.wait_rest()
     try:
@@ -397,7 +405,7 @@ def test_required_auth_mode_refuses_requests_without_a_valid_token(tmp_path: Pat
             r = httpx.post(f"{base}{D}/accounts", headers=headers, json={"accounts": [{"name": "sneaky"}]})
             assert r.status_code == 401, (headers, r.text)
         # nothing changed: with a valid token there is no job and no such account
-        token = mint(b"rest-test-key-0123456789abcdef", USER, os.getuid(), now=time.time(), ttl_secs=600)
+        token = mint(b"rest-test-key-0123456789abcdef-0123", USER, os.getuid(), now=time.time(), ttl_secs=600)
         valid = {"X-SLURM-USER-NAME": USER, "X-SLURM-USER-TOKEN": token}
         assert httpx.get(f"{base}{S}/jobs", headers=valid).json()["jobs"] == []
         assert httpx.get(f"{base}{D}/account/sneaky", headers=valid).status_code == 404
