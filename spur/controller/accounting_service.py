@@ -50,6 +50,9 @@ def _leader_only(method: Any) -> Any:
     async def serve(self: AccountingService, request: Any, context: CallContext) -> Any:
         if self.ctl.is_leader:
             await self.ctl.read_barrier()
+            # Just after an election the leader may not have proposed its [accounting] settings yet:
+            # propose them first (idempotent), so no answer names the default cluster "spur".
+            await self.ctl._configure_accounting()
             return await method(self, request, context)
         return await self.forward(method.__name__, request, context)
 
