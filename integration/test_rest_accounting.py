@@ -235,6 +235,10 @@ def test_rest_job_runs_as_the_tokens_user_in_required_mode() -> None:
         assert out.read_text().strip() == str(nobody.pw_uid)
         assert out.stat().st_uid == nobody.pw_uid
         assert len(httpx.get(f"{base}{S}/jobs", headers=headers).json()["jobs"]) == 1
+        # the same token reads accounting entities but may not change them
+        assert httpx.get(f"{base}{D}/accounts", headers=headers).status_code == 200
+        r3 = httpx.post(f"{base}{D}/accounts", headers=headers, json={"accounts": [{"name": "mine"}]})
+        assert r3.status_code == 403 and r3.json()["errors"][0]["error_number"] == 2002, r3.text
     finally:
         c.stop()
         shutil.rmtree(root, ignore_errors=True)
