@@ -79,3 +79,12 @@ def test_change_values_set_only_what_the_record_sets() -> None:
     assert ar.user_add_values(new) == {"account": "physics", "defaultaccount": "physics"}
     assert ar.user_modify_values(UserRecord(name="alice", administrator_level="")) == {}
     assert ar.user_modify_values(UserRecord(name="alice", administrator_level="Operator")) == {"adminlevel": "Operator"}
+
+
+def test_the_backend_implements_every_slurmdb_entity_route() -> None:
+    """So the REST app registers (and the OpenAPI document lists) every entity operation."""
+    from spur.rest.accounting_backend import AccountingBackend
+    from spur.rest.slurmdb import ENTITY_ROUTES
+
+    missing = [r.backend_method for r in ENTITY_ROUTES if not callable(getattr(AccountingBackend, r.backend_method, None))]
+    assert missing == []
