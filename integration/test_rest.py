@@ -13,6 +13,7 @@ import os
 import pwd
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 from integration.harness import BIN, Cluster, free_port, wait_for
+from spur.auth.tokens import mint
 
 pytestmark = pytest.mark.integration
 
@@ -256,9 +258,12 @@ def test_openapi_documents_exactly_the_registered_routes(api: httpx.Client) -> N
     assert "openapi:" in api.get("/openapi.yaml").text
     paths = set(doc["paths"])
     assert f"{S}/job/submit" in paths and f"{D}/jobs" in paths
-    # accounting entities are not served on this branch, so they are not described either
-    assert f"{D}/accounts" not in paths and f"{D}/qos" not in paths
-    assert api.get(f"{D}/accounts").status_code == 404
+    # the accounting backend serves every slurmdb entity operation of the reference document
+    from spur.rest.slurmdb import ENTITY_ROUTES
+
+    for route in ENTITY_ROUTES:
+        assert route.method in doc["paths"].get(route.path, {}), (route.method, route.path)
+    assert api.get(f"{D}/accounts").status_code == 200
     for path, item in doc["paths"].items():
         for method in item:
             if method in ("get", "post", "delete"):
@@ -370,16 +375,20 @@ def test_schemathesis_against_the_served_document(cluster: Cluster, tmp_path: Pa
         capture_output=True, text=True, timeout=240, cwd=tmp_path,  # its cache goes there, not in the repo
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    # every operation of the document ran (but GET /openapi.json, the document schemathesis reads),
+    # the slurmdb accounting entities included
+    doc = httpx.get(f"{base}/openapi.json").json()
+    operations = sum(
+        1 for path, item in doc["paths"].items() for m in item if m in ("get", "post", "delete") and path != "/openapi.json"
+    )
+    assert "/slurmdb/v0.0.38/associations" in doc["paths"]
+    assert f"Tested: {operations}\n" in proc.stdout or f" {operations} passed" in proc.stdout, proc.stdout[-3000:]
 
 
 def test_required_auth_mode_refuses_requests_without_a_valid_token(tmp_path: Path) -> None:
     """With ``[auth] mode = "required"`` the controller's interceptor refuses REST calls that carry no
     valid token: 401 with Slurm's error body, and nothing changes."""
-    import importlib.util
-
-    if importlib.util.find_spec("spur.auth.guard") is None:
-        pytest.skip("needs the [auth] interceptor (identity/auth issue), not in this build")
-    c = Cluster(tmp_path, conf_extra='[auth]\nmode = "required"\njwt_key = "rest-test-key-0123456789abcdef"\n')
+    c = Cluster(tmp_path, conf_extra='[auth]\nmode = "required"\njwt_key = "rest-test-key-0123456789abcdef-0123"\n')
     c.start_controller()
     c.wait_rest()
     try:
@@ -393,6 +402,13 @@ def test_required_auth_mode_refuses_requests_without_a_valid_token(tmp_path: Pat
                            json={"script": "#!/bin/sh\ntrue\n", "job": {"environment": {}}})  # fmt: skip
             assert r.status_code == 401, (headers, r.text)
             assert r.json()["errors"][0]["error_number"] == 1007
+            r = httpx.post(f"{base}{D}/accounts", headers=headers, json={"accounts": [{"name": "sneaky"}]})
+            assert r.status_code == 401, (headers, r.text)
+        # nothing changed: with a valid token there is no job and no such account
+        token = mint(b"rest-test-key-0123456789abcdef-0123", USER, os.getuid(), now=time.time(), ttl_secs=600)
+        valid = {"X-SLURM-USER-NAME": USER, "X-SLURM-USER-TOKEN": token}
+        assert httpx.get(f"{base}{S}/jobs", headers=valid).json()["jobs"] == []
+        assert httpx.get(f"{base}{D}/account/sneaky", headers=valid).status_code == 404
     finally:
         c.controller.kill()
 

@@ -1,50 +1,44 @@
 """docs/rest.md's examples, run exactly as written against a live spurctld and spurd.
 
 Each ```sh block runs in bash (``set -euo pipefail``) in one working directory, in document order;
-exported variables carry from block to block. A block preceded by ``<!-- requires: NAME -->`` is
-skipped, with the reason, when this build lacks that piece (see ``MISSING``).
+exported variables carry from block to block. The cluster runs ``[auth] mode = "required"``, so the
+token ``scontrol token`` prints (from the local credential broker) is what every request rides on.
 """
 
 from __future__ import annotations
 
 import getpass
-import importlib.util
+import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from integration.harness import Cluster, wait_for
+from spur.auth.tokens import mint
 
 pytestmark = pytest.mark.integration
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rest.md"
-SKIPPED: list[str] = []  # reasons of the blocks the live run left out (reported by the test below)
-BLOCK = re.compile(r"(?:<!-- requires: (?P<req>[\w-]+) -->\n)?```sh\n(?P<code>.*?)```", re.S)
+BLOCK = re.compile(r"```sh\n(?P<code>.*?)```", re.S)
+KEY = b"rest-docs-test-key-0123456789abcdef"
 
 
-def blocks() -> list[tuple[str | None, str]]:
-    return [(m.group("req"), m.group("code")) for m in BLOCK.finditer(DOC.read_text())]
-
-
-def missing(requirement: str, rest_url: str) -> str | None:
-    """Why a required piece is absent from this build (None: present)."""
-    if requirement == "scontrol-token":
-        if importlib.util.find_spec("spur.cli.token") is None:
-            return "`scontrol token` is not in this build (identity/auth issue)"
-        return None
-    if requirement == "slurmdb-accounts":
-        paths = httpx.get(f"{rest_url}/openapi.json").json()["paths"]
-        if "/slurmdb/v0.0.38/accounts" not in paths:
-            return "the slurmdb accounts endpoint needs the accounting backend (accounting issue)"
-        return None
-    raise AssertionError(f"unknown requirement {requirement!r} in docs/rest.md")
+def blocks() -> list[str]:
+    return [m.group("code") for m in BLOCK.finditer(DOC.read_text())]
 
 
 def test_doc_examples_run_against_a_live_controller(tmp_path: Path) -> None:
-    c = Cluster(tmp_path)
+    key = tmp_path / "jwt.key"
+    key.write_bytes(KEY)
+    key.chmod(0o600)
+    conf = f'[auth]\nmode = "required"\njwt_key_file = "{key}"\nbroker_socket = "{tmp_path / "auth.sock"}"\n'
+    c = Cluster(tmp_path, conf_extra=conf, agent_conf=True)
+    me = getpass.getuser()
+    c.metadata = {"authorization": "Bearer " + mint(KEY, me, os.getuid(), now=time.time(), ttl_secs=600)}
     c.start_controller()
     c.wait_rest()
     c.start_agent("n1")
@@ -55,18 +49,13 @@ def test_doc_examples_run_against_a_live_controller(tmp_path: Path) -> None:
         work.mkdir()
         state = tmp_path / "env.sh"
         state.write_text("")
-        env = dict(c.env, SPUR_REST=rest, SPUR_METRICS=f"http://127.0.0.1:{c.metrics_port}", USER=getpass.getuser())
+        env = dict(c.env, SPUR_REST=rest, SPUR_METRICS=f"http://127.0.0.1:{c.metrics_port}", USER=me,
+                   SPUR_CONF=str(tmp_path / "spur.conf"))  # fmt: skip
         env.pop("SLURM_JWT", None)
         outputs: list[str] = []
-        skipped: list[str] = []
         found = blocks()
-        assert len(found) >= 7, "docs/rest.md lost its examples"
-        for requirement, code in found:
-            if requirement is not None:
-                reason = missing(requirement, rest)
-                if reason is not None:
-                    skipped.append(reason)
-                    continue
+        assert len(found) >= 8, "docs/rest.md lost its examples"
+        for code in found:
             script = f"set -euo pipefail\nsource {state}\n{code}\nexport -p > {state}\n"
             proc = subprocess.run(
                 ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=120
@@ -85,7 +74,7 @@ def test_doc_examples_run_against_a_live_controller(tmp_path: Path) -> None:
         sleeper = (work / "sleeper.json").read_text()
         sleeper_id = re.search(r'"job_id":(\d+)', sleeper).group(1)  # type: ignore[union-attr]
         wait_for(lambda: _state(rest, sleeper_id) == "CANCELLED", timeout=30, what="the cancelled sleeper")
-        SKIPPED.extend(skipped)
+        assert "errors: []\n" in text and re.search(r"^\[.*'physics'.*\]$", text, re.M)  # the account the example added is listed
     finally:
         for proc in [*c.agents.values(), c.controller]:
             if proc is not None:
@@ -93,14 +82,6 @@ def test_doc_examples_run_against_a_live_controller(tmp_path: Path) -> None:
 
 
 def _state(rest: str, job_id: str) -> str:
-    r = httpx.get(f"{rest}/slurm/v0.0.38/job/{job_id}", headers={"X-SLURM-USER-NAME": getpass.getuser()})
+    token = mint(KEY, getpass.getuser(), os.getuid(), now=time.time(), ttl_secs=60)
+    r = httpx.get(f"{rest}/slurm/v0.0.38/job/{job_id}", headers={"Authorization": f"Bearer {token}"})
     return r.json()["jobs"][0]["job_state"]
-
-
-@pytest.mark.parametrize("requirement", ["scontrol-token", "slurmdb-accounts"])
-def test_doc_examples_that_need_other_pieces(requirement: str) -> None:
-    """Reports, by name, each example the live run above had to leave out (it ran all others)."""
-    needs = {"scontrol-token": "`scontrol token`", "slurmdb-accounts": "accounts endpoint"}[requirement]
-    reasons = [r for r in SKIPPED if needs in r]
-    if reasons:
-        pytest.skip(f"docs/rest.md example not run: {reasons[0]}")

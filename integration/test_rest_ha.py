@@ -56,5 +56,15 @@ def test_follower_rest_forwards_writes_and_reads_its_own_write(tmp_path: Path) -
         assert r.status_code == 200, r.text
         state = httpx.get(url(follower, f"{S}/job/{job_id}"), headers=HEADERS).json()["jobs"][0]["job_state"]
         assert state == "CANCELLED"
+        # slurmdb accounting entities too: a POST on a follower is applied by the leader and read back
+        D = "/slurmdb/v0.0.38"
+        for i in range(3):
+            r = httpx.post(url(follower, f"{D}/accounts"), headers=HEADERS,
+                           json={"accounts": [{"name": f"ha{i}", "description": f"HA {i}"}]})  # fmt: skip
+            assert r.status_code == 200, r.text
+            got = httpx.get(url(follower, f"{D}/account/ha{i}"), headers=HEADERS)
+            assert got.status_code == 200 and got.json()["accounts"][0]["description"] == f"HA {i}"
+        names = {a["name"] for a in httpx.get(url(leader_member, f"{D}/accounts"), headers=HEADERS).json()["accounts"]}
+        assert {"ha0", "ha1", "ha2"} <= names
     finally:
         cluster.stop()

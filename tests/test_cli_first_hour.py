@@ -75,6 +75,33 @@ def test_spur_help_lists_every_verb_with_its_slurm_twin(capsys) -> None:
             assert f"({slurm})" in out
 
 
+@pytest.mark.parametrize("verb", sorted(cli_main.VERBS))
+def test_every_verb_answers_help_usage_and_version(verb: str, capsys) -> None:
+    """``NAME --help``/``--usage``/``-V`` (and ``spur VERB --help``) print the verb's own text and exit 0
+    without a controller; --help lists the verb's options from its table, not only the help flags."""
+    _module, slurm, _summary = cli_main.VERBS[verb]
+    name = slurm or verb
+    prog = [name] if slurm else ["spur", verb]
+    doc = cmdinfo.describe(verb)
+    code, out, err = run_main([*prog, "--help"], capsys)
+    assert code == 0 and out.startswith("Usage: "), (verb, out, err)
+    for opt in doc.options:
+        if opt.group != "Help":
+            assert opt.flags() in out, (verb, opt.flags())
+    code, out, err = run_main([*prog, "--usage"], capsys)
+    assert code == 0 and out.startswith(f"Usage: {name}"), (verb, out, err)
+    code, out, err = run_main([*prog, "--version"], capsys)
+    assert code == 0 and out.strip() == cmdinfo.version_line(), (verb, out, err)
+    if slurm:
+        code, out2, err = run_main(["spur", verb, "--help"], capsys)
+        assert code == 0 and out2.startswith("Usage: "), (verb, out2, err)
+
+
+@pytest.mark.parametrize("verb", ["attach", "acct", "shares", "prio"])
+def test_accounting_and_attach_verbs_document_their_options(verb: str) -> None:
+    assert [o for o in cmdinfo.describe(verb).options if o.group != "Help"], verb
+
+
 def test_every_option_has_a_description() -> None:
     """A parser option without text would show up blank in --help and the man page."""
     for verb in cli_main.VERBS:

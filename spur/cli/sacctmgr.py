@@ -14,10 +14,32 @@ from spur.accounting.grammar import GrammarError, Request, columns_for, parse, r
 from spur.cli.acctclient import call_accounting, records
 from spur.cli.client import CliError
 
-USAGE = """Usage: sacctmgr [-i] [-n] [-P|-p] [-s] COMMAND ENTITY [names] [where k=v...] [set k=v...]
+USAGE = """Usage: sacctmgr [OPTIONS...] COMMAND ENTITY [names] [where k=v...] [set k=v...]
   COMMAND: add | modify | delete | show | list
   ENTITY:  account | user | association | qos | tres | cluster
   show options: format=field[%width],...  tree  withassoc (-s)"""
+
+
+SUBCOMMANDS = {
+    "add": "add entities: add account|user|qos|cluster NAMES [key=value...]",
+    "modify": "change entities: modify ENTITY where key=value... set key=value...",
+    "delete": "remove entities: delete ENTITY where key=value...",
+    "show": "list entities: show ENTITY [where key=value...] [format=...] [tree] [withassoc]",
+    "list": "same as show",
+}
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table behind --help, --usage, man pages and completion."""
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [
+        OptionDoc("immediate", "i", help="commit changes without asking (Spur always does)"),
+        OptionDoc("noheader", "n", help="no header on show output"),
+        OptionDoc("parsable", "p", help="'|' delimited output with a trailing '|'"),
+        OptionDoc("parsable2", "P", help="'|' delimited output without a trailing '|'"),
+        OptionDoc("associations", "s", help="show the associations with accounts and users (withassoc)"),
+    ]
 
 
 def _emit(message: str) -> None:
@@ -27,9 +49,13 @@ def _emit(message: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
         print(USAGE)
-        return 0 if argv else 1
+        return 1
+    if argv[0] in ("-h", "--help", "help", "--usage", "-V", "--version"):
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("acct", "--help" if argv[0] in ("-h", "help") else argv[0])
     try:
         req = parse(argv)
     except GrammarError as exc:

@@ -21,7 +21,22 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 PROG = "sattach"
-USAGE = "Usage: sattach [--offset N] [--stderr-offset N] [-l|--label] [--url URL] JOBID[.STEP]"
+USAGE = "Usage: sattach [OPTIONS...] JOBID[.STEP]"
+
+
+OPERANDS = "jobs"
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table behind --help, --usage, man pages and completion."""
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [
+        OptionDoc("offset", None, "required", "N", "skip the first N bytes of stdout (resume after them)"),
+        OptionDoc("stderr-offset", None, "required", "N", "skip the first N bytes of stderr"),
+        OptionDoc("label", "l", help="prefix each line with the task number"),
+        OptionDoc("url", None, "required", "URL", "REST base URL (default: $SPUR_REST_URL, else the controller's host, port 6820)"),
+    ]
 
 
 class AttachError(ValueError):
@@ -151,9 +166,11 @@ async def attach(url: str, headers: list[tuple[str, str]], label: bool) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
-        return 0
+    meta = next((a for a in argv if a in ("-h", "--help", "--usage", "-V", "--version")), None)
+    if meta is not None:
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("attach", "--help" if meta == "-h" else meta)
     try:
         opts = parse_args(argv)
     except AttachError as exc:

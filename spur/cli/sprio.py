@@ -34,8 +34,26 @@ LETTERS: dict[str, tuple[str, str, str]] = {
 }
 DEFAULT = "%.15i %9r %.10Y %.10S %.10A %.10F %.10J %.10P %.10Q"
 LONG = "%.15i %9r %.8u %.10o %.10Y %.10S %.10A %.10B %.10F %.10J %.10P %.10n %.10Q %.6N %.20T"
-USAGE = "Usage: sprio [-l] [-h] [-n] [-w] [-j jobs] [-u users] [-o format]"
+USAGE = "Usage: sprio [OPTIONS...]"
 _ITEM = re.compile(r"%(\.)?(\d*)([A-Za-z])")
+
+
+OPERANDS = ""
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table behind --help, --usage, man pages and completion (``-h`` is --noheader, as in Slurm)."""
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [
+        OptionDoc("jobs", "j", "required", "JOB_ID_LIST", "comma separated list of jobs to show"),
+        OptionDoc("long", "l", help="long report: every factor, TRES and the partition"),
+        OptionDoc("noheader", "h", help="no header on output"),
+        OptionDoc("norm", "n", help="show the normalized factors (0.0-1.0)"),
+        OptionDoc("format", "o", "required", "FORMAT", "format of the output (%i %u %Y %A %F %J %P %Q ...)"),
+        OptionDoc("user", "u", "required", "USER_LIST", "comma separated list of users to show"),
+        OptionDoc("weights", "w", help="show the configured factor weights"),
+    ]
 
 
 class UsageError(ValueError):
@@ -92,9 +110,10 @@ def main(argv: list[str]) -> int:
                 users += [u for u in _value(arg, eq, inline, args).split(",") if u]
             elif key in ("-o", "--format"):
                 fmt = _value(arg, eq, inline, args)
-            elif arg == "--help":
-                print(USAGE)
-                return 0
+            elif arg in ("--help", "--usage", "-V", "--version"):
+                from spur.cli.cmdinfo import handle_meta
+
+                return handle_meta("prio", arg)
             else:
                 raise UsageError(f"sprio: error: unrecognized option '{arg}'\n{USAGE}")
         cols = columns(fmt or (LONG if long else DEFAULT), normalized)

@@ -41,7 +41,23 @@ LONG = [
     "grptresmins",
     "tresrunmins",
 ]
-USAGE = "Usage: sshare [-a] [-l] [-n] [-P|-p] [-A accounts] [-u users] [-o fields]"
+USAGE = "Usage: sshare [OPTIONS...]"
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table behind --help, --usage, man pages and completion."""
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [
+        OptionDoc("accounts", "A", "required", "ACCOUNTS", "comma separated list of accounts to show"),
+        OptionDoc("all", "a", help="list every user, not only the caller"),
+        OptionDoc("long", "l", help="long listing (normalized usage, effective usage, GrpTRESMins, ...)"),
+        OptionDoc("noheader", "n", help="no header on output"),
+        OptionDoc("format", "o", "required", "FIELDS", "comma separated fields, optionally with %WIDTH"),
+        OptionDoc("parsable", "p", help="'|' delimited output with a trailing '|'"),
+        OptionDoc("parsable2", "P", help="'|' delimited output without a trailing '|'"),
+        OptionDoc("users", "u", "required", "USERS", "comma separated list of users to show"),
+    ]
 
 
 class UsageError(ValueError):
@@ -104,9 +120,10 @@ def main(argv: list[str]) -> int:
                 users += [u for u in _value(arg, eq, inline, args).split(",") if u]
             elif key in ("-o", "--format"):
                 fmt = _value(arg, eq, inline, args)
-            elif arg in ("-h", "--help"):
-                print(USAGE)
-                return 0
+            elif arg in ("-h", "--help", "--usage", "-V", "--version"):
+                from spur.cli.cmdinfo import handle_meta
+
+                return handle_meta("shares", "--help" if arg == "-h" else arg)
             else:
                 raise UsageError(f"sshare: error: unrecognized option '{arg}'\n{USAGE}")
         cols = columns(fmt) if fmt else columns(",".join(LONG if long else DEFAULT))

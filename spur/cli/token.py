@@ -98,6 +98,21 @@ NODE_TOKEN_VERBS = {
 }
 
 
+SUBCOMMANDS = NODE_TOKEN_VERBS
+USAGE = "Usage: spur token [OPTIONS...] | spur token create|list|revoke [ARGS...]"
+
+
+def option_docs():  # -> list[OptionDoc]
+    """The option table of the bare form (behind --help, --usage, man pages and completion)."""
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [
+        OptionDoc("username", None, "required", "NAME", "user the token is for (default: you; others need admin)"),
+        OptionDoc("lifespan", None, "required", "SECONDS", "seconds the token is valid (default: auth.token_ttl_secs)"),
+        OptionDoc("admin", None, help="an admin token (admin: true claim; administrators only)"),
+    ]
+
+
 def _node_token_command(verb: str) -> Any:
     def command(*args: Annotated[str, Parameter(allow_leading_hyphen=True)]) -> int:
         from spur.cli import node_tokens
@@ -113,6 +128,10 @@ for _verb in NODE_TOKEN_VERBS:
 
 
 def main(args: list[str]) -> int:
+    if args[:1] and args[0] in ("-h", "--help", "--usage", "-V", "--version"):
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("token", "--help" if args[0] == "-h" else args[0])
     if args[:1] and args[0] in NODE_TOKEN_VERBS:  # straight to the node-token module: no cyclopts parsing
         from spur.cli import node_tokens
 

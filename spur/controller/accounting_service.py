@@ -51,6 +51,9 @@ def _leader_only(method: Any) -> Any:
         if self.ctl.is_leader:
             await self.ctl.leader_ready()
             await self.ctl.read_barrier()
+            # Just after an election the leader may not have proposed its [accounting] settings yet:
+            # propose them first (idempotent), so no answer names the default cluster "spur".
+            await self.ctl._configure_accounting()
             return await method(self, request, context)
         return await self.forward(method.__name__, request, context)
 

@@ -108,6 +108,7 @@ class Controller:
         self.grpc_server: Server | None = None  # its interceptor is the auth policy REST also runs
         self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
         self.rest_port: int | None = None
+        self.accounting_backend: Any = None  # spur.rest.accounting_backend (slurmdb entities over REST)
         self.metrics_port: int | None = None
         from spur.accounting.runtime import AccountingRuntime
 
@@ -242,7 +243,11 @@ class Controller:
         from spur.controller.accounting_service import SERVICE as ACCOUNTING
         from spur.controller.accounting_service import AccountingService
 
-        server.add_service(ACCOUNTING, AccountingService(self))
+        accounting = AccountingService(self)
+        server.add_service(ACCOUNTING, accounting)
+        from spur.rest.accounting_backend import AccountingBackend
+
+        self.accounting_backend = AccountingBackend(self, accounting)
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )

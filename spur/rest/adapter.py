@@ -33,13 +33,16 @@ def _unwrap(exc: BaseException) -> BaseException:
 class ServiceAdapter:
     """Calls ControllerService methods for REST views (see the module docstring)."""
 
-    def __init__(self, ctl: Controller, service: Any) -> None:
+    def __init__(self, ctl: Controller, service: Any, service_path: str = SERVICE_PATH) -> None:
+        """``service_path``: the gRPC service prefix of ``service`` (``/spur.v1.Accounting/`` for the
+        accounting service), so the interceptor sees the method name gRPC would carry."""
         self.ctl = ctl
         self.service = service
+        self.service_path = service_path
 
     def context(self, method: str, metadata: dict[str, str], peer: str) -> CallContext:
         deadline = trio.current_time() + CALL_TIMEOUT_SECS
-        return CallContext(SERVICE_PATH + method, dict(metadata), peer, deadline)
+        return CallContext(self.service_path + method, dict(metadata), peer, deadline)
 
     async def authorize(self, ctx: CallContext, source: str) -> None:
         """Run the gRPC server's interceptor (the auth policy) on ``ctx``; refusals -> 401/403."""

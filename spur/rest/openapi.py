@@ -51,6 +51,26 @@ CORRECTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("dbv0.0.38_job", "het.job_offset", _INT_NULL),
     ("dbv0.0.38_job", "kill_request_user", {"nullable": True}),
     ("dbv0.0.38_job_step", "step.het.component", _INT_NULL),
+    # accounting entities: slurmrestd 22.05 sends null for every unset limit (slurmdb_associations.json)
+    *(("dbv0.0.38_association_short_info", prop, {"nullable": True}) for prop in ("partition", "user")),
+    *(
+        ("dbv0.0.38_association", prop, {"nullable": True})
+        for prop in (
+            "default.qos", "max.jobs.per.count", "max.jobs.per.accruing", "max.jobs.per.submitted",
+            "max.jobs.per.wall_clock", "max.jobs.active", "max.jobs.accruing", "max.jobs.total",
+            "max.per.account.wall_clock", "min.priority_threshold", "parent_account", "partition",
+            "priority", "usage", "user",
+        )
+    ),
+    *(
+        ("dbv0.0.38_qos", prop, {"nullable": True})
+        for prop in (
+            "limits.factor", "limits.max.accruing.per.account", "limits.max.accruing.per.user",
+            "limits.max.jobs.active_jobs.per.account", "limits.max.jobs.active_jobs.per.user",
+            "limits.max.wall_clock.per.job", "limits.max.wall_clock.per.qos", "limits.min.priority_threshold",
+            "preempt.exempt_time", "usage_threshold",
+        )
+    ),
 )  # fmt: skip
 
 

@@ -137,7 +137,11 @@ async def _stream(api: RestApi, job_id: int, md: dict, peer: str, skips: dict[st
         delay = 0.05
         while True:
             try:
-                async with open_channel(f"{node.address}:{node.port}") as channel:
+                # The controller has checked the caller may attach; it reads from spurd as itself
+                # (its daemon credential: [auth] required mode refuses a call without one).
+                async with open_channel(
+                    f"{node.address}:{node.port}", metadata_provider=service.ctl.auth.daemon_metadata
+                ) as channel:
                     request = pb.StreamOutputRequest(job_id=job_id, follow=True, observer=True)
                     async for chunk in agent_stub(channel).StreamOutput(request):
                         if chunk.stream == "exit":

@@ -77,6 +77,8 @@ class AssociationRecord:
     max_tres_per_job: tuple[TresRecord, ...] = ()
     max_tres_per_node: tuple[TresRecord, ...] = ()
     flags: tuple[str, ...] = ()
+    grp_jobs: int | None = None  # max.jobs.active
+    grp_submit_jobs: int | None = None  # max.jobs.total
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def tres_to_json(t: TresRecord) -> dict[str, Any]:
 
 def _short(assoc: tuple[str, str, str, str]) -> dict[str, Any]:
     account, cluster, partition, user = assoc
-    return {"account": account, "cluster": cluster, "partition": partition or None, "user": user}
+    return {"account": account, "cluster": cluster, "partition": partition or None, "user": user or None}
 
 
 def account_to_json(a: AccountRecord) -> dict[str, Any]:
@@ -172,9 +174,9 @@ def association_to_json(a: AssociationRecord) -> dict[str, Any]:
             "jobs": {
                 "per": {"count": a.max_jobs, "accruing": None, "submitted": a.max_submit_jobs,
                         "wall_clock": a.max_wall_minutes},
-                "active": None,
+                "active": a.grp_jobs,
                 "accruing": None,
-                "total": None,
+                "total": a.grp_submit_jobs,
             },
             "tres": {
                 "total": [tres_to_json(t) for t in a.grp_tres],
@@ -292,8 +294,8 @@ def users_from_body(body: Mapping[str, Any], source: str) -> list[UserRecord]:
         default = item.get("default") or {}
         if not isinstance(default, dict):
             raise RestError(400, ESLURM_DATA_CONV_FAILED, f"{where}.default: expected an object", source)
-        level = _text(item, "administrator_level", where, source) or "None"
-        if level not in ("None", "Operator", "Administrator"):
+        level = _text(item, "administrator_level", where, source)  # "": not given, leave as is
+        if level and level not in ("None", "Operator", "Administrator"):
             raise RestError(400, ESLURM_DATA_CONV_FAILED, f"{where}.administrator_level: None, Operator or Administrator", source)
         out.append(
             UserRecord(
