@@ -84,7 +84,7 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily("spur_raft_commit_index", "Raft commit index", value=raft["commit_index"])
         yield GaugeMetricFamily("spur_raft_applied_index", "Raft applied index", value=raft["applied_index"])
         if "outbox" in state.domains:
-            depth = state.domains["outbox"].depth()  # type: ignore[attr-defined]
+            depth = state.domains["outbox"].depth  # type: ignore[attr-defined]
             yield GaugeMetricFamily("spur_accounting_outbox_depth", "Records waiting for the database", value=depth)
 
 
@@ -140,7 +140,7 @@ class ControllerMetrics:
             "schedule_cycle_mean_us": int(total / count * 1e6) if count else 0,
         }
         if "outbox" in state.domains:
-            out["outbox_depth"] = int(state.domains["outbox"].depth())  # type: ignore[attr-defined]
+            out["outbox_depth"] = int(state.domains["outbox"].depth)  # type: ignore[attr-defined]
         return out
 
     def rpc_stats(self) -> list[tuple[str, int, int, int]]:
