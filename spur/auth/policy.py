@@ -68,6 +68,12 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.admission.v1.Admission/CreateToken": Privilege.ADMIN,
     "/spur.admission.v1.Admission/ListTokens": Privilege.ADMIN,
     "/spur.admission.v1.Admission/RevokeToken": Privilege.ADMIN,
+    "/spur.mesh.v1.Mesh/Join": Privilege.DAEMON,
+    "/spur.mesh.v1.Mesh/Leave": Privilege.DAEMON,
+    "/spur.mesh.v1.MeshAgent/Apply": Privilege.DAEMON,
+    "/spur.mesh.v1.MeshAgent/Join": Privilege.ADMIN,
+    "/spur.mesh.v1.MeshAgent/Leave": Privilege.ADMIN,
+    "/spur.mesh.v1.MeshAgent/ApplyWanted": Privilege.ADMIN,
 }
 
 
@@ -78,6 +84,9 @@ _ACTIONS: dict[str, str] = {
     "/spur.admission.v1.Admission/RevokeToken": "revoking node join tokens (spur token revoke)",
     "/spur.v1.Controller/UpdateNode": "updating nodes (scontrol update NodeName=...)",
     "/spur.v1.Controller/Reconfigure": "scontrol reconfigure",
+    "/spur.mesh.v1.MeshAgent/Join": "joining the WireGuard mesh (spur net join)",
+    "/spur.mesh.v1.MeshAgent/Leave": "leaving the WireGuard mesh (spur net leave)",
+    "/spur.mesh.v1.MeshAgent/ApplyWanted": "applying the mesh membership (spur net mesh --apply)",
 }
 
 

@@ -106,6 +106,7 @@ class Controller:
         self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
         self.rest_port: int | None = None
         self.metrics_port: int | None = None
+        self.mesh_changed = trio.Event()  # set when the mesh membership changed: reconcile now
 
     # ------------------------------------------------------------------ identity in the group
 
@@ -231,6 +232,9 @@ class Controller:
         from spur.controller.accounting_service import AccountingService
 
         server.add_service(ACCOUNTING, AccountingService(self))
+        from spur.controller.mesh import MESH_SERVICE, MeshService
+
+        server.add_service(MESH_SERVICE, MeshService(self))
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )
@@ -348,6 +352,10 @@ class Controller:
         await duties.start(SchedulerLoop(self).run)
         await duties.start(Dispatcher(self).run)
         await duties.start(HealthSweep(self).run)
+        if self.cfg.network.wg_enabled:
+            from spur.controller.mesh import MeshReconcile
+
+            await duties.start(MeshReconcile(self).run, name="mesh-reconcile")
 
 
 def _split(addr: str, default_port: int) -> tuple[str, int]:
