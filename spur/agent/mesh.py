@@ -118,19 +118,25 @@ class MeshAgent:
     # ------------------------------------------------------------------ work
 
     async def _publish(self, key: str) -> mesh_pb2.MemberSet:
-        request = mesh_pb2.JoinRequest(node=self.node, public_key=public_key_of(key), endpoint=await self._endpoint())
+        request = mesh_pb2.JoinRequest(
+            node=self.node, public_key=public_key_of(key), endpoint=await self._endpoint()
+        )
         return await self._call("Join", request, service=MESH_SERVICE)
 
     async def _apply(self, member_set: mesh_pb2.MemberSet) -> mesh_pb2.ApplyResult:
         """Make the interface match ``member_set`` (caller holds the lock)."""
         key = self._private_key(create=False)
         if key is None or not self.joined_path.exists():
-            raise RpcError(StatusCode.FAILED_PRECONDITION, f"node {self.node} has not joined the mesh (spur net join)")
+            raise RpcError(
+                StatusCode.FAILED_PRECONDITION, f"node {self.node} has not joined the mesh (spur net join)"
+            )
         members = [member_from_proto(m) for m in member_set.members]
         me = next((m for m in members if m.node == self.node), None)
         address = me.address if me is not None else (member_set.address or self._saved_address())
         if not address:
-            raise RpcError(StatusCode.FAILED_PRECONDITION, f"the controller has no mesh address for node {self.node}")
+            raise RpcError(
+                StatusCode.FAILED_PRECONDITION, f"the controller has no mesh address for node {self.node}"
+            )
         backend = self.backend()
         result = mesh_pb2.ApplyResult()
         try:
@@ -177,7 +183,12 @@ class MeshAgent:
             if not self.joined_path.exists():
                 self._save(member_set.address, member_set)
             await self._apply(member_set)
-            log.info("joined the mesh as %s on %s (%s backend)", member_set.address, self.ifname, self.backend().name)
+            log.info(
+                "joined the mesh as %s on %s (%s backend)",
+                member_set.address,
+                self.ifname,
+                self.backend().name,
+            )
         return await self.status()
 
     async def leave(self) -> mesh_pb2.NetStatus:

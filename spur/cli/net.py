@@ -70,7 +70,9 @@ def _call(target: str, method: str, request: Any, timeout: float = 60.0) -> Any:
         return trio.run(run)
     except RpcError as exc:
         if exc.code is StatusCode.UNAVAILABLE:
-            raise CliError(f"cannot reach the local spurd at {target} ({exc.message}); is spurd running?") from None
+            raise CliError(
+                f"cannot reach the local spurd at {target} ({exc.message}); is spurd running?"
+            ) from None
         raise CliError(exc.message) from None
 
 
@@ -115,10 +117,12 @@ def format_status(st: Any, now: float | None = None) -> str:
                 _ago(p.last_handshake, now),
                 str(p.rx_bytes),
                 str(p.tx_bytes),
+                p.public_key,
             )
             for p in st.peers
         ]
-        out += _table(("NODE", "ENDPOINT", "ALLOWED_IPS", "HANDSHAKE", "RX_BYTES", "TX_BYTES"), rows)
+        header = ("NODE", "ENDPOINT", "ALLOWED_IPS", "HANDSHAKE", "RX_BYTES", "TX_BYTES", "PUBLIC_KEY")
+        out += _table(header, rows)
     if st.disagreements:
         out += "disagreements with the controller:\n" + "".join(f"  - {d}\n" for d in st.disagreements)
     else:
@@ -178,7 +182,10 @@ def main(args: list[str]) -> int:
         print(USAGE, end="")
         return 0 if args else 2
     if args[0] not in ("join", "leave", "mesh", "status"):
-        print(f"spur net: error: unknown command {args[0]!r} (expected join, leave, mesh or status)", file=sys.stderr)
+        print(
+            f"spur net: error: unknown command {args[0]!r} (expected join, leave, mesh or status)",
+            file=sys.stderr,
+        )
         return 2
     try:
         verb, agent, apply = parse(args)

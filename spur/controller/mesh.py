@@ -101,7 +101,11 @@ class MeshService:
         self._enabled()
         self._node(request.node, context, "mesh join")
         cmd = JoinMesh(
-            request.node, self.ctl.cfg.network.wg_cidr, request.public_key, request.endpoint, self.ctl.clock.wall()
+            request.node,
+            self.ctl.cfg.network.wg_cidr,
+            request.public_key,
+            request.endpoint,
+            self.ctl.clock.wall(),
         )
         try:
             entry = await self.ctl.propose(cmd)

@@ -88,7 +88,9 @@ class UserspaceBackend:
         try:
             stream = await trio.open_unix_socket(str(self.socket_path))
         except OSError as exc:
-            raise BackendError(f"wireguard-go for {self.ifname} is not answering ({exc.strerror or exc})") from None
+            raise BackendError(
+                f"wireguard-go for {self.ifname} is not answering ({exc.strerror or exc})"
+            ) from None
         async with stream:
             await stream.send_all(data)
             buf = b""
@@ -195,7 +197,9 @@ class KernelBackend:
         with self._wg() as wg:
             for msg in wg.info(self.ifname):
                 state.listen_port = msg.get_attr("WGDEVICE_A_LISTEN_PORT") or state.listen_port
-                state.has_private_key = state.has_private_key or msg.get_attr("WGDEVICE_A_PRIVATE_KEY") is not None
+                state.has_private_key = (
+                    state.has_private_key or msg.get_attr("WGDEVICE_A_PRIVATE_KEY") is not None
+                )
                 for peer in msg.get_attr("WGDEVICE_A_PEERS") or []:
                     key = peer.get_attr("WGPEER_A_PUBLIC_KEY")["value"]
                     key = key.decode() if isinstance(key, bytes) else str(key)
@@ -206,7 +210,9 @@ class KernelBackend:
                         ep = f"[{addr}]:{endpoint['port']}" if ":" in addr else f"{addr}:{endpoint['port']}"
                     ips = []
                     for a in peer.get_attr("WGPEER_A_ALLOWEDIPS") or []:
-                        ips.append(a.get_attr("WGALLOWEDIP_A_IPADDR") + f"/{a.get_attr('WGALLOWEDIP_A_CIDR_MASK')}")
+                        ips.append(
+                            a.get_attr("WGALLOWEDIP_A_IPADDR") + f"/{a.get_attr('WGALLOWEDIP_A_CIDR_MASK')}"
+                        )
                     hs = peer.get_attr("WGPEER_A_LAST_HANDSHAKE_TIME") or {}
                     state.peers[key] = PeerState(
                         public_key=key,

@@ -55,9 +55,7 @@ def _link_info(ifname: str) -> tuple[bool, list[str]]:
             return False, []
         link = ipr.get_links(idx)[0]
         up = bool(link["flags"] & 1)
-        addrs = [
-            f"{a.get_attr('IFA_ADDRESS')}/{a['prefixlen']}" for a in ipr.get_addr(index=idx)
-        ]
+        addrs = [f"{a.get_attr('IFA_ADDRESS')}/{a['prefixlen']}" for a in ipr.get_addr(index=idx)]
         return up, sorted(addrs)
 
 

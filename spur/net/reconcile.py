@@ -60,7 +60,11 @@ def build_member_set(
         version=version,
         members=[
             mesh_pb2.Member(
-                node=m.node, public_key=m.public_key, endpoint=m.endpoint, address=m.address, pod_cidr=m.pod_cidr
+                node=m.node,
+                public_key=m.public_key,
+                endpoint=m.endpoint,
+                address=m.address,
+                pod_cidr=m.pod_cidr,
             )
             for m in members
         ],
