@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import pytest
 
-from integration.harness import BIN, Cluster, Proc, free_port, wait_for
+from integration.harness import Cluster, wait_for
 from integration.mesh_hosts import Host, Hosts, netns_available
 
 pytestmark = [
@@ -69,12 +68,11 @@ def mesh(tmp_path):
 
 
 def mesh_ip(cluster: Cluster, node: str) -> str:
-    from spur.rpc.proto import mesh_pb2
-    from spur.rpc.stub import Stub
-
     import trio
 
     from spur.rpc.channel import open_channel
+    from spur.rpc.proto import mesh_pb2
+    from spur.rpc.stub import Stub
 
     async def run() -> str:
         async with open_channel(cluster.address) as ch:
@@ -136,3 +134,13 @@ def test_three_hosts_join_ping_and_heal(mesh):
 
     wait_for(h3_key_everywhere, timeout=20, what="h3's new key on h1 and h2")
     wait_for(lambda: all_ping(hosts.hosts, ips), timeout=30, what="pings after the re-join")
+
+    # h3 decommissioned: its spurd stopped, the node removed from the inventory. It leaves every
+    # peer list within one reconcile interval and its address is released.
+    h3.proc.kill(signal.SIGTERM)
+    cluster.cli("scontrol", "delete", "NodeName=h3")
+    wait_for(
+        lambda: peer_nodes(h1) == {"h2"} and peer_nodes(h2) == {"h1"}, timeout=10, what="h3 pruned everywhere"
+    )
+    assert mesh_ip(cluster, "h3") == ""
+    assert h1.ping(ips["h2"]) and h2.ping(ips["h1"])

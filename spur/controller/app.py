@@ -235,6 +235,10 @@ class Controller:
         from spur.controller.mesh import MESH_SERVICE, MeshService
 
         server.add_service(MESH_SERVICE, MeshService(self))
+        from spur.controller.inventory import SERVICE as INVENTORY
+        from spur.controller.inventory import InventoryService
+
+        server.add_service(INVENTORY, InventoryService(self))
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )
