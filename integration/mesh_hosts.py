@@ -59,7 +59,9 @@ class Host:
             ["ip", "netns", "exec", self.ns, exe, *argv[1:]], capture_output=True, text=True, timeout=timeout
         )
         if check and proc.returncode != 0:
-            raise AssertionError(f"{self.name}: {argv} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"{self.name}: {argv} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def ping(self, address: str) -> bool:

@@ -88,7 +88,11 @@ def all_ping(hosts: list[Host], ips: dict[str, str]) -> bool:
 
 def peer_nodes(host: Host) -> set[str]:
     out = host.run("spur", "net", "status", "--agent", host.agent).stdout
-    table = out.split("PUBLIC_KEY\n", 1)[1].split("in agreement")[0].split("disagreements")[0] if "PUBLIC_KEY" in out else ""
+    table = (
+        out.split("PUBLIC_KEY\n", 1)[1].split("in agreement")[0].split("disagreements")[0]
+        if "PUBLIC_KEY" in out
+        else ""
+    )
     return {line.split()[0] for line in table.splitlines() if line.strip()}
 
 
@@ -114,7 +118,9 @@ def test_three_hosts_join_ping_and_heal(mesh):
     for pid in h2.wireguard_go_pids():
         os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not h2.wireguard_go_pids(), timeout=10, what="wireguard-go on h2 to die")
-    wait_for(lambda: h2.wireguard_go_pids() and all_ping(hosts.hosts, ips), timeout=30, what="the mesh to heal")
+    wait_for(
+        lambda: h2.wireguard_go_pids() and all_ping(hosts.hosts, ips), timeout=30, what="the mesh to heal"
+    )
     assert "interface rebuilt" in cluster.controller.log()
 
     # Re-join with a new key (leave, join): the new key reaches every peer list.

@@ -196,6 +196,7 @@ wg_cidr = "fd00:44::/64"
 wg_enabled = true
 wg_port = 51000
 wg_interface = "wg-spur"
+wg_reconcile_interval_secs = 10
 
 [cluster]
 enabled = true
@@ -222,6 +223,7 @@ state_dir = "/srv/spur/agent"
 backend = "process"
 spool_dir = "/srv/spool"
 metrics_addr = "0.0.0.0:7824"
+wg_endpoint = "192.0.2.10:51821"
 join_token_file = "/etc/spur/join-token"
 
 [admission]

@@ -313,10 +313,10 @@ class MeshAgentServicer:
     def __init__(self, agent: MeshAgent) -> None:
         self.agent = agent
 
-    async def Join(self, request: mesh_pb2.NetEmpty, context: CallContext) -> mesh_pb2.NetStatus:
+    async def JoinMesh(self, request: mesh_pb2.NetEmpty, context: CallContext) -> mesh_pb2.NetStatus:
         return await self.agent.join()
 
-    async def Leave(self, request: mesh_pb2.NetEmpty, context: CallContext) -> mesh_pb2.NetStatus:
+    async def LeaveMesh(self, request: mesh_pb2.NetEmpty, context: CallContext) -> mesh_pb2.NetStatus:
         return await self.agent.leave()
 
     async def Apply(self, request: mesh_pb2.MemberSet, context: CallContext) -> mesh_pb2.ApplyResult:

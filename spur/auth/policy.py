@@ -72,8 +72,8 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.mesh.v1.Mesh/Join": Privilege.DAEMON,
     "/spur.mesh.v1.Mesh/Leave": Privilege.DAEMON,
     "/spur.mesh.v1.MeshAgent/Apply": Privilege.DAEMON,
-    "/spur.mesh.v1.MeshAgent/Join": Privilege.ADMIN,
-    "/spur.mesh.v1.MeshAgent/Leave": Privilege.ADMIN,
+    "/spur.mesh.v1.MeshAgent/JoinMesh": Privilege.ADMIN,
+    "/spur.mesh.v1.MeshAgent/LeaveMesh": Privilege.ADMIN,
     "/spur.mesh.v1.MeshAgent/ApplyWanted": Privilege.ADMIN,
 }
 
@@ -86,8 +86,8 @@ _ACTIONS: dict[str, str] = {
     "/spur.v1.Controller/UpdateNode": "updating nodes (scontrol update NodeName=...)",
     "/spur.v1.Controller/Reconfigure": "scontrol reconfigure",
     "/spur.inventory.v1.Inventory/RemoveNodes": "removing nodes (scontrol delete NodeName=...)",
-    "/spur.mesh.v1.MeshAgent/Join": "joining the WireGuard mesh (spur net join)",
-    "/spur.mesh.v1.MeshAgent/Leave": "leaving the WireGuard mesh (spur net leave)",
+    "/spur.mesh.v1.MeshAgent/JoinMesh": "joining the WireGuard mesh (spur net join)",
+    "/spur.mesh.v1.MeshAgent/LeaveMesh": "leaving the WireGuard mesh (spur net leave)",
     "/spur.mesh.v1.MeshAgent/ApplyWanted": "applying the mesh membership (spur net mesh --apply)",
 }
 

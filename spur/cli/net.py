@@ -204,13 +204,13 @@ def main(args: list[str]) -> int:
         target = agent_target(agent)
         empty = mesh_pb2.NetEmpty()
         if verb == "join":
-            st = _call(target, "Join", empty)
+            st = _call(target, "JoinMesh", empty)
             print(
                 f"joined the mesh: {st.interface} {st.address} ({st.backend}), {len(st.peers)} peer(s), "
                 f"public key {st.public_key}"
             )
         elif verb == "leave":
-            st = _call(target, "Leave", empty)
+            st = _call(target, "LeaveMesh", empty)
             print(f"left the mesh: {st.interface} removed, key deleted, address released")
         elif verb == "mesh":
             if apply:
