@@ -47,6 +47,7 @@ class Host:
     ip: str
     agent_port: int
     proc: Proc | None = None
+    env: dict[str, str] | None = None  # the CLI's environment (SPUR_CONF of the test cluster)
 
     @property
     def agent(self) -> str:
@@ -56,7 +57,11 @@ class Host:
         """Run a command inside this host's namespace (argv[0] from the venv when it is there)."""
         exe = str(BIN / argv[0]) if (BIN / argv[0]).exists() else argv[0]
         proc = subprocess.run(
-            ["ip", "netns", "exec", self.ns, exe, *argv[1:]], capture_output=True, text=True, timeout=timeout
+            ["ip", "netns", "exec", self.ns, exe, *argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env,
         )
         if check and proc.returncode != 0:
             raise AssertionError(
@@ -147,6 +152,7 @@ class Hosts:
         ]
         script = 'mkdir -p /run/wireguard && mount -t tmpfs spur-wg /run/wireguard && exec "$@"'
         argv = ["ip", "netns", "exec", host.ns, "sh", "-c", script, "spurd", *args]
+        host.env = dict(env, SPUR_CONF=str(conf))
         host.proc = Proc(argv, self.root / f"spurd-{host.name}.log", env).start()
         return host.proc
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,11 @@ wg_enabled = true
 wg_cidr = "10.44.0.0/24"
 wg_reconcile_interval_secs = 1
 """
+
+
+def mesh_conf(root: Path) -> str:
+    """The mesh settings, and a credential broker path of this test's own (never /run/spur)."""
+    return MESH_CONF + f'[auth]\nbroker_socket = "{root / "auth.sock"}"\n'
 
 
 class BridgeCluster(Cluster):
@@ -52,7 +58,7 @@ class BridgeCluster(Cluster):
 @pytest.fixture
 def mesh(tmp_path):
     hosts = Hosts(tmp_path)
-    cluster = BridgeCluster(tmp_path, conf_extra=MESH_CONF)
+    cluster = BridgeCluster(tmp_path, conf_extra=mesh_conf(tmp_path))
     try:
         hosts.create(3)
         cluster.listen_host = hosts.bridge_ip
@@ -67,7 +73,8 @@ def mesh(tmp_path):
         hosts.cleanup()
 
 
-def mesh_ip(cluster: Cluster, node: str) -> str:
+def mesh_ip(address: str, node: str) -> str:
+    """The mesh IP the controller at ``address`` holds for ``node`` ("" when none)."""
     import trio
 
     from spur.rpc.channel import open_channel
@@ -75,7 +82,7 @@ def mesh_ip(cluster: Cluster, node: str) -> str:
     from spur.rpc.stub import Stub
 
     async def run() -> str:
-        async with open_channel(cluster.address) as ch:
+        async with open_channel(address) as ch:
             stub = Stub(ch, mesh_pb2.DESCRIPTOR.services_by_name["Mesh"])
             return (await stub.Members(mesh_pb2.MembersRequest(node=node), timeout=10)).address
 
@@ -84,6 +91,20 @@ def mesh_ip(cluster: Cluster, node: str) -> str:
 
 def all_ping(hosts: list[Host], ips: dict[str, str]) -> bool:
     return all(a.ping(ips[b.name]) for a in hosts for b in hosts if a is not b)
+
+
+def public_key(host: Host) -> str:
+    return host.run("spur", "net", "status", "--agent", host.agent).stdout.split("public key: ")[1].split()[0]
+
+
+def join_all(hosts: list[Host]) -> None:
+    for host in hosts:
+        out = host.run("spur", "net", "join", "--agent", host.agent).stdout
+        assert "joined the mesh: spur0 10.44.0." in out and "(wireguard-go)" in out
+
+
+def peer_keys(host: Host) -> str:
+    return host.run("spur", "net", "status", "--agent", host.agent).stdout
 
 
 def peer_nodes(host: Host) -> set[str]:
@@ -99,14 +120,12 @@ def peer_nodes(host: Host) -> set[str]:
 def test_three_hosts_join_ping_and_heal(mesh):
     cluster, hosts = mesh
     h1, h2, h3 = hosts.hosts
-    for host in hosts.hosts:
-        out = host.run("spur", "net", "join", "--agent", host.agent).stdout
-        assert "joined the mesh: spur0 10.44.0." in out and "(wireguard-go)" in out
-    ips = {h.name: mesh_ip(cluster, h.name) for h in hosts.hosts}
+    join_all(hosts.hosts)
+    ips = {h.name: mesh_ip(cluster.address, h.name) for h in hosts.hosts}
     assert sorted(ips.values()) == ["10.44.0.1", "10.44.0.2", "10.44.0.3"]
     # A second join changes nothing (idempotent): same address.
     h1.run("spur", "net", "join", "--agent", h1.agent)
-    assert mesh_ip(cluster, "h1") == ips["h1"]
+    assert mesh_ip(cluster.address, "h1") == ips["h1"]
     # The first hosts joined before the others existed: the reconcile push completes their peers.
     wait_for(lambda: all_ping(hosts.hosts, ips), timeout=30, what="every host to ping every other over spur0")
     status = h1.run("spur", "net", "status", "--agent", h1.agent).stdout
@@ -124,16 +143,16 @@ def test_three_hosts_join_ping_and_heal(mesh):
     assert "interface rebuilt" in cluster.controller.log()
 
     # Re-join with a new key (leave, join): the new key reaches every peer list.
-    old_key = h3.run("spur", "net", "status", "--agent", h3.agent).stdout.split("public key: ")[1].split()[0]
+    old_key = public_key(h3)
     h3.run("spur", "net", "leave", "--agent", h3.agent)
     h3.run("spur", "net", "join", "--agent", h3.agent)
-    new_key = h3.run("spur", "net", "status", "--agent", h3.agent).stdout.split("public key: ")[1].split()[0]
+    new_key = public_key(h3)
     assert new_key != old_key
-    ips["h3"] = mesh_ip(cluster, "h3")
+    ips["h3"] = mesh_ip(cluster.address, "h3")
 
     def h3_key_everywhere() -> bool:
         for h in (h1, h2):
-            out = h.run("spur", "net", "status", "--agent", h.agent).stdout
+            out = peer_keys(h)
             if new_key not in out or old_key in out:
                 return False
         return True
@@ -144,9 +163,60 @@ def test_three_hosts_join_ping_and_heal(mesh):
     # h3 decommissioned: its spurd stopped, the node removed from the inventory. It leaves every
     # peer list within one reconcile interval and its address is released.
     h3.proc.kill(signal.SIGTERM)
-    cluster.cli("scontrol", "delete", "NodeName=h3")
+    h1.run("scontrol", "delete", "NodeName=h3")  # an administrator (root) on h1
     wait_for(
         lambda: peer_nodes(h1) == {"h2"} and peer_nodes(h2) == {"h1"}, timeout=10, what="h3 pruned everywhere"
     )
-    assert mesh_ip(cluster, "h3") == ""
+    assert mesh_ip(cluster.address, "h3") == ""
     assert h1.ping(ips["h2"]) and h2.ping(ips["h1"])
+
+
+@pytest.fixture
+def ha_mesh(tmp_path):
+    from integration.ha_harness import HACluster
+
+    hosts = Hosts(tmp_path)
+    ha = HACluster(tmp_path, size=3, conf_extra=mesh_conf(tmp_path))
+    try:
+        hosts.create(3)
+        for m in ha.members:  # the controllers listen on the bridge, where the namespaces reach them
+            m.host = hosts.bridge_ip
+        ha.start()
+        for host in hosts.hosts:
+            hosts.start_spurd(host, ha.members[0].conf, ha.addresses, ha.env)
+        ha.wait_nodes(*(h.name for h in hosts.hosts))
+        yield ha, hosts
+    finally:
+        ha.stop()
+        hosts.cleanup()
+
+
+def test_leader_failover_still_converges(ha_mesh):
+    ha, hosts = ha_mesh
+    h1, h2, h3 = hosts.hosts
+    join_all(hosts.hosts)
+    leader = ha.wait_leader()
+    ips = {h.name: mesh_ip(ha.member(leader).address, h.name) for h in hosts.hosts}
+    wait_for(lambda: all_ping(hosts.hosts, ips), timeout=30, what="the mesh before the failover")
+
+    ha.kill(leader)
+    rest = [m.node_id for m in ha.members if m.node_id != leader]
+    new_leader = ha.wait_leader(among=rest)
+    # The replicated state kept every address.
+    assert {h.name: mesh_ip(ha.member(new_leader).address, h.name) for h in hosts.hosts} == ips
+
+    # Failures after the failover are healed by the new leader's reconcile.
+    for pid in h1.wireguard_go_pids():
+        os.kill(pid, signal.SIGKILL)
+    old_key = public_key(h2)
+    h2.run("spur", "net", "leave", "--agent", h2.agent)
+    h2.run("spur", "net", "join", "--agent", h2.agent)
+    new_key = public_key(h2)
+    assert new_key != old_key
+    ips["h2"] = mesh_ip(ha.member(new_leader).address, "h2")
+    wait_for(
+        lambda: new_key in peer_keys(h1) and new_key in peer_keys(h3) and old_key not in peer_keys(h3),
+        timeout=20,
+        what="h2's new key everywhere",
+    )
+    wait_for(lambda: all_ping(hosts.hosts, ips), timeout=30, what="the mesh to converge after the failover")
