@@ -44,6 +44,7 @@ ADMIN_ONLY = {
     "RevokeToken",
     "Change",
     "RemoveNodes",
+    "SetPodCidr",
     "JoinMesh",
     "LeaveMesh",
     "ApplyWanted",

@@ -89,6 +89,44 @@ def mesh_ip(address: str, node: str) -> str:
     return trio.run(run)
 
 
+def set_pod_cidr(address: str, node: str, pod_cidr: str) -> None:
+    import trio
+
+    from spur.auth.identity import identity_metadata
+    from spur.rpc.channel import open_channel
+    from spur.rpc.proto import mesh_pb2
+    from spur.rpc.stub import Stub
+
+    async def run() -> None:
+        async with open_channel(address, metadata_provider=identity_metadata) as ch:
+            stub = Stub(ch, mesh_pb2.DESCRIPTOR.services_by_name["Mesh"])
+            await stub.SetPodCidr(mesh_pb2.SetPodCidrRequest(node=node, pod_cidr=pod_cidr), timeout=10)
+
+    trio.run(run)
+
+
+def join_with(address: str, node: str, public_key: str, endpoint: str) -> str:
+    """What the controller answers a Mesh/Join with these values (the status code's name, or OK)."""
+    import trio
+
+    from spur.rpc.channel import open_channel
+    from spur.rpc.proto import mesh_pb2
+    from spur.rpc.status import RpcError
+    from spur.rpc.stub import Stub
+
+    async def run() -> str:
+        async with open_channel(address) as ch:
+            stub = Stub(ch, mesh_pb2.DESCRIPTOR.services_by_name["Mesh"])
+            request = mesh_pb2.JoinRequest(node=node, public_key=public_key, endpoint=endpoint)
+            try:
+                await stub.Join(request, timeout=10)
+            except RpcError as exc:
+                return exc.code.name
+            return "OK"
+
+    return trio.run(run)
+
+
 def all_ping(hosts: list[Host], ips: dict[str, str]) -> bool:
     return all(a.ping(ips[b.name]) for a in hosts for b in hosts if a is not b)
 
@@ -132,6 +170,20 @@ def test_three_hosts_join_ping_and_heal(mesh):
     assert "backend:    wireguard-go" in status and "interface:  spur0 (up)" in status
     assert "in agreement with the controller" in status
     assert peer_nodes(h1) == {"h2", "h3"}
+
+    # A malformed key or endpoint from an agent is refused and logged; the mesh is unaffected.
+    assert join_with(cluster.address, "h1", "bm90LWEta2V5", "10.0.0.1:51820") == "INVALID_ARGUMENT"
+    assert join_with(cluster.address, "h1", public_key(h1), "not-an-address") == "INVALID_ARGUMENT"
+    assert "mesh join of node h1" in cluster.controller.log()
+    assert mesh_ip(cluster.address, "h1") == ips["h1"] and all_ping(hosts.hosts, ips)
+
+    # A pod CIDR attached to h2 (what the managed k0s cluster does for Calico) is routed to it over
+    # the mesh: AllowedIPs on every peer and a route through spur0.
+    h2.run("ip", "addr", "add", "10.42.2.1/32", "dev", "lo")
+    set_pod_cidr(cluster.address, "h2", "10.42.2.0/24")
+    wait_for(lambda: h1.ping("10.42.2.1") and h3.ping("10.42.2.1"), timeout=20, what="pod CIDR over the mesh")
+    assert "10.42.2.0/24 dev spur0 proto 111" in h1.run("ip", "route").stdout
+    assert "10.44.0.2/32,10.42.2.0/24" in peer_keys(h3)
 
     # wireguard-go killed on h2: the interface is gone; the next reconcile rebuilds it.
     for pid in h2.wireguard_go_pids():

@@ -6,6 +6,8 @@
   affected. A full ``wg_cidr`` is RESOURCE_EXHAUSTED naming the node and the range.
 - ``Mesh/Leave`` (daemon): release the address.
 - ``Mesh/Members`` (any user): the member set the controller wants for a node.
+- ``Mesh/SetPodCidr`` (admin): route a pod CIDR to a node over the mesh (in-process code proposes
+  :class:`spur.state.mesh.SetMeshPodCidr` directly).
 - :class:`MeshReconcile` (leader duty ``mesh-reconcile``): every ``wg_reconcile_interval_secs``, or as
   soon as the membership changes, release addresses of nodes gone from the inventory and push the
   member set to every meshed agent (``MeshAgent/Apply``). The decision is
@@ -28,7 +30,7 @@ from spur.net.reconcile import build_member_set, plan_reconcile
 from spur.rpc.proto import mesh_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
-from spur.state.mesh import JoinMesh, LeaveMesh, MeshDomain
+from spur.state.mesh import JoinMesh, LeaveMesh, MeshDomain, SetMeshPodCidr
 
 if TYPE_CHECKING:
     from spur.controller.app import Controller
@@ -129,6 +131,23 @@ class MeshService:
     async def Members(self, request: mesh_pb2.MembersRequest, context: CallContext) -> mesh_pb2.MemberSet:
         await self.ctl.read_barrier()
         return member_set_for(self.ctl, request.node)
+
+
+    @_leader_only
+    async def SetPodCidr(self, request: mesh_pb2.SetPodCidrRequest, context: CallContext) -> mesh_pb2.Member:
+        from spur.controller.service import _require_admin
+
+        ident = _require_admin(context, "routing pod CIDRs over the mesh", self.ctl.state)
+        entry = await self.ctl.propose(SetMeshPodCidr(request.node, request.pod_cidr))
+        log.info("pod CIDR of node %s set to %r by %s", entry.node, entry.pod_cidr, ident.user)
+        self.ctl.mesh_changed.set()
+        return mesh_pb2.Member(
+            node=entry.node,
+            public_key=entry.public_key,
+            endpoint=entry.endpoint,
+            address=entry.address,
+            pod_cidr=entry.pod_cidr,
+        )
 
 
 class MeshReconcile:

@@ -64,6 +64,14 @@ class MembersRequest(_message.Message):
     node: str
     def __init__(self, node: _Optional[str] = ...) -> None: ...
 
+class SetPodCidrRequest(_message.Message):
+    __slots__ = ("node", "pod_cidr")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    POD_CIDR_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    pod_cidr: str
+    def __init__(self, node: _Optional[str] = ..., pod_cidr: _Optional[str] = ...) -> None: ...
+
 class NetEmpty(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
