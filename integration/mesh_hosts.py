@@ -103,12 +103,12 @@ class Hosts:
     def bridge(self) -> str:
         return f"{self.tag}b"
 
-    def create(self, count: int) -> list[Host]:
+    def create(self, count: int, prefix: str = "h") -> list[Host]:
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.bridge_ip}/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
         for i in range(1, count + 1):
-            self.add_host(f"h{i}", i)
+            self.add_host(f"{prefix}{i}", i)
         return self.hosts
 
     def add_host(self, name: str, index: int) -> Host:
