@@ -194,6 +194,13 @@ def test_three_hosts_join_ping_and_heal(mesh):
     )
     assert "interface rebuilt" in cluster.controller.log()
 
+    # A reboot of h1: spurd stops, the interface is gone; spurd starts again and the mesh is back.
+    h1.proc.kill(signal.SIGTERM)
+    h1.run("ip", "link", "del", "spur0")
+    hosts.start_spurd(h1, cluster.root / "spur.conf", [cluster.address], cluster.env)
+    wait_for(lambda: all_ping(hosts.hosts, ips), timeout=30, what="the mesh after h1's reboot")
+    wait_for(lambda: "mesh interface spur0 restored after restart" in h1.proc.log(), timeout=10)
+
     # Re-join with a new key (leave, join): the new key reaches every peer list.
     old_key = public_key(h3)
     h3.run("spur", "net", "leave", "--agent", h3.agent)

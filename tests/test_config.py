@@ -423,6 +423,8 @@ def test_unknown_section() -> None:
         ('[cluster]\ndistro = "k3s"\n', "cluster.distro", '"k3s"', "k0s"),
         ("[cluster]\ncontrol_plane_replicas = 2\n", "cluster.control_plane_replicas", "2", "odd"),
         ("[network]\nwg_port = 70000\n", "network.wg_port", "70000", "port number"),
+        ('[agent]\nwg_endpoint = "node1.example"\n', "agent.wg_endpoint", '"node1.example"', "host names"),
+        ("[network]\nwg_reconcile_interval_secs = 0\n", "network.wg_reconcile_interval_secs", "0", "at least"),
         (
             '[network]\nwg_interface = "a-very-long-interface"\n',
             "network.wg_interface",
