@@ -72,9 +72,12 @@ def _set_address_and_up(ifname: str, address: str, prefixlen: int) -> None:
         if idx is None:
             raise OSError(f"interface {ifname} does not exist")
         wanted = (address, prefixlen)
+        family = ipaddress.ip_address(address).version
         for a in ipr.get_addr(index=idx):
             have = (a.get_attr("IFA_ADDRESS"), a["prefixlen"])
-            if have != wanted:
+            other = ipaddress.ip_address(have[0])
+            # Only another address of the mesh's family goes; IPv6 link-local addresses stay.
+            if have != wanted and other.version == family and not other.is_link_local:
                 ipr.addr("del", index=idx, address=have[0], prefixlen=have[1])
         if not any((a.get_attr("IFA_ADDRESS"), a["prefixlen"]) == wanted for a in ipr.get_addr(index=idx)):
             ipr.addr("add", index=idx, address=address, prefixlen=prefixlen)
@@ -82,7 +85,8 @@ def _set_address_and_up(ifname: str, address: str, prefixlen: int) -> None:
 
 
 async def set_address_and_up(ifname: str, address: str, prefixlen: int) -> None:
-    """Give the interface exactly this address (removing any other) and bring it up."""
+    """Give the interface this address (removing any other of its family but link-local ones) and
+    bring it up."""
     await trio.to_thread.run_sync(_set_address_and_up, ifname, address, prefixlen)
 
 
