@@ -203,7 +203,23 @@ def test_three_hosts_join_ping_and_heal(mesh):
 
     # Re-join with a new key (leave, join): the new key reaches every peer list.
     old_key = public_key(h3)
-    h3.run("spur", "net", "leave", "--agent", h3.agent)
+    # The private keys never left their nodes: not in the controller's log, WAL or snapshots.
+    private = [
+        (hosts.root / f"agent-{h.name}" / "mesh" / "private.key").read_text().strip() for h in hosts.hosts
+    ]
+    controller_files = [
+        cluster.controller.log_path,
+        *(p for p in (cluster.root / "ctl").rglob("*") if p.is_file()),
+    ]
+    for path in controller_files:
+        data = path.read_bytes()
+        assert not any(k.encode() in data for k in private), path
+    key_file = hosts.root / "agent-h3" / "mesh" / "private.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert old_key not in key_file.read_text()  # the private key, not the public one
+    assert "left the mesh" in h3.run("spur", "net", "leave", "--agent", h3.agent).stdout
+    assert mesh_ip(cluster.address, "h3") == "" and not key_file.exists()
+    assert h3.run("ip", "link", "show", "spur0", check=False).returncode != 0
     h3.run("spur", "net", "join", "--agent", h3.agent)
     new_key = public_key(h3)
     assert new_key != old_key
