@@ -118,10 +118,22 @@ class MeshAgent:
     # ------------------------------------------------------------------ work
 
     async def _publish(self, key: str) -> mesh_pb2.MemberSet:
+        """Publish the public key and endpoint; the controller's ``wg_port`` is the one the device
+        listens on, so a detected endpoint is published again with it when this node's config differs."""
         request = mesh_pb2.JoinRequest(
             node=self.node, public_key=public_key_of(key), endpoint=await self._endpoint()
         )
-        return await self._call("Join", request, service=MESH_SERVICE)
+        answer = await self._call("Join", request, service=MESH_SERVICE)
+        if answer.listen_port and answer.listen_port != self.listen_port and not self.endpoint_option:
+            log.info(
+                "using the controller's [network] wg_port %d (this node has %d)",
+                answer.listen_port,
+                self.listen_port,
+            )
+            self.listen_port = answer.listen_port
+            request.endpoint = await self._endpoint()
+            answer = await self._call("Join", request, service=MESH_SERVICE)
+        return answer
 
     async def _apply(self, member_set: mesh_pb2.MemberSet) -> mesh_pb2.ApplyResult:
         """Make the interface match ``member_set`` (caller holds the lock)."""
