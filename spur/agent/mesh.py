@@ -12,6 +12,7 @@ anyway and both paths must use the same state.
 - ``Leave``: ``Mesh/Leave`` (the address is released), delete the interface and the key.
 - ``Apply`` (leader push) / ``ApplyWanted`` (``spur net mesh --apply``): rebuild the interface if it
   vanished (reboot, wireguard-go killed), then add/update/prune peers, AllowedIPs and pod-CIDR routes.
+  A push also republishes a detected endpoint that moved (the node got another address).
 - ``Status``: interface, backend, peers with handshake and bytes, and what differs from the
   controller's view.
 
@@ -218,8 +219,19 @@ class MeshAgent:
         return await self.status()
 
     async def apply(self, member_set: mesh_pb2.MemberSet) -> mesh_pb2.ApplyResult:
+        """A push: apply it; when this node's detected endpoint moved (a new address), publish the
+        new one so the next push carries it to the peers."""
         async with self._lock:
-            return await self._apply(member_set)
+            result = await self._apply(member_set)
+            me = next((m for m in member_set.members if m.node == self.node), None)
+            if me is not None and not self.endpoint_option:
+                detected = await self._endpoint()
+                if detected != me.endpoint:
+                    log.info("endpoint moved from %s to %s: publishing it", me.endpoint, detected)
+                    key = self._private_key(create=False)
+                    assert key is not None
+                    await self._publish(key)
+            return result
 
     async def wanted(self) -> mesh_pb2.MemberSet:
         return await self._call("Members", mesh_pb2.MembersRequest(node=self.node), service=MESH_SERVICE)
