@@ -96,18 +96,21 @@ class MeshAgent:
         return self._backend
 
     def _private_key(self, *, create: bool) -> str | None:
+        """The stored private key; with ``create``, a new one (not yet stored) when there is none."""
         try:
             return self.key_path.read_text().strip()
         except FileNotFoundError:
-            if not create:
-                return None
+            return new_private_key() if create else None
+
+    def _store_key(self, key: str) -> None:
+        """Write the private key, mode 0600 from the start (never readable by others, never logged)."""
+        if self.key_path.exists():
+            return
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        key = new_private_key()
         fd = os.open(self.key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(key + "\n")
         log.info("new WireGuard key pair for %s (public %s)", self.ifname, public_key_of(key))
-        return key
 
     async def _endpoint(self) -> str:
         if self.endpoint_option:
@@ -193,6 +196,7 @@ class MeshAgent:
             key = self._private_key(create=True)
             assert key is not None
             member_set = await self._publish(key)
+            self._store_key(key)  # only once the controller accepted it: a refused join leaves nothing
             if not self.joined_path.exists():
                 self._save(member_set.address, member_set)
             await self._apply(member_set)
