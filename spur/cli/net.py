@@ -29,6 +29,29 @@ Options:
 
 ROOT_VERBS = ("join", "leave")
 
+SUBCOMMANDS = {
+    "join": "create spur0 and a key pair, get this node's mesh address, publish the public key (root)",
+    "leave": "remove the interface and the key; the controller releases the address (root)",
+    "mesh": "show the membership the controller wants for this node; --apply applies it (root)",
+    "status": "interface, backend, peers (handshake, bytes), disagreements with the controller",
+}
+
+
+def option_docs():  # -> list[spur.cli.cmdinfo.OptionDoc]
+    """The options of spur net (documentation hook, see spur.cli.main)."""
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [
+        OptionDoc(
+            "agent",
+            None,
+            "required",
+            "HOST:PORT",
+            "the local spurd (default: $SPUR_AGENT, else 127.0.0.1 and the [agent] listen_addr port)",
+        ),
+        OptionDoc("apply", None, help="with mesh: apply the controller's membership once (root)"),
+    ]
+
 
 class UsageError(ValueError):
     pass
@@ -181,6 +204,10 @@ def main(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0 if args else 2
+    if args[0] in ("--usage", "-V", "--version"):
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("net", args[0])
     if args[0] not in ("join", "leave", "mesh", "status"):
         print(
             f"spur net: error: unknown command {args[0]!r} (expected join, leave, mesh or status)",
