@@ -204,7 +204,10 @@ def main(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0 if args else 2
-    if args[0] in ("--usage", "-V", "--version"):
+    if args[0] == "--usage":
+        print(USAGE.split("\n\n", 1)[0])
+        return 0
+    if args[0] in ("-V", "--version"):
         from spur.cli.cmdinfo import handle_meta
 
         return handle_meta("net", args[0])
