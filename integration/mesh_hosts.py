@@ -95,8 +95,14 @@ class Hosts:
     bridge_ip: str = ""
 
     def __post_init__(self) -> None:
-        n = (os.getpid() * 7 + next(_COUNTER)) % 200
-        self.subnet = f"10.{200 + n // 100}.{n % 100 + 100}"
+        # A /24 no other bridge of this machine routes (parallel runs, other tests' namespaces).
+        routes = sh("ip", "-4", "route", "show", check=False).stdout
+        start = (os.getpid() * 7 + next(_COUNTER)) % 200
+        for step in range(200):
+            n = (start + step) % 200
+            self.subnet = f"10.{200 + n // 100}.{n % 100 + 100}"
+            if f"{self.subnet}.0/24" not in routes:
+                break
         self.bridge_ip = f"{self.subnet}.1"
 
     @property
