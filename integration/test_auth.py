@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from integration.harness import BIN, Cluster, wait_for
 from spur.auth.identity import Identity, identity_metadata
 from spur.auth.tokens import mint
-from spur.rpc.proto import accounting_db_pb2, accounting_pb2, admission_pb2, auth_pb2
+from spur.rpc.proto import accounting_db_pb2, accounting_pb2, admission_pb2, auth_pb2, inventory_pb2, mesh_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.startup import EXIT_CONFIG
@@ -36,8 +36,30 @@ ME = Identity(4242, 4242, "mallory", "mallory")
 
 # ---------------------------------------------------------------------------- the one rule
 
-ADMIN_ONLY = {"UpdateNode", "Reconfigure", "CreateToken", "ListTokens", "RevokeToken", "Change"}
-DAEMON_ONLY = {"RegisterNode", "Heartbeat", "ReportJobStatus", "RegisterController", "LaunchJob", "SignalJob"}
+ADMIN_ONLY = {
+    "UpdateNode",
+    "Reconfigure",
+    "CreateToken",
+    "ListTokens",
+    "RevokeToken",
+    "Change",
+    "RemoveNodes",
+    "SetPodCidr",
+    "JoinMesh",
+    "LeaveMesh",
+    "ApplyWanted",
+}
+DAEMON_ONLY = {
+    "RegisterNode",
+    "Heartbeat",
+    "ReportJobStatus",
+    "RegisterController",
+    "LaunchJob",
+    "SignalJob",
+    "Join",  # Mesh (spurd -> controller)
+    "Leave",
+    "Apply",  # MeshAgent (the leader's push)
+}
 VERIFIED_ONLY = {"MintToken"}  # a token is never minted for a merely claimed identity
 CREDENTIALS = ("none", "bad signature", "expired", "wrong key", "another user", "non-admin", "admin")
 INVALID = {"bad signature", "expired", "wrong key", "another user"}
@@ -158,7 +180,10 @@ def _services() -> list[tuple[str, Any]]:
         ("controller", admission_pb2.DESCRIPTOR.services_by_name["Admission"]),
         ("controller", accounting_pb2.DESCRIPTOR.services_by_name["Accounting"]),
         ("controller", accounting_db_pb2.DESCRIPTOR.services_by_name["AccountingDb"]),
+        ("controller", inventory_pb2.DESCRIPTOR.services_by_name["Inventory"]),
+        ("controller", mesh_pb2.DESCRIPTOR.services_by_name["Mesh"]),
         ("agent", pb.DESCRIPTOR.services_by_name["Agent"]),
+        ("agent", mesh_pb2.DESCRIPTOR.services_by_name["MeshAgent"]),
     ]
 
 

@@ -58,6 +58,16 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
+# The WireGuard mesh (spur net join) uses kernel WireGuard where the module exists, else wireguard-go.
+if ! command -v wireguard-go >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "installing wireguard-go (userspace WireGuard for spur net join)" sh -c 'apt-get install -y wireguard-go || { apt-get update && apt-get install -y wireguard-go; }'
+fi
+# The mesh tests and docs/mesh.md check tunnels with ping.
+if ! command -v ping >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "installing ping (iputils-ping, used by the mesh tests)" sh -c 'apt-get install -y iputils-ping || { apt-get update && apt-get install -y iputils-ping; }'
+fi
+command -v wireguard-go >/dev/null 2>&1 || say "note: no wireguard-go here (as root, setup installs it); spur net join then needs the kernel WireGuard module"
+
 # `man sbatch`: man-db searches .venv/share/man by itself when .venv/bin is on PATH.
 if ! command -v man >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   step "installing man-db (the man command)" sh -c 'apt-get install -y man-db || { apt-get update && apt-get install -y man-db; }'

@@ -196,6 +196,7 @@ wg_cidr = "fd00:44::/64"
 wg_enabled = true
 wg_port = 51000
 wg_interface = "wg-spur"
+wg_reconcile_interval_secs = 10
 
 [cluster]
 enabled = true
@@ -222,6 +223,7 @@ state_dir = "/srv/spur/agent"
 backend = "process"
 spool_dir = "/srv/spool"
 metrics_addr = "0.0.0.0:7824"
+wg_endpoint = "192.0.2.10:51821"
 join_token_file = "/etc/spur/join-token"
 
 [admission]
@@ -421,6 +423,8 @@ def test_unknown_section() -> None:
         ('[cluster]\ndistro = "k3s"\n', "cluster.distro", '"k3s"', "k0s"),
         ("[cluster]\ncontrol_plane_replicas = 2\n", "cluster.control_plane_replicas", "2", "odd"),
         ("[network]\nwg_port = 70000\n", "network.wg_port", "70000", "port number"),
+        ('[agent]\nwg_endpoint = "node1.example"\n', "agent.wg_endpoint", '"node1.example"', "host names"),
+        ("[network]\nwg_reconcile_interval_secs = 0\n", "network.wg_reconcile_interval_secs", "0", "at least"),
         (
             '[network]\nwg_interface = "a-very-long-interface"\n',
             "network.wg_interface",

@@ -61,16 +61,18 @@ class ControllerLink:
     def current_target(self) -> str:
         return self.targets[self._current]
 
-    async def call(self, name: str, request: Message, *, timeout: float | None = None) -> Any:
-        """Call RPC ``name`` on a reachable controller; raises RpcError."""
+    async def call(
+        self, name: str, request: Message, *, timeout: float | None = None, service: Any = None
+    ) -> Any:
+        """Call RPC ``name`` on a reachable controller; raises RpcError. ``service``: another
+        service's descriptor served on the controller port (default: the Controller service)."""
         last: RpcError | None = None
         for step in range(len(self._stubs)):
             index = (self._current + step) % len(self._stubs)
             try:
                 extra = {"metadata": dict(self.metadata)} if self.metadata else {}
-                response = await getattr(self._stubs[index], name)(
-                    request, timeout=timeout or self.call_timeout, **extra
-                )
+                stub = self._stubs[index] if service is None else Stub(self._stubs[index].channel, service)
+                response = await getattr(stub, name)(request, timeout=timeout or self.call_timeout, **extra)
             except RpcError as e:
                 # An isolated or overloaded controller times out rather than refusing: move on too.
                 # Every agent call (register, heartbeat, report) is idempotent, so a retry is safe.

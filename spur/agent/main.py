@@ -70,6 +70,9 @@ class AgentOptions:
     auth_cfg: Any = None
     auth: Any = None  # spur.auth.keys.AuthSettings
     metrics_addr: str | None = "127.0.0.1:6824"  # None: no metrics endpoint ([metrics] enabled = false)
+    wg_interface: str = "spur0"  # [network]: the WireGuard mesh (spur net join)
+    wg_port: int = 51820
+    wg_endpoint: str | None = None  # IP:PORT other nodes reach this one at; None = detected
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -105,6 +108,11 @@ def _parser() -> argparse.ArgumentParser:
         "--join-token",
         metavar="TOKEN",
         help="join token from `spur token create` (visible in ps: prefer the file)",
+    )
+    p.add_argument(
+        "--wg-endpoint",
+        metavar="IP[:PORT]",
+        help="WireGuard endpoint other nodes use for this node (default: detected; [agent] wg_endpoint)",
     )
     p.add_argument(
         "--join-token-file", type=Path, metavar="PATH", help="file holding the join token (mode 0600)"
@@ -206,6 +214,16 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         raise UsageError(str(e)) from None
     if cfg is not None:
         opts.metrics_addr = agent_cfg.metrics_addr if cfg.metrics.enabled and agent_cfg else None
+    if cfg is not None:
+        opts.wg_interface, opts.wg_port = cfg.network.wg_interface, cfg.network.wg_port
+    raw_endpoint = args.wg_endpoint or (agent_cfg.wg_endpoint if agent_cfg else None)
+    if raw_endpoint:
+        from spur.net.endpoint import parse_endpoint_option
+
+        try:
+            opts.wg_endpoint = parse_endpoint_option(raw_endpoint, opts.wg_port)
+        except ValueError as e:
+            raise UsageError(f"invalid --wg-endpoint: {e}") from None
     if args.metrics_addr:
         opts.metrics_addr = None if args.metrics_addr == "off" else args.metrics_addr
         if opts.metrics_addr is not None:
@@ -305,6 +323,19 @@ async def run_agent(
             spur_pb2.DESCRIPTOR.services_by_name["Agent"],
             AgentServicer(executor, node_name=opts.name, lookup_job=lookup_job),
         )
+        from spur.agent.mesh import AGENT_SERVICE as MESH_AGENT_SERVICE
+        from spur.agent.mesh import MeshAgent, MeshAgentServicer
+
+        mesh = MeshAgent(
+            node=opts.name,
+            state_dir=opts.state_dir,
+            ifname=opts.wg_interface,
+            listen_port=opts.wg_port,
+            endpoint=opts.wg_endpoint,
+            call_controller=link.call,
+            controller_target=lambda: link.current_target,
+        )
+        server.add_service(MESH_AGENT_SERVICE, MeshAgentServicer(mesh))
         try:
             port = await nursery.start(server.serve, opts.listen_host, opts.listen_port)
         except OSError as e:
@@ -366,6 +397,7 @@ async def run_agent(
             on_registered=registered,
         )
         await nursery.start(registrar.run)
+        await nursery.start(mesh.rejoin, name="mesh-rejoin")
         task_status.started(port)
 
 

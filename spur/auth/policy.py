@@ -68,6 +68,14 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.admission.v1.Admission/CreateToken": Privilege.ADMIN,
     "/spur.admission.v1.Admission/ListTokens": Privilege.ADMIN,
     "/spur.admission.v1.Admission/RevokeToken": Privilege.ADMIN,
+    "/spur.inventory.v1.Inventory/RemoveNodes": Privilege.ADMIN,
+    "/spur.mesh.v1.Mesh/Join": Privilege.DAEMON,
+    "/spur.mesh.v1.Mesh/Leave": Privilege.DAEMON,
+    "/spur.mesh.v1.Mesh/SetPodCidr": Privilege.ADMIN,
+    "/spur.mesh.v1.MeshAgent/Apply": Privilege.DAEMON,
+    "/spur.mesh.v1.MeshAgent/JoinMesh": Privilege.ADMIN,
+    "/spur.mesh.v1.MeshAgent/LeaveMesh": Privilege.ADMIN,
+    "/spur.mesh.v1.MeshAgent/ApplyWanted": Privilege.ADMIN,
 }
 
 
@@ -78,6 +86,11 @@ _ACTIONS: dict[str, str] = {
     "/spur.admission.v1.Admission/RevokeToken": "revoking node join tokens (spur token revoke)",
     "/spur.v1.Controller/UpdateNode": "updating nodes (scontrol update NodeName=...)",
     "/spur.v1.Controller/Reconfigure": "scontrol reconfigure",
+    "/spur.inventory.v1.Inventory/RemoveNodes": "removing nodes (scontrol delete NodeName=...)",
+    "/spur.mesh.v1.Mesh/SetPodCidr": "routing pod CIDRs over the mesh",
+    "/spur.mesh.v1.MeshAgent/JoinMesh": "joining the WireGuard mesh (spur net join)",
+    "/spur.mesh.v1.MeshAgent/LeaveMesh": "leaving the WireGuard mesh (spur net leave)",
+    "/spur.mesh.v1.MeshAgent/ApplyWanted": "applying the mesh membership (spur net mesh --apply)",
 }
 
 

@@ -68,6 +68,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "",
         "Mint a SLURM_JWT token; create, list and revoke node join tokens (admin).",
     ),
+    "net": ("spur.cli.net", "", "Join, leave and inspect the WireGuard mesh between nodes (spur net)."),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
 # `spur show X` reads like `scontrol show X`.

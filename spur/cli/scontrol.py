@@ -195,6 +195,7 @@ def parse_key_values(tokens: list[str]) -> dict[str, str]:
 SUBCOMMANDS = {
     "show": "show job|node|partition|controllers|hostnames|hostlist [NAME]",
     "update": "update NodeName=LIST State=... or JobId=ID Key=Value...",
+    "delete": "delete NodeName=LIST: remove nodes from the inventory (administrators)",
     "hold": "prevent the listed pending jobs from being started",
     "uhold": "hold jobs (user hold: the owner may release it)",
     "release": "release held jobs",
@@ -235,6 +236,8 @@ def main(argv: list[str]) -> int:
         return show(rest)
     if cmd == "update":
         return update(rest)
+    if cmd == "delete":
+        return delete(rest)
     if cmd == "ping":
         return ping()
     if cmd == "reconfigure":
@@ -246,6 +249,30 @@ def main(argv: list[str]) -> int:
 
         return scontrol_token(rest)
     return _err(f"invalid keyword: {argv[0]}")
+
+
+def delete(rest: list[str]) -> int:
+    """``scontrol delete NodeName=LIST``: take nodes out of the inventory (spur.controller.inventory)."""
+    from spur.rpc.proto import inventory_pb2
+
+    key, _, value = (rest[0] if len(rest) == 1 else "").partition("=")
+    if key.lower() != "nodename" or not value:
+        return _err("scontrol: error: delete takes one NodeName=LIST")
+
+    async def body(stub):  # type: ignore[no-untyped-def]
+        from spur.rpc.blocking import BlockingStub
+        from spur.rpc.stub import Stub
+
+        service = inventory_pb2.DESCRIPTOR.services_by_name["Inventory"]
+        wrap = BlockingStub if isinstance(stub, BlockingStub) else Stub
+        request = inventory_pb2.RemoveNodesRequest(nodes=value)
+        return await wrap(stub.channel, service).RemoveNodes(request, timeout=30)
+
+    try:
+        with_controller(body)
+    except CliError as exc:
+        return _err(f"delete_node error: {exc.message}")
+    return 0
 
 
 def reconfigure() -> int:

@@ -162,6 +162,7 @@ class NetworkConfig:
     wg_enabled: bool = False
     wg_port: int = 51820
     wg_interface: str = "spur0"
+    wg_reconcile_interval_secs: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ class AgentConfig:
     join_token: str | None = None
     join_token_file: Path | None = None
     metrics_addr: str = "127.0.0.1:6824"
+    wg_endpoint: str | None = None
 
 
 @dataclass(frozen=True)

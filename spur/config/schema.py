@@ -313,6 +313,10 @@ class NetworkSchema(SectionSchema):
         validate=fields.validate.Length(max=15, error="must be at most {max} characters (Linux IFNAMSIZ)"),
         metadata=doc("WireGuard interface name."),
     )
+    wg_reconcile_interval_secs = f.Float(
+        validate=f.at_least(0.1),
+        metadata=doc("How often the leader pushes the mesh membership to every meshed node (seconds)."),
+    )
 
 
 class ClusterSchema(SectionSchema):
@@ -381,9 +385,24 @@ class AgentSchema(SectionSchema):
         default_port=6824, metadata=doc("Prometheus metrics address of spurd (see [metrics]).")
     )
 
+    wg_endpoint = f.Str(
+        metadata=doc(
+            "WireGuard endpoint other nodes reach this node at: IP or IP:PORT (port default"
+            " network.wg_port); unset = the address spurd uses towards the controller.",
+            "192.0.2.10:51820",
+        )
+    )
+
     def check(self, obj: AgentConfig) -> None:
         if obj.join_token is not None and obj.join_token_file is not None:
             raise _fail("join_token_file", "set either agent.join_token or agent.join_token_file, not both")
+        if obj.wg_endpoint is not None:
+            from spur.net.endpoint import parse_endpoint_option
+
+            try:
+                parse_endpoint_option(obj.wg_endpoint, 51820)
+            except ValueError as exc:
+                raise _fail("wg_endpoint", str(exc)) from None
 
 
 class RestSchema(SectionSchema):

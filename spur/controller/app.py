@@ -114,6 +114,7 @@ class Controller:
 
         self.accounting = AccountingRuntime(cfg.accounting.database_url)
         self.started_wall = self.clock.wall()
+        self.mesh_changed = trio.Event()  # set when the mesh membership changed: reconcile now
 
     # ------------------------------------------------------------------ identity in the group
 
@@ -248,6 +249,13 @@ class Controller:
         from spur.rest.accounting_backend import AccountingBackend
 
         self.accounting_backend = AccountingBackend(self, accounting)
+        from spur.controller.mesh import MESH_SERVICE, MeshService
+
+        server.add_service(MESH_SERVICE, MeshService(self))
+        from spur.controller.inventory import SERVICE as INVENTORY
+        from spur.controller.inventory import InventoryService
+
+        server.add_service(INVENTORY, InventoryService(self))
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )
@@ -376,6 +384,10 @@ class Controller:
         from spur.accounting.flusher import AccountingFlusher
 
         await duties.start(AccountingFlusher(self).run, name="accounting-flush")
+        if self.cfg.network.wg_enabled:
+            from spur.controller.mesh import MeshReconcile
+
+            await duties.start(MeshReconcile(self).run, name="mesh-reconcile")
 
 
 def _split(addr: str, default_port: int) -> tuple[str, int]:

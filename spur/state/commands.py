@@ -169,6 +169,14 @@ class SetPendingReasons:
 
 
 @dataclass
+class RemoveNode:
+    """Admin: take nodes out of the inventory (refused while one holds a running job)."""
+
+    names: list[str]
+    time: float
+
+
+@dataclass
 class InitClusterId:
     """Name the cluster once: the first leader proposes a random id; later proposals change nothing."""
 
@@ -195,6 +203,7 @@ COMMANDS: dict[str, type] = {
         SetPendingReasons,
         AnnounceController,
         InitClusterId,
+        RemoveNode,
     )
 }
 

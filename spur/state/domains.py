@@ -9,6 +9,7 @@ from spur.state.accounting import AccountingDomain
 from spur.state.admission import AdmissionDomain
 from spur.state.domain import StateDomain
 from spur.state.job_stats import JobStats
+from spur.state.mesh import MeshDomain
 from spur.state.outbox import OutboxDomain
 
-DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain, JobStats, OutboxDomain]
+DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain, JobStats, OutboxDomain, MeshDomain]

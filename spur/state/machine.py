@@ -441,6 +441,22 @@ class ClusterState:
                 node.reason = ""
         return True
 
+    def _apply_RemoveNode(self, cmd: c.RemoveNode) -> Any:
+        unknown = [n for n in cmd.names if n not in self.nodes]
+        if unknown:
+            return Rejected("NOT_FOUND", f"Invalid node name specified: {','.join(unknown)}")
+        busy = [n for n in cmd.names if self.usage(n).jobs]
+        if busy:
+            return Rejected(
+                "FAILED_PRECONDITION",
+                f"node(s) {','.join(busy)} still run jobs: drain them and wait for the jobs to end first",
+            )
+        for name in cmd.names:
+            del self.nodes[name]
+            self._usage.pop(name, None)
+        self._summaries = {}
+        return list(cmd.names)
+
     def _fail_jobs_on(self, node_name: str, when: float) -> None:
         for job_id in sorted(self.usage(node_name).jobs):
             job = self.jobs[job_id]

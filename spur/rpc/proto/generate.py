@@ -10,7 +10,16 @@ import sys
 from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
-PROTOS = ["spur.proto", "raft.proto", "admission.proto", "accounting.proto", "auth.proto", "accounting_db.proto"]
+PROTOS = [
+    "spur.proto",
+    "raft.proto",
+    "admission.proto",
+    "accounting.proto",
+    "auth.proto",
+    "accounting_db.proto",
+    "mesh.proto",
+    "inventory.proto",
+]
 
 
 def generate(out_dir: Path = PROTO_DIR) -> None:
