@@ -89,7 +89,7 @@ def test_every_verb_answers_help_usage_and_version(verb: str, capsys) -> None:
         if opt.group != "Help":
             assert opt.flags() in out, (verb, opt.flags())
     code, out, err = run_main([*prog, "--usage"], capsys)
-    assert code == 0 and out.startswith(f"Usage: {name}"), (verb, out, err)
+    assert code == 0 and out.startswith(f"Usage: {' '.join(prog)}"), (verb, out, err)
     code, out, err = run_main([*prog, "--version"], capsys)
     assert code == 0 and out.strip() == cmdinfo.version_line(), (verb, out, err)
     if slurm:

@@ -234,7 +234,12 @@ def render_usage(doc: CommandDoc) -> str:
     synopsis = doc.usage.splitlines()[0].removeprefix("Usage:").strip()
     tail = synopsis.split(None, 1)[1] if " " in synopsis else ""
     tail = " ".join(w for w in tail.split() if not w.startswith("[OPTIONS"))
-    return "\n".join(_wrap(f"Usage: {doc.name}", items + ([tail] if tail else []))) + "\n"
+    prog = doc.name if doc.name != doc.verb else f"spur {doc.verb}"  # Spur-only verbs run as `spur VERB`
+    if tail.split()[:1] == [doc.verb] and prog.startswith("spur "):
+        tail = tail.split(None, 1)[1] if " " in tail else ""
+        if doc.subcommands:
+            tail = "{" + "|".join(doc.subcommands) + "}"
+    return "\n".join(_wrap(f"Usage: {prog}", items + ([tail] if tail else []))) + "\n"
 
 
 def _wrap(head: str, items: Iterable[str], width: int = 80) -> list[str]:

@@ -201,13 +201,14 @@ def main(args: list[str]) -> int:
     from spur.cli.client import CliError
     from spur.rpc.proto import mesh_pb2
 
-    if not args or args[0] in ("-h", "--help", "help"):
-        print(USAGE, end="")
-        return 0 if args else 2
-    if args[0] == "--usage":
-        print(USAGE.split("\n\n", 1)[0])
-        return 0
-    if args[0] in ("-V", "--version"):
+    if not args:
+        print(USAGE, end="", file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):  # generated from SUBCOMMANDS and option_docs, like every verb
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("net", "--help")
+    if args[0] in ("--usage", "-V", "--version"):
         from spur.cli.cmdinfo import handle_meta
 
         return handle_meta("net", args[0])
