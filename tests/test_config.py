@@ -210,6 +210,7 @@ storage_provisioner = "other"
 local_path_dir = "/data/lp"
 k0s_version = "v1.30.0+k0s.0"
 k0s_binary = "/opt/k0s"
+k0s_release_url = "http://mirror.example/k0s/releases"
 k8s_provisioning_timeout_secs = 60
 k8s_drift_correction = false
 allow_admin_kubeconfig = true

@@ -336,8 +336,11 @@ class ClusterSchema(SectionSchema):
     )
     storage_provisioner = f.Str(metadata=doc("Storage plugin name."))
     local_path_dir = f.PathField(metadata=doc("Host directory of the local-path provisioner."))
-    k0s_version = f.Str(metadata=doc("k0s version to install; unset = the binary present.", "v1.30.1+k0s.0"))
+    k0s_version = f.Str(metadata=doc("k0s release to install and run: a tag (pinned) or \"latest\"."))
     k0s_binary = f.PathField(metadata=doc("Path of the k0s binary on nodes."))
+    k0s_release_url = f.Str(
+        metadata=doc("Base URL of the k0s releases (binaries and sha256sums.txt are fetched under it).")
+    )
     k8s_provisioning_timeout_secs = f.Int(
         validate=f.at_least(1), metadata=doc("Seconds before a provisioning step is given up.")
     )
