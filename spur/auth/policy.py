@@ -68,6 +68,12 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.admission.v1.Admission/CreateToken": Privilege.ADMIN,
     "/spur.admission.v1.Admission/ListTokens": Privilege.ADMIN,
     "/spur.admission.v1.Admission/RevokeToken": Privilege.ADMIN,
+    "/spur.k0s.v1.K0sAgent/Apply": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/Status": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/Stop": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/Reset": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/CreateToken": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/AdminKubeconfig": Privilege.DAEMON,
 }
 
 

@@ -341,6 +341,13 @@ class ClusterSchema(SectionSchema):
     k0s_release_url = f.Str(
         metadata=doc("Base URL of the k0s releases (binaries and sha256sums.txt are fetched under it).")
     )
+    k0s_data_dir = f.PathField(metadata=doc("k0s data directory on nodes (wiped by spur k8s down --reset)."))
+    k0s_config_dir = f.PathField(
+        metadata=doc("Where spurd keeps the node's k0s config and cached join token (mode 0700).")
+    )
+    systemctl = f.Str(metadata=doc("systemctl command spurd manages the k0s unit with (a path, or a name on PATH)."))
+    systemd_unit_dir = f.PathField(metadata=doc("Directory spurd writes its k0s systemd unit into."))
+    cdi_dir = f.PathField(metadata=doc("Directory spurd writes the CDI spec of the node's GPUs into."))
     k8s_provisioning_timeout_secs = f.Int(
         validate=f.at_least(1), metadata=doc("Seconds before a provisioning step is given up.")
     )
