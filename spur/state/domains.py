@@ -9,5 +9,6 @@ from spur.state.accounting import AccountingDomain
 from spur.state.admission import AdmissionDomain
 from spur.state.domain import StateDomain
 from spur.state.job_stats import JobStats
+from spur.state.k8s_cluster import K8sClusterDomain
 
-DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain, JobStats]
+DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain, JobStats, K8sClusterDomain]
