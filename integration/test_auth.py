@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from integration.harness import BIN, Cluster, wait_for
 from spur.auth.identity import Identity, identity_metadata
 from spur.auth.tokens import mint
-from spur.rpc.proto import accounting_pb2, admission_pb2, auth_pb2, k0s_pb2
+from spur.rpc.proto import accounting_pb2, admission_pb2, auth_pb2, k0s_pb2, k8s_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.startup import EXIT_CONFIG
@@ -40,6 +40,8 @@ ADMIN_ONLY = {"UpdateNode", "Reconfigure", "CreateToken", "ListTokens", "RevokeT
 DAEMON_ONLY = {"RegisterNode", "Heartbeat", "ReportJobStatus", "RegisterController", "LaunchJob", "SignalJob"}
 # Methods whose bare name another service also uses are listed as "Service/Method".
 DAEMON_ONLY |= {f"K0sAgent/{m.name}" for m in k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"].methods}
+ADMIN_ONLY |= {f"K8sCluster/{m}" for m in ("Up", "Down", "AddNodes", "RemoveNodes")}
+QUALIFIED = ("K0sAgent", "K8sCluster")  # services whose methods the matrix names "Service/Method"
 VERIFIED_ONLY = {"MintToken"}  # a token is never minted for a merely claimed identity
 CREDENTIALS = ("none", "bad signature", "expired", "wrong key", "another user", "non-admin", "admin")
 INVALID = {"bad signature", "expired", "wrong key", "another user"}
@@ -55,6 +57,8 @@ def expected_to_pass(mode: str, credential: str, method: str) -> bool:
     verified = mode != "disabled" and credential in ("non-admin", "admin")
     admin = verified and credential == "admin"
     if "/" in method:  # "Service/Method": only the full name is looked up
+        if method in ADMIN_ONLY:
+            return admin
         if method in DAEMON_ONLY and mode == "required":
             return admin
         return True
@@ -116,6 +120,7 @@ def _auth_conf(mode: str, root: Path) -> str:
         f'[cluster]\nenabled = true\nk0s_binary = "{root / "no-k0s"}"\nsystemctl = "{root / "no-systemctl"}"\n'
         f'systemd_unit_dir = "{root / "units"}"\nk0s_config_dir = "{root / "k0s-conf"}"\n'
         f'k0s_data_dir = "{root / "k0s-data"}"\ncdi_dir = "{root / "cdi"}"\n'
+        'k0s_release_url = "http://127.0.0.1:9/no-release"\n'
     )
 
 
@@ -169,6 +174,7 @@ def _services() -> list[tuple[str, Any]]:
         ("controller", accounting_pb2.DESCRIPTOR.services_by_name["Accounting"]),
         ("agent", pb.DESCRIPTOR.services_by_name["Agent"]),
         ("agent", k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"]),
+        ("controller", k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"]),
     ]
 
 
@@ -213,7 +219,7 @@ def _run_matrix(c: Cluster, mode: str) -> list[str]:
                             channels[where], method, _request(c, method), credential_metadata(credential)
                         )
                         refused = code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED)
-                        name = method.name if service.name != "K0sAgent" else f"K0sAgent/{method.name}"
+                        name = method.name if service.name not in QUALIFIED else f"{service.name}/{method.name}"
                         want = expected_to_pass(mode, credential, name)
                         if refused == want:
                             wrong.append(
@@ -234,7 +240,7 @@ def test_every_rpc_with_every_credential(clusters: Any, mode: str) -> None:
 
 
 def test_matrix_covers_every_method() -> None:
-    names = {m.name if s.name != "K0sAgent" else f"K0sAgent/{m.name}" for _w, s in _services() for m in s.methods}
+    names = {m.name if s.name not in QUALIFIED else f"{s.name}/{m.name}" for _w, s in _services() for m in s.methods}
     assert ADMIN_ONLY | DAEMON_ONLY | VERIFIED_ONLY <= names
     assert len(names) >= 20
 

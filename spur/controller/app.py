@@ -231,6 +231,10 @@ class Controller:
         from spur.controller.accounting_service import AccountingService
 
         server.add_service(ACCOUNTING, AccountingService(self))
+        from spur.k8s.cluster.service import K8sClusterService
+        from spur.rpc.proto import k8s_pb2
+
+        server.add_service(k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"], K8sClusterService(self))
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )
@@ -348,6 +352,10 @@ class Controller:
         await duties.start(SchedulerLoop(self).run)
         await duties.start(Dispatcher(self).run)
         await duties.start(HealthSweep(self).run)
+        if self.cfg.cluster.enabled:
+            from spur.k8s.cluster.service import k8s_duty
+
+            await duties.start(k8s_duty, self)
 
 
 def _split(addr: str, default_port: int) -> tuple[str, int]:

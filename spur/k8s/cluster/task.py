@@ -77,6 +77,8 @@ class K8sReconciler:
                     await self.tick(nursery)
                 except RpcError as exc:  # a proposal refused or leadership lost mid-tick
                     log.info("k8s reconcile tick could not commit: %s", exc)
+                except Exception:  # a bug must not take spurctld down; the next tick starts afresh
+                    log.exception("k8s reconcile tick failed")
                 if self.metrics is not None:
                     self.metrics.observe_k8s_reconcile(time.perf_counter() - began, self.record)
                 with trio.move_on_after(self.interval):
