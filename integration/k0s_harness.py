@@ -35,6 +35,7 @@ class K0sHost:
     cluster: Cluster
     cluster_conf: str = ""
     preinstall: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     proc: Proc | None = None
 
@@ -92,6 +93,7 @@ class K0sHost:
             FAKE_SYSTEMD_ROOT=str(self.systemd_root),
             FAKE_K0S_JOIN_PORT="0",
         )
+        env.update(self.extra_env)
         return env
 
     def start(self) -> K0sHost:

@@ -17,7 +17,8 @@ Commands:
   stays up until SIGTERM.
 - ``token create --role=worker|controller``: mints a token on a running controller. The token is
   base64 of JSON ``{"role", "url", "ca", "secret"}``: it embeds the cluster CA fingerprint.
-- ``kubeconfig admin``: prints the cluster-admin kubeconfig (needs an initialised controller).
+- ``kubeconfig admin``: prints the cluster-admin kubeconfig (needs an initialised controller); its
+  server is ``$FAKE_K0S_API_URL`` (a test's Kubernetes API double) or ``https://localhost:6443``.
 - ``status``: the running process's role and pid (``Error: ... status.sock`` and exit 1 when none).
 - ``reset``: refuses while k0s runs; otherwise wipes the data dir.
 - ``version``: prints ``$FAKE_K0S_VERSION`` or the built-in version.
@@ -313,7 +314,7 @@ def cmd_kubeconfig(words: list[str], opts: dict[str, str | bool]) -> int:
     ca = ca_file.read_text()
     print(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n"
-        "    server: https://localhost:6443\n"
+        f"    server: {os.environ.get('FAKE_K0S_API_URL', 'https://localhost:6443')}\n"
         f"    certificate-authority-data: {base64.b64encode(ca.encode()).decode()}\n"
         "contexts:\n- name: Default\n  context:\n    cluster: local\n    user: user\n"
         "current-context: Default\nusers:\n- name: user\n  user:\n"

@@ -66,7 +66,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "",
         "Mint a SLURM_JWT token; create, list and revoke node join tokens (admin).",
     ),
-    "k8s": ("spur.cli.k8s", "", "Spur-managed Kubernetes (k0s): install-k0s."),
+    "k8s": ("spur.cli.k8s", "", "Spur-managed Kubernetes (k0s): up, status, down, add-/remove-nodes, kubeconfig."),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
 # `spur show X` reads like `scontrol show X`.

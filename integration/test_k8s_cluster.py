@@ -1,0 +1,157 @@
+"""``spur k8s`` end to end: a real spurctld with [cluster] enabled, real spurd "hosts" on loopback
+(integration.k0s_harness) with the k0s and systemctl doubles, driven through the spur CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from integration.harness import Cluster, wait_for
+from integration.k0s_harness import K0sHost, cleanup_hosts
+
+pytestmark = pytest.mark.integration
+
+CLUSTER_ON = "[cluster]\nenabled = true\nk8s_provisioning_timeout_secs = 120\n"
+
+
+class Env:
+    def __init__(self, root, conf_extra: str = CLUSTER_ON) -> None:
+        self.root = root
+        (root / "ctl").mkdir(parents=True)
+        self.cluster = Cluster(root / "ctl", conf_extra=conf_extra)
+        self.cluster.start_controller()
+        self.hosts: dict[str, K0sHost] = {}
+
+    def host(self, name: str, **kw) -> K0sHost:
+        h = K0sHost(name=name, root=self.root / name, cluster=self.cluster, **kw).start()
+        self.hosts[name] = h
+        return h
+
+    def hosts_up(self, *names: str, **kw) -> None:
+        for n in names:
+            self.host(n, **kw)
+        self.cluster.wait_nodes(*names)
+
+    def spur(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        r = self.cluster.cli("spur", *args, check=False, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"spur {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def status(self) -> str:
+        return self.spur("k8s", "status").stdout
+
+    def stop(self) -> None:
+        cleanup_hosts(list(self.hosts.values()))
+        self.cluster.stop()
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = Env(tmp_path)
+    try:
+        yield e
+    finally:
+        e.stop()
+
+
+def node_line(status: str, name: str) -> list[str]:
+    for line in status.splitlines():
+        parts = line.split()
+        if parts and parts[0] == name:
+            return parts
+    raise AssertionError(f"{name} not in:\n{status}")
+
+
+def test_one_node_single_up_status_down_reset(env):
+    env.hosts_up("solo")
+    r = env.spur("k8s", "up")
+    assert "provisioning started" in r.stdout
+    assert "phase: provisioning" in r.stdout and "phase: ready" in r.stdout  # the live view
+    st = env.status()
+    assert "control-plane: solo" in st
+    assert node_line(st, "solo")[:4] == ["solo", "single", "active", "enabled=true"]
+    # idempotent
+    assert "already ready; nothing changed" in env.spur("k8s", "up", "--no-wait").stdout
+    # --admin is off by default and says where to get it instead
+    r = env.spur("k8s", "kubeconfig", "--admin", check=False)
+    assert r.returncode == 1 and "allow_admin_kubeconfig = false" in r.stderr and "k0s kubeconfig admin" in r.stderr
+    r = env.spur("k8s", "kubeconfig", "--admin", "--user", "bob", check=False)
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
+
+    r = env.spur("k8s", "down", "--reset")
+    assert "stopping and resetting k0s on solo" in r.stdout
+    host = env.hosts["solo"]
+    wait_for(lambda: not (host.unit_dir / "spur-k0s.service").exists(), what="unit removed by down --reset")
+    assert not host.data_dir.exists() and not (host.config_dir / "k0s.yaml").exists()
+    assert "phase: down" in env.status()
+
+
+def test_three_nodes_controller_and_two_workers(env):
+    env.hosts_up("n1", "n2", "n3")
+    r = env.spur("k8s", "up")
+    assert "phase: ready" in r.stdout
+    st = env.status()
+    assert "control-plane: n1" in st
+    assert node_line(st, "n1")[1:3] == ["controller", "active"]
+    assert node_line(st, "n2")[1:3] == ["worker", "active"] and node_line(st, "n3")[1:3] == ["worker", "active"]
+    assert sorted(j["role"] for j in env.hosts["n1"].joined()) == ["worker", "worker"]
+    config = json.loads((env.hosts["n1"].config_dir / "k0s.yaml").read_text())
+    assert "nodeLocalLoadBalancing" not in config["spec"]["network"]
+    # plain down: stopped and disabled, state kept
+    env.spur("k8s", "down")
+    wait_for(lambda: "phase: down" in env.status() and not env.status().count("  n"), what="down")
+    for h in env.hosts.values():
+        show = (h.systemd_root / "state/enabled.json").read_text()
+        assert "spur-k0s.service" not in show
+    assert (env.hosts["n1"].data_dir / "pki/ca.fingerprint").exists(), "down without --reset keeps k0s state"
+
+
+def test_replicas_three_on_five_nodes_gets_nllb_on_control_planes_only(env):
+    names = ["h1", "h2", "h3", "h4", "h5"]
+    env.hosts_up(*names)
+    r = env.spur("k8s", "up", "--replicas", "3", timeout=180)
+    assert "phase: ready" in r.stdout
+    st = env.status()
+    assert "control-plane: h1,h2,h3" in st
+    for n in ("h1", "h2", "h3"):
+        assert node_line(st, n)[1:3] == ["controller", "active"]
+        net = json.loads((env.hosts[n].config_dir / "k0s.yaml").read_text())["spec"]["network"]
+        assert net["nodeLocalLoadBalancing"] == {"enabled": True, "type": "EnvoyProxy"}
+    for n in ("h4", "h5"):
+        assert node_line(st, n)[1:3] == ["worker", "active"]
+        assert not (env.hosts[n].config_dir / "k0s.yaml").exists()
+    joined = sorted(j["role"] for j in env.hosts["h1"].joined())
+    assert joined.count("controller") == 2, joined
+
+
+def test_control_plane_error_texts_and_admin_only(env):
+    env.hosts_up("e1", "e2")
+    r = env.spur("k8s", "up", "--nodes", "e1", "--control-plane-node", "e2", check=False)
+    assert r.returncode == 1 and r.stderr.strip().endswith("control-plane node e2 is not a registered node")
+    r = env.spur("k8s", "up", "--replicas", "2", check=False)
+    assert r.returncode == 2 and "invalid choice: 2" in r.stderr
+    assert "phase: down" in env.status(), "a refused up changes nothing"
+
+
+def test_feature_off_says_how_to_turn_it_on(tmp_path):
+    e = Env(tmp_path, conf_extra="")
+    try:
+        for verb in (["status"], ["up"], ["down"], ["kubeconfig"], ["add-nodes", "--nodes", "x"]):
+            r = e.spur("k8s", *verb, check=False)
+            assert r.returncode == 1, r
+            assert "Spur-managed Kubernetes is off" in r.stderr and "set enabled = true" in r.stderr
+    finally:
+        e.stop()
+
+
+def test_conf_control_plane_outside_the_scope(tmp_path):
+    e = Env(tmp_path, conf_extra=CLUSTER_ON + 'control_plane_node = "c2"\n')
+    try:
+        e.hosts_up("c1", "c2")
+        r = e.spur("k8s", "up", "--nodes", "c1", check=False)
+        assert r.stderr.strip().endswith("control-plane node c2 is not among the selected cluster nodes")
+    finally:
+        e.stop()
