@@ -155,3 +155,72 @@ def test_conf_control_plane_outside_the_scope(tmp_path):
         assert r.stderr.strip().endswith("control-plane node c2 is not among the selected cluster nodes")
     finally:
         e.stop()
+
+
+def test_scoped_cluster_add_and_remove_nodes(tmp_path):
+    from integration.k8s_harness import kubeapi_process
+    from integration.kubeapi.kubelet import HttpKubelet
+
+    e = Env(tmp_path)
+    with kubeapi_process(tmp_path) as url:
+        kubelet = HttpKubelet(url)
+        try:
+            e.hosts_up("s1", "s2", "s3", "s4", "s5", extra_env={"FAKE_K0S_API_URL": url})
+            r = e.spur("k8s", "up", "--nodes", "s[1-3]")
+            assert "phase: ready" in r.stdout
+            st = e.status()
+            assert "scope: scoped" in st and "s4" not in st
+            # grow online; adding a member again is a no-op
+            assert "added as worker(s): s4" in e.spur("k8s", "add-nodes", "--nodes", "s4").stdout
+            wait_for(lambda: node_line(e.status(), "s4")[1:3] == ["worker", "active"], what="s4 joined")
+            assert "nothing changed" in e.spur("k8s", "add-nodes", "--nodes", "s[3-4]").stdout
+
+            def refused(*args: str) -> str:
+                r = e.spur("k8s", "remove-nodes", *args, check=False, timeout=300)
+                assert r.returncode != 0, r.stdout
+                return r.stderr.strip()
+
+            assert "node s1 is a control-plane node" in refused("--nodes", "s1")
+            assert "node s5 is not in the cluster" in refused("--nodes", "s5")
+
+            # a Spur job on s2 holds it unless --force
+            job = e.cluster.cli("sbatch", "--parsable", "-w", "s2", "--wrap", "exec sleep 300", cwd=tmp_path)
+            job_id = job.stdout.strip()
+            wait_for(lambda: "R" in e.cluster.cli("squeue", "-h", "-j", job_id, "-o", "%t", cwd=tmp_path).stdout)
+            assert f"node s2 is running Spur jobs ({job_id})" in refused("--nodes", "s2")
+            e.cluster.cli("scancel", job_id, cwd=tmp_path)
+
+            # a PodDisruptionBudget blocks the drain until the timeout; the node stays, cordoned
+            for n in ("s2", "s3", "s4"):
+                kubelet.add_node(n, {"cpu": "2", "memory": "4Gi"})
+            kubelet.http.post("/api/v1/namespaces", json={"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": "web"}}).raise_for_status()
+            kubelet.http.post("/api/v1/namespaces/web/pods", json={
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "labels": {"app": "web"}},
+                "spec": {"nodeName": "s3", "containers": [{"name": "c", "image": "nginx"}]},
+            }).raise_for_status()
+            kubelet.set_pod_phase("web", "web-0", "Running")
+            kubelet.http.post("/apis/policy/v1/namespaces/web/poddisruptionbudgets", json={
+                "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+            }).raise_for_status()
+            msg = refused("--nodes", "s3", "--drain-timeout", "2")
+            assert "drain of s3 timed out after 2s" in msg and "PodDisruptionBudget" in msg
+            assert node_line(e.status(), "s3")[1] == "worker"
+            assert kubelet.http.get("/api/v1/nodes/s3").json()["spec"]["unschedulable"] is True
+
+            # --force pushes past the budget: drained, k0s stopped and reset, forgotten
+            r = e.spur("k8s", "remove-nodes", "--nodes", "s3", "--drain-timeout", "1", "--force", timeout=300)
+            assert "removed s3: drained (1 pod(s) deleted past a PodDisruptionBudget or the timeout)" in r.stdout
+            assert "s3" not in e.status()
+            assert not (e.hosts["s3"].unit_dir / "spur-k0s.service").exists()
+            assert kubelet.http.get("/api/v1/nodes/s3").status_code == 404
+            assert kubelet.http.get("/api/v1/namespaces/web/pods/web-0").status_code == 404
+
+            # the last workers cannot all go
+            assert "last remaining worker" in refused("--nodes", "s2,s4")
+            r = e.spur("k8s", "remove-nodes", "--nodes", "s4", timeout=300)
+            assert "removed s4: drained" in r.stdout
+        finally:
+            kubelet.close()
+            e.stop()
