@@ -224,3 +224,51 @@ def test_scoped_cluster_add_and_remove_nodes(tmp_path):
         finally:
             kubelet.close()
             e.stop()
+
+
+def test_kubeconfig_access_table(tmp_path):
+    """bare -> own namespace; --user needs admin; --admin needs admin + allow_admin_kubeconfig."""
+    import trio
+    import yaml
+
+    from integration.k8s_harness import kubeapi_process
+    from spur.auth.identity import Identity, identity_metadata
+    from spur.rpc.channel import open_channel
+    from spur.rpc.proto import k8s_pb2
+    from spur.rpc.status import RpcError, StatusCode
+    from spur.rpc.stub import Stub
+
+    e = Env(tmp_path, conf_extra=CLUSTER_ON + "allow_admin_kubeconfig = true\n")
+    with kubeapi_process(tmp_path) as url:
+        try:
+            e.hosts_up("k1", extra_env={"FAKE_K0S_API_URL": url})
+            e.spur("k8s", "up")
+            # root (an admin): its own, another user's, and the cluster-admin kubeconfig
+            own = yaml.safe_load(e.spur("k8s", "kubeconfig").stdout)
+            ctx = own["contexts"][0]["context"]
+            assert ctx["namespace"] == "root" and own["clusters"][0]["cluster"]["server"] == url
+            assert own["users"][0]["user"]["token"].startswith("sa.root.spur-root.")
+            bob = yaml.safe_load(e.spur("k8s", "kubeconfig", "--user", "bob").stdout)
+            assert bob["contexts"][0]["context"]["namespace"] == "bob"
+            admin = e.spur("k8s", "kubeconfig", "--admin").stdout
+            assert "certificate-authority-data" in admin and "token: admin-" in admin
+
+            mallory = identity_metadata(Identity(4242, 4242, "mallory", "mallory"))
+            service = k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"]
+
+            async def as_mallory(request):
+                async with open_channel(e.cluster.address, metadata_provider=lambda: mallory) as ch:
+                    return await Stub(ch, service).Kubeconfig(request, timeout=30)
+
+            mine = yaml.safe_load(trio.run(as_mallory, k8s_pb2.K8sKubeconfigRequest()).kubeconfig)
+            assert mine["contexts"][0]["context"]["namespace"] == "mallory"
+            for request in (k8s_pb2.K8sKubeconfigRequest(user="bob"), k8s_pb2.K8sKubeconfigRequest(admin=True)):
+                with pytest.raises(RpcError) as err:
+                    trio.run(as_mallory, request)
+                assert err.value.code == StatusCode.PERMISSION_DENIED
+                assert "needs the administrator privilege" in err.value.message
+            # asking for yourself by name is not "another user"
+            named = trio.run(as_mallory, k8s_pb2.K8sKubeconfigRequest(user="mallory")).kubeconfig
+            assert "namespace: mallory" in named
+        finally:
+            e.stop()
