@@ -5,15 +5,23 @@ a data dir or a join API port."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import http.server
 import json
 import os
+import platform
 import shutil
+import threading
+import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from integration.doubles import fake_systemd
 from integration.harness import Cluster, Proc, free_port, spurd_argv, wait_for
+from spur.k8s.cluster.install import arch_of
 
 DOUBLES = Path(__file__).parent / "doubles"
 
@@ -160,3 +168,67 @@ def cleanup_hosts(hosts: list[K0sHost]) -> None:
     for host in hosts:
         shutil.rmtree(host.systemd_root / "state", ignore_errors=True)
     os.sync()
+
+
+# ---------------------------------------------------------------- a fake k0s release server
+
+TAG = "v1.36.2+k0s.0"
+NEWEST = "v1.37.0+k0s.0"
+
+
+class Release:
+    """Files of fake releases: tag -> {file name: bytes}; ``latest`` redirects to NEWEST."""
+
+    def __init__(self) -> None:
+        arch = arch_of(platform.machine())
+        self.files: dict[str, dict[str, bytes]] = {}
+        for tag in (TAG, NEWEST):
+            binary = f"#!/bin/sh\necho {tag}\n".encode()
+            name = f"k0s-{tag}-{arch}"
+            sums = f"{hashlib.sha256(b'other').hexdigest()}  k0s-{tag}-s390x\n{hashlib.sha256(binary).hexdigest()} *{name}\n"
+            self.files[tag] = {name: binary, "sha256sums.txt": sums.encode()}
+        self.requests: list[str] = []
+
+
+@contextlib.contextmanager
+def fake_release() -> Iterator[Release]:
+    """A loopback HTTP server laid out like k0s's GitHub releases (``rel.url`` is the base URL)."""
+    rel = Release()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            return
+
+        def do_GET(self):  # noqa: N802
+            path = urllib.parse.unquote(self.path)
+            rel.requests.append(path)
+            if path == "/k0s/releases/latest":
+                self.send_response(302)
+                self.send_header("Location", f"/k0s/releases/tag/{urllib.parse.quote(NEWEST)}")
+                self.end_headers()
+                return
+            if path.startswith("/k0s/releases/tag/"):
+                body = b"release page"
+            else:
+                parts = path.split("/")
+                body = None
+                if len(parts) == 6 and parts[1:4] == ["k0s", "releases", "download"]:
+                    body = rel.files.get(parts[4], {}).get(parts[5])
+                if body is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    rel.url = f"http://127.0.0.1:{server.server_address[1]}/k0s/releases"
+    try:
+        yield rel
+    finally:
+        server.shutdown()
+        server.server_close()
