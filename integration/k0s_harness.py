@@ -44,6 +44,8 @@ class K0sHost:
     cluster_conf: str = ""
     preinstall: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
+    netns: str | None = None  # run spurd (and so its k0s) in this network namespace, at ``host_ip``
+    host_ip: str = "127.0.0.1"
     port: int = field(default_factory=free_port)
     proc: Proc | None = None
 
@@ -77,7 +79,7 @@ class K0sHost:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host_ip}:{self.port}"
 
     def write_conf(self) -> Path:
         conf = self.root / "spur.conf"
@@ -111,9 +113,11 @@ class K0sHost:
             k0s_launcher(self.binary)
         conf = self.write_conf()
         argv = spurd_argv(
-            self.cluster.root, self.name, [self.cluster.address], "127.0.0.1", self.port, 2, 4000,
+            self.cluster.root, self.name, [self.cluster.address], self.host_ip, self.port, 2, 4000,
             ["-f", str(conf)],
         )
+        if self.netns:  # ``ip netns exec`` execs spurd: the pid held is spurd's own
+            argv = ["ip", "netns", "exec", self.netns, *argv]
         self.proc = Proc(argv, self.root / "spurd.log", self.env()).start()
         wait_for(self._up, timeout=20, what=f"spurd {self.name} to answer")
         return self
@@ -124,7 +128,7 @@ class K0sHost:
         if self.proc and not self.proc.alive():
             raise AssertionError(f"spurd {self.name} exited:\n{self.proc.log()}")
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+            with socket.create_connection((self.host_ip, self.port), timeout=0.5):
                 return True
         except OSError:
             return False

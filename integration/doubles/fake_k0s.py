@@ -9,7 +9,8 @@ Commands:
 - ``controller [--single] [--config F] [--token-file F] [--data-dir D]``: long-running until SIGTERM.
   A first controller creates the cluster CA (a random fingerprint in ``pki/ca.fingerprint``); a
   controller started with ``--token-file`` joins an existing control plane instead and takes its CA
-  from it. Every controller serves the join API (HTTP) on ``spec.api.address`` (default 127.0.0.1) and
+  from it. Every controller serves the join API (HTTP) on ``spec.api.address`` (else
+  ``$FAKE_K0S_ADDRESS``, else 127.0.0.1) and
   ``spec.api.k0sApiPort`` from the config (default 9443; ``$FAKE_K0S_JOIN_PORT`` overrides, ``0`` =
   any free port); ``GET /ca`` answers the CA fingerprint, ``POST /join`` admits a token's secret.
 - ``worker --token-file F [--data-dir D]``: verifies the token against the cluster's kubernetes-ca
@@ -219,7 +220,7 @@ class JoinApi(http.server.BaseHTTPRequestHandler):
 
 def serve_join_api(ddir: Path, config: dict) -> str:
     api = config.get("spec", {}).get("api", {})
-    host = api.get("address") or "127.0.0.1"
+    host = api.get("address") or os.environ.get("FAKE_K0S_ADDRESS") or "127.0.0.1"
     port = int(os.environ.get("FAKE_K0S_JOIN_PORT", api.get("k0sApiPort", 9443)))
     handler = type("Handler", (JoinApi,), {"ddir": ddir})
     try:
