@@ -242,3 +242,29 @@ async def test_ready_when_every_node_runs(autojump_clock: trio.testing.MockClock
     state, _ = await _run_reconciler({"cp", "w1", "w2"}, until=30.0)
     assert record(state).phase == "ready"
 
+
+
+# ---------------------------------------------------------------------------- metrics
+
+
+def test_k8s_metrics_exposition():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from spur.metrics.k8s import K8sMetrics
+
+    s = ClusterState()
+    registry = CollectorRegistry(auto_describe=False)
+    m = K8sMetrics(registry, lambda: s)
+    up(s, plan_up(ScopeRequest(), Inventory(nodes=("a", "b"))), t=0.0)
+    apply(s, k.K8sNodeReport("a", "active", "", 1.0))
+    m.k8s_attempt("controller")
+    m.k8s_failure("worker")
+    m.observe_k8s_reconcile(0.02)
+    text = generate_latest(registry).decode()
+    assert 'spur_k8s_cluster_phase{phase="provisioning"} 1.0' in text
+    assert 'spur_k8s_cluster_phase{phase="ready"} 0.0' in text
+    assert 'spur_k8s_nodes{role="controller",state="active"} 1.0' in text
+    assert 'spur_k8s_nodes{role="worker",state="pending"} 1.0' in text
+    assert 'spur_k8s_provisioning_attempts_total{role="controller"} 1.0' in text
+    assert 'spur_k8s_provisioning_failures_total{role="worker"} 1.0' in text
+    assert "spur_k8s_reconcile_duration_seconds_count 1.0" in text
