@@ -46,6 +46,7 @@ class K0sHost:
     extra_env: dict[str, str] = field(default_factory=dict)
     netns: str | None = None  # run spurd (and so its k0s) in this network namespace, at ``host_ip``
     host_ip: str = "127.0.0.1"
+    spurd_extra: list[str] = field(default_factory=list)  # more spurd flags (e.g. --sysfs-root)
     port: int = field(default_factory=free_port)
     proc: Proc | None = None
 
@@ -114,7 +115,7 @@ class K0sHost:
         conf = self.write_conf()
         argv = spurd_argv(
             self.cluster.root, self.name, [self.cluster.address], self.host_ip, self.port, 2, 4000,
-            ["-f", str(conf)],
+            ["-f", str(conf), *self.spurd_extra],
         )
         if self.netns:  # ``ip netns exec`` execs spurd: the pid held is spurd's own
             argv = ["ip", "netns", "exec", self.netns, *argv]

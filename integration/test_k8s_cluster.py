@@ -273,3 +273,29 @@ def test_kubeconfig_access_table(tmp_path):
             assert "namespace: mallory" in named
         finally:
             e.stop()
+
+
+def test_calico_vxlan_without_storage_and_a_gpu_node(tmp_path):
+    """calico without the mesh: vxlan on the nodes' own addresses, cni_mtu emitted, kubelet node IP
+    pinned; storage_provisioner = "none" ships no manifests; a GPU node gets its CDI spec."""
+    from pathlib import Path
+
+    sysfs = Path(__file__).resolve().parent.parent / "tests/fixtures/sysfs/amd-mi250x"
+    conf = 'cni = "calico"\ncni_mtu = 1400\nstorage_provisioner = "none"\n'
+    e = Env(tmp_path, conf_extra=CLUSTER_ON + conf)
+    try:
+        e.host("v1", cluster_conf=conf)
+        e.host("v2", cluster_conf=conf, spurd_extra=["--sysfs-root", str(sysfs)])
+        e.cluster.wait_nodes("v1", "v2")
+        assert "phase: ready" in e.spur("k8s", "up").stdout
+        cfg = json.loads((e.hosts["v1"].config_dir / "k0s.yaml").read_text())["spec"]
+        assert cfg["network"]["calico"] == {"mode": "vxlan", "mtu": 1400, "vxlanPort": 4789}
+        assert cfg["api"] == {"address": "127.0.0.1", "sans": ["127.0.0.1"]}
+        assert not (e.hosts["v1"].data_dir / "manifests/spur-storage").exists()
+        unit = (e.hosts["v2"].unit_dir / "spur-k0s.service").read_text()
+        assert "--kubelet-extra-args=--node-ip=127.0.0.1" in unit
+        cdi = json.loads((e.hosts["v2"].cdi_dir / "spur-amd-gpu.json").read_text())
+        assert cdi["kind"] == "amd.com/gpu" and len(cdi["devices"]) >= 1
+        assert not (e.hosts["v1"].cdi_dir / "spur-amd-gpu.json").exists()
+    finally:
+        e.stop()
