@@ -299,3 +299,14 @@ def test_calico_vxlan_without_storage_and_a_gpu_node(tmp_path):
         assert not (e.hosts["v1"].cdi_dir / "spur-amd-gpu.json").exists()
     finally:
         e.stop()
+
+
+def test_whole_inventory_cluster_enrolls_a_new_node(env):
+    env.hosts_up("w1", "w2")
+    assert "phase: ready" in env.spur("k8s", "up").stdout
+    env.hosts_up("w3")  # registers later: joins as a worker by itself
+    wait_for(lambda: node_line(env.status(), "w3")[1:3] == ["worker", "active"], what="w3 enrolled")
+    r = env.spur("k8s", "add-nodes", "--nodes", "w3", check=False)
+    assert r.returncode == 1 and "spans the whole inventory" in r.stderr
+    r = env.spur("k8s", "remove-nodes", "--nodes", "w3", check=False)
+    assert r.returncode == 1 and "node w3 is not in a scoped cluster" in r.stderr
