@@ -24,7 +24,16 @@ from hypothesis import strategies as st
 from integration.harness import BIN, Cluster, wait_for
 from spur.auth.identity import Identity, identity_metadata
 from spur.auth.tokens import mint
-from spur.rpc.proto import accounting_db_pb2, accounting_pb2, admission_pb2, auth_pb2, inventory_pb2, mesh_pb2
+from spur.rpc.proto import (
+    accounting_db_pb2,
+    accounting_pb2,
+    admission_pb2,
+    auth_pb2,
+    inventory_pb2,
+    k0s_pb2,
+    k8s_pb2,
+    mesh_pb2,
+)
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.startup import EXIT_CONFIG
@@ -60,6 +69,10 @@ DAEMON_ONLY = {
     "Leave",
     "Apply",  # MeshAgent (the leader's push)
 }
+# Methods whose bare name another service also uses are listed as "Service/Method".
+DAEMON_ONLY |= {f"K0sAgent/{m.name}" for m in k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"].methods}
+ADMIN_ONLY |= {f"K8sCluster/{m}" for m in ("Up", "Down", "AddNodes", "RemoveNodes")}
+QUALIFIED = ("K0sAgent", "K8sCluster")  # services whose methods the matrix names "Service/Method"
 VERIFIED_ONLY = {"MintToken"}  # a token is never minted for a merely claimed identity
 CREDENTIALS = ("none", "bad signature", "expired", "wrong key", "another user", "non-admin", "admin")
 INVALID = {"bad signature", "expired", "wrong key", "another user"}
@@ -74,6 +87,12 @@ def expected_to_pass(mode: str, credential: str, method: str) -> bool:
             return False
     verified = mode != "disabled" and credential in ("non-admin", "admin")
     admin = verified and credential == "admin"
+    if "/" in method:  # "Service/Method": only the full name is looked up
+        if method in ADMIN_ONLY:
+            return admin
+        if method in DAEMON_ONLY and mode == "required":
+            return admin
+        return True
     if method in ADMIN_ONLY:
         return admin
     if method in DAEMON_ONLY and mode == "required":
@@ -128,6 +147,11 @@ def _auth_conf(mode: str, root: Path) -> str:
     return (
         f'[auth]\nmode = "{mode}"\njwt_key_file = "{_write_key(root / "jwt.key")}"\n'
         f'broker_socket = "{root / "auth.sock"}"\nbroker_ttl_secs = 120\n'
+        # spurd serves K0sAgent; nothing the matrix sends reaches systemctl or a k0s binary
+        f'[cluster]\nenabled = true\nk0s_binary = "{root / "no-k0s"}"\nsystemctl = "{root / "no-systemctl"}"\n'
+        f'systemd_unit_dir = "{root / "units"}"\nk0s_config_dir = "{root / "k0s-conf"}"\n'
+        f'k0s_data_dir = "{root / "k0s-data"}"\ncdi_dir = "{root / "cdi"}"\n'
+        'k0s_release_url = "http://127.0.0.1:9/no-release"\n'
     )
 
 
@@ -184,6 +208,8 @@ def _services() -> list[tuple[str, Any]]:
         ("controller", mesh_pb2.DESCRIPTOR.services_by_name["Mesh"]),
         ("agent", pb.DESCRIPTOR.services_by_name["Agent"]),
         ("agent", mesh_pb2.DESCRIPTOR.services_by_name["MeshAgent"]),
+        ("agent", k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"]),
+        ("controller", k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"]),
     ]
 
 
@@ -228,7 +254,8 @@ def _run_matrix(c: Cluster, mode: str) -> list[str]:
                             channels[where], method, _request(c, method), credential_metadata(credential)
                         )
                         refused = code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED)
-                        want = expected_to_pass(mode, credential, method.name)
+                        name = method.name if service.name not in QUALIFIED else f"{service.name}/{method.name}"
+                        want = expected_to_pass(mode, credential, name)
                         if refused == want:
                             wrong.append(
                                 f"{mode} {service.name}.{method.name} [{credential}]: got {code.name}, "
@@ -248,7 +275,7 @@ def test_every_rpc_with_every_credential(clusters: Any, mode: str) -> None:
 
 
 def test_matrix_covers_every_method() -> None:
-    names = {m.name for _w, s in _services() for m in s.methods}
+    names = {m.name if s.name not in QUALIFIED else f"{s.name}/{m.name}" for _w, s in _services() for m in s.methods}
     assert ADMIN_ONLY | DAEMON_ONLY | VERIFIED_ONLY <= names
     assert len(names) >= 20
 

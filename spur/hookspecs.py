@@ -9,6 +9,7 @@ is a startup error naming its pip package (``spur-sched-<name>``, ``spur-cni-<na
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pluggy
@@ -26,20 +27,68 @@ class SchedulerSpec:
         """Plan which pending jobs start now and where. Pure: must not mutate ``snapshot``."""
 
 
+@dataclass(frozen=True)
+class CniContext:
+    """What a CNI plugin renders from: the cluster settings and this node's addresses.
+
+    ``advertise_address`` is the address the node's k0s should advertise (for calico over the mesh:
+    the node's mesh IP; ``None`` when not known yet). ``control_plane_addresses`` are the
+    control planes' advertised addresses (used as API SANs). Addresses are passed in: plugins do no
+    I/O.
+    """
+
+    pod_cidr: str
+    service_cidr: str
+    mtu: int
+    wg_enabled: bool
+    role: str  # single | controller | worker
+    advertise_address: str | None = None
+    control_plane_addresses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CniRender:
+    """A CNI plugin's answer: the k0s ``spec.network`` fragment, the API section's address and SANs
+    (``None``: k0s picks the interface itself), and the kubelet's ``--node-ip`` (``None``: k0s's
+    default interface selection)."""
+
+    network: dict[str, Any]
+    api_address: str | None = None
+    api_sans: tuple[str, ...] = ()
+    kubelet_node_ip: str | None = None
+
+
+@dataclass(frozen=True)
+class Port:
+    """A port the CNI needs open between nodes: ``protocol`` is "tcp", "udp" or an IP protocol
+    name ("ipip"); ``number`` is the port (TCP/UDP) or the IP protocol number (ipip: 4)."""
+
+    protocol: str
+    number: int
+    purpose: str
+
+
+@dataclass(frozen=True)
+class StorageContext:
+    """What a storage plugin renders from."""
+
+    local_path_dir: str
+
+
 class CniSpec:
     @hookspec(firstresult=True)
-    def spur_cni_network(self, pod_cidr: str, service_cidr: str, mtu: int) -> dict[str, Any]:
-        """Return the k0s ``spec.network`` fragment for this CNI."""
+    def spur_cni_render(self, ctx: CniContext) -> CniRender:
+        """Render this CNI's part of a node's k0s config. Pure."""
 
     @hookspec(firstresult=True)
-    def spur_cni_ports(self) -> list[tuple[int, str]]:
-        """Ports (number, protocol) the CNI needs open between nodes."""
+    def spur_cni_ports(self, ctx: CniContext) -> list[Port]:
+        """Ports the CNI needs open between nodes (for the firewall notes and ``spur k8s status``)."""
 
 
 class StorageSpec:
     @hookspec(firstresult=True)
-    def spur_storage_manifests(self, options: dict[str, Any]) -> list[dict[str, Any]]:
-        """Kubernetes manifests to place in the k0s manifest directory."""
+    def spur_storage_manifests(self, ctx: StorageContext) -> list[dict[str, Any]]:
+        """Kubernetes objects to place in the k0s manifest-deployer directory on control planes."""
 
 
 KIND_PACKAGE_PREFIX = {"scheduler": "spur-sched-", "cni": "spur-cni-", "storage": "spur-storage-"}

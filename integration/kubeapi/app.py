@@ -253,6 +253,10 @@ class KubeAPI:
             if method != "POST" or rt.key != ("", "pods"):
                 raise errors.method_not_allowed()
             return self._json(store.evict(ns or "", rp.name, body), 201)
+        if sub == "token" and rt.key == ("", "serviceaccounts"):
+            if method != "POST":
+                raise errors.method_not_allowed()
+            return self._json(service_account_token(store.get(rt, ns, rp.name), body, self.clock()), 201)
         if sub == "log" and rt.key == ("", "pods") and method == "GET":
             store.get(rt, ns, rp.name)  # 404 for a pod that does not exist
             text = store.pod_logs.get((ns or "", rp.name), "")
@@ -366,3 +370,23 @@ class KubeAPI:
                     yield encode_event("BOOKMARK", bookmark(rt.api_version, rt.kind, since))
 
         return stream(), 200, {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
+
+
+def service_account_token(sa: dict[str, Any], body: Any, now: float) -> dict[str, Any]:
+    """A TokenRequest answered for ServiceAccount ``sa`` (an opaque random token; no signing)."""
+    import secrets
+    from datetime import UTC, datetime
+
+    spec = dict((body or {}).get("spec") or {})
+    secs = int(spec.get("expirationSeconds") or 3600)
+    spec["expirationSeconds"] = secs
+    meta = sa["metadata"]
+    expires = datetime.fromtimestamp(now + secs, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "metadata": {"name": meta["name"], "namespace": meta.get("namespace", "")},
+        "spec": spec,
+        "status": {"token": f"sa.{meta.get('namespace', '')}.{meta['name']}.{secrets.token_hex(16)}",
+                   "expirationTimestamp": expires},
+    }

@@ -73,6 +73,9 @@ class AgentOptions:
     wg_interface: str = "spur0"  # [network]: the WireGuard mesh (spur net join)
     wg_port: int = 51820
     wg_endpoint: str | None = None  # IP:PORT other nodes reach this one at; None = detected
+    # [cluster] and [network] when [cluster] enabled = true (spurd then owns the node's k0s unit).
+    cluster_cfg: Any = None
+    network_cfg: Any = None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -156,6 +159,8 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         opts.cluster_name = cfg.cluster_name
         opts.kill_grace = float(cfg.controller.kill_grace_secs)
         opts.auth_cfg = cfg.auth
+        if cfg.cluster.enabled:
+            opts.cluster_cfg, opts.network_cfg = cfg.cluster, cfg.network
 
     raw_controllers = args.controller or (list(agent_cfg.controller) if agent_cfg else [DEFAULT_CONTROLLER])
     controllers: list[str] = []
@@ -336,6 +341,8 @@ async def run_agent(
             controller_target=lambda: link.current_target,
         )
         server.add_service(MESH_AGENT_SERVICE, MeshAgentServicer(mesh))
+        if opts.cluster_cfg is not None:
+            await _serve_k0s(server, opts, hardware)
         try:
             port = await nursery.start(server.serve, opts.listen_host, opts.listen_port)
         except OSError as e:
@@ -416,6 +423,24 @@ async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> 
                 )
                 nursery.cancel_scope.cancel()
                 break
+
+
+async def _serve_k0s(server: Any, opts: AgentOptions, hardware: NodeHardware) -> None:
+    """[cluster] enabled: check root, re-adopt a k0s unit an earlier spurd left, serve K0sAgent."""
+    from spur.agent.k0s import K0sError, K0sManager, require_root
+    from spur.agent.k0s_service import K0sServicer
+    from spur.rpc.proto import k0s_pb2
+
+    try:
+        require_root()
+    except K0sError as e:
+        raise StartupError(str(e)) from None
+    manager = K0sManager(opts.cluster_cfg, opts.network_cfg, hardware.gpus)
+    try:
+        await manager.readopt()
+    except K0sError as e:
+        log.warning("k0s unit not re-adopted: %s", e)
+    server.add_service(k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"], K0sServicer(manager, opts.name))
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

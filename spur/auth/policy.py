@@ -76,11 +76,25 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.mesh.v1.MeshAgent/JoinMesh": Privilege.ADMIN,
     "/spur.mesh.v1.MeshAgent/LeaveMesh": Privilege.ADMIN,
     "/spur.mesh.v1.MeshAgent/ApplyWanted": Privilege.ADMIN,
+    "/spur.k0s.v1.K0sAgent/Apply": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/Status": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/Stop": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/Reset": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/CreateToken": Privilege.DAEMON,
+    "/spur.k0s.v1.K0sAgent/AdminKubeconfig": Privilege.DAEMON,
+    "/spur.k8s.v1.K8sCluster/Up": Privilege.ADMIN,
+    "/spur.k8s.v1.K8sCluster/Down": Privilege.ADMIN,
+    "/spur.k8s.v1.K8sCluster/AddNodes": Privilege.ADMIN,
+    "/spur.k8s.v1.K8sCluster/RemoveNodes": Privilege.ADMIN,
 }
 
 
 # How a refusal names what was refused (the method name otherwise).
 _ACTIONS: dict[str, str] = {
+    "/spur.k8s.v1.K8sCluster/Up": "bringing up the Kubernetes cluster (spur k8s up)",
+    "/spur.k8s.v1.K8sCluster/Down": "tearing down the Kubernetes cluster (spur k8s down)",
+    "/spur.k8s.v1.K8sCluster/AddNodes": "adding nodes to the Kubernetes cluster (spur k8s add-nodes)",
+    "/spur.k8s.v1.K8sCluster/RemoveNodes": "removing nodes from the Kubernetes cluster (spur k8s remove-nodes)",
     "/spur.admission.v1.Admission/CreateToken": "creating node join tokens (spur token create)",
     "/spur.admission.v1.Admission/ListTokens": "listing node join tokens (spur token list)",
     "/spur.admission.v1.Admission/RevokeToken": "revoking node join tokens (spur token revoke)",

@@ -69,6 +69,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
         "Mint a SLURM_JWT token; create, list and revoke node join tokens (admin).",
     ),
     "net": ("spur.cli.net", "", "Join, leave and inspect the WireGuard mesh between nodes (spur net)."),
+    "k8s": ("spur.cli.k8s", "", "Spur-managed Kubernetes (k0s): up, status, down, add-/remove-nodes, kubeconfig."),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
 # `spur show X` reads like `scontrol show X`.

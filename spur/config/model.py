@@ -179,8 +179,14 @@ class ClusterConfig:
     cni_mtu: int = 1450
     storage_provisioner: str = "local-path"
     local_path_dir: Path = Path("/var/lib/local-path-provisioner")
-    k0s_version: str | None = None
+    k0s_version: str = "v1.36.2+k0s.0"
     k0s_binary: Path = Path("/usr/local/bin/k0s")
+    k0s_release_url: str = "https://github.com/k0sproject/k0s/releases"
+    k0s_data_dir: Path = Path("/var/lib/k0s")
+    k0s_config_dir: Path = Path("/etc/spur/k0s")
+    systemctl: str = "systemctl"
+    systemd_unit_dir: Path = Path("/etc/systemd/system")
+    cdi_dir: Path = Path("/etc/cdi")
     k8s_provisioning_timeout_secs: int = 600
     k8s_drift_correction: bool = True
     allow_admin_kubeconfig: bool = False

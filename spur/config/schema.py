@@ -340,8 +340,18 @@ class ClusterSchema(SectionSchema):
     )
     storage_provisioner = f.Str(metadata=doc("Storage plugin name."))
     local_path_dir = f.PathField(metadata=doc("Host directory of the local-path provisioner."))
-    k0s_version = f.Str(metadata=doc("k0s version to install; unset = the binary present.", "v1.30.1+k0s.0"))
+    k0s_version = f.Str(metadata=doc("k0s release to install and run: a tag (pinned) or \"latest\"."))
     k0s_binary = f.PathField(metadata=doc("Path of the k0s binary on nodes."))
+    k0s_release_url = f.Str(
+        metadata=doc("Base URL of the k0s releases (binaries and sha256sums.txt are fetched under it).")
+    )
+    k0s_data_dir = f.PathField(metadata=doc("k0s data directory on nodes (wiped by spur k8s down --reset)."))
+    k0s_config_dir = f.PathField(
+        metadata=doc("Where spurd keeps the node's k0s config and cached join token (mode 0700).")
+    )
+    systemctl = f.Str(metadata=doc("systemctl command spurd manages the k0s unit with (a path, or a name on PATH)."))
+    systemd_unit_dir = f.PathField(metadata=doc("Directory spurd writes its k0s systemd unit into."))
+    cdi_dir = f.PathField(metadata=doc("Directory spurd writes the CDI spec of the node's GPUs into."))
     k8s_provisioning_timeout_secs = f.Int(
         validate=f.at_least(1), metadata=doc("Seconds before a provisioning step is given up.")
     )

@@ -256,6 +256,10 @@ class Controller:
         from spur.controller.inventory import InventoryService
 
         server.add_service(INVENTORY, InventoryService(self))
+        from spur.k8s.cluster.service import K8sClusterService
+        from spur.rpc.proto import k8s_pb2
+
+        server.add_service(k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"], K8sClusterService(self))
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )
@@ -388,6 +392,10 @@ class Controller:
             from spur.controller.mesh import MeshReconcile
 
             await duties.start(MeshReconcile(self).run, name="mesh-reconcile")
+        if self.cfg.cluster.enabled:
+            from spur.k8s.cluster.service import k8s_duty
+
+            await duties.start(k8s_duty, self)
 
 
 def _split(addr: str, default_port: int) -> tuple[str, int]:

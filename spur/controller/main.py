@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         plugin_manager = load_plugin_manager("scheduler", cfg.scheduler.plugin)
+        if cfg.cluster.enabled:
+            from spur.k8s.cluster.plugins import load_cluster_plugins
+
+            load_cluster_plugins(cfg.cluster)
     except PluginNotFound as exc:
         print(f"spurctld: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

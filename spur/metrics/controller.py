@@ -106,6 +106,9 @@ class ControllerMetrics:
             buckets=_LATENCY_BUCKETS, registry=self.registry,
         )  # fmt: skip
         self.registry.register(_StateCollector(ctl))
+        from spur.metrics.k8s import K8sMetrics
+
+        self.k8s = K8sMetrics(self.registry, lambda: ctl.state)
         self._rpc_totals: dict[str, list[float]] = {}
         self._cycles = [0, 0.0, 0.0, 0.0]  # count, total, max, last (seconds)
 

@@ -9,7 +9,15 @@ from spur.state.accounting import AccountingDomain
 from spur.state.admission import AdmissionDomain
 from spur.state.domain import StateDomain
 from spur.state.job_stats import JobStats
+from spur.state.k8s_cluster import K8sClusterDomain
 from spur.state.mesh import MeshDomain
 from spur.state.outbox import OutboxDomain
 
-DOMAINS: list[type[StateDomain]] = [AdmissionDomain, AccountingDomain, JobStats, OutboxDomain, MeshDomain]
+DOMAINS: list[type[StateDomain]] = [
+    AdmissionDomain,
+    AccountingDomain,
+    JobStats,
+    OutboxDomain,
+    MeshDomain,
+    K8sClusterDomain,
+]

@@ -19,6 +19,8 @@ PROTOS = [
     "accounting_db.proto",
     "mesh.proto",
     "inventory.proto",
+    "k0s.proto",
+    "k8s.proto",
 ]
 
 

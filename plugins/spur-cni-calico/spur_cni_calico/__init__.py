@@ -1,0 +1,1 @@
+"""Calico CNI (bird over the WireGuard mesh, vxlan otherwise) for Spur-managed k0s."""

@@ -1,0 +1,1 @@
+"""Spur-managed k0s: rendering, planning, install, agent and controller glue."""
