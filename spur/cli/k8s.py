@@ -249,11 +249,13 @@ COMMANDS = {
 def main(args: list[str]) -> int:
     from spur.cli.client import CliError
 
-    if not args or args[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        for name, text in SUBCOMMANDS.items():
-            print(f"  {name:<13} {text}")
-        return 0 if args else 2
+    if not args:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help", "--usage", "-V", "--version"):  # generated, like every verb
+        from spur.cli.cmdinfo import handle_meta
+
+        return handle_meta("k8s", "--help" if args[0] in ("-h", "help") else args[0])
     verb, rest = args[0], args[1:]
     command = COMMANDS.get(verb)
     if command is None:
