@@ -231,6 +231,10 @@ class Controller:
         from spur.controller.accounting_service import AccountingService
 
         server.add_service(ACCOUNTING, AccountingService(self))
+        from spur.controller.inventory import SERVICE as INVENTORY
+        from spur.controller.inventory import InventoryService
+
+        server.add_service(INVENTORY, InventoryService(self))
         server.add_service(
             auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
         )

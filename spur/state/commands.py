@@ -58,6 +58,14 @@ class NodeLost:
 
 
 @dataclass
+class RemoveNode:
+    """Forget a node (deleted from the cluster): its running jobs end NODE_FAIL, then it is gone."""
+
+    name: str
+    time: float
+
+
+@dataclass
 class NodeReturned:
     """A node that was DOWN for not responding is talking again: back in service."""
 
@@ -151,6 +159,7 @@ class JobExited:
     cancelled: bool = False
     launch_failed: bool = False
     message: str = ""
+    out_of_memory: bool = False  # the kernel's OOM killer ended it (Slurm's OUT_OF_MEMORY)
 
 
 @dataclass
@@ -184,6 +193,7 @@ COMMANDS: dict[str, type] = {
         UpdateNode,
         NodeLost,
         NodeReturned,
+        RemoveNode,
         StartJob,
         JobLaunched,
         LaunchFailed,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 PROTO_DIR = Path(__file__).resolve().parent
-PROTOS = ["spur.proto", "raft.proto", "admission.proto", "accounting.proto", "auth.proto"]
+PROTOS = ["spur.proto", "raft.proto", "admission.proto", "accounting.proto", "auth.proto", "inventory.proto"]
 
 
 def generate(out_dir: Path = PROTO_DIR) -> None:
