@@ -1,0 +1,139 @@
+"""spur-k8s-operator end to end: real spurctld, the operator as a process, the Kubernetes API double,
+kubectl as the user's client and the double's kubelet moving pods through their phases."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from integration.harness import wait_for
+from integration.kubeapi.kubectl import KUBECTL
+from integration.operator_harness import TRAINING_RUN, operator_env, spurjob
+
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+def _squeue(env) -> list[list[str]]:
+    out = env.cluster.cli("squeue", "-h", "-o", "%i %T %D %N").stdout
+    return [line.split() for line in out.splitlines() if line.strip()]
+
+
+def test_training_run_from_apply_to_sacct(tmp_path: Path) -> None:
+    with operator_env(tmp_path) as env:
+        env.start_operator()
+        env.wait_nodes("gpu-node-1", "gpu-node-2")
+        nodes = {n.name: n for n in env.cluster.nodes()}
+        assert len(nodes["gpu-node-1"].gpus) == 8 and nodes["gpu-node-1"].cpus == 64
+
+        assert env.apply(TRAINING_RUN) == "spurjob.spur.amd.com/training-run created\n"
+        (row,) = wait_for(lambda: _squeue(env), timeout=30, what="the job in squeue")
+        job_id = int(row[0])
+        assert row[2] == "2"
+
+        pods = env.wait_pods(job_id, 2)
+        assert sorted(p["spec"]["nodeName"] for p in pods) == ["gpu-node-1", "gpu-node-2"]
+        for pod in pods:
+            (container,) = pod["spec"]["containers"]
+            assert container["resources"]["requests"]["amd.com/gpu"] == "8"
+            assert container["resources"]["limits"] == container["resources"]["requests"]
+            env_vars = {e["name"]: e["value"] for e in container["env"]}
+            assert env_vars["SLURM_JOB_ID"] == str(job_id)
+            assert env_vars["WORLD_SIZE"] == "2"
+            assert env_vars["RANK"] == env_vars["SLURM_PROCID"]
+            assert env_vars["MASTER_ADDR"] == f"spur-job-{job_id}-0.spur-job-{job_id}"
+            assert "torchrun --nnodes=2 train.py" in container["args"][0]
+        service = json.loads(env.kubectl("get", "service", f"spur-job-{job_id}", "-o", "json").stdout)
+        assert service["spec"]["clusterIP"] == "None"
+
+        assert env.wait_state("training-run", "RUNNING") == "RUNNING"
+        env.set_phase(pods, "Running")
+        env.set_phase(pods, "Succeeded")
+        env.wait_state("training-run", "COMPLETED")
+        obj = env.spurjob("training-run")
+        assert obj["status"]["jobId"] == job_id
+        assert obj["status"]["exitCode"] == 0
+        assert sorted(obj["status"]["nodes"].split(",")) or obj["status"]["nodes"]
+        assert "endTime" in obj["status"] and "startTime" in obj["status"]
+
+        sacct = env.cluster.cli("sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,JobName,State,NNodes")
+        assert sacct.stdout.split("\n")[0] == f"{job_id}|train|COMPLETED|2"
+
+
+def test_failing_oom_and_image_pull_pods(tmp_path: Path) -> None:
+    with operator_env(tmp_path) as env:
+        env.start_operator()
+        env.wait_nodes("gpu-node-1", "gpu-node-2")
+        for name in ("fails", "oom", "badimage"):
+            env.apply(spurjob(name, ["#SBATCH -N 1", "python train.py"]))
+        ids = {
+            name: wait_for(lambda n=name: env.spurjob(n).get("status", {}).get("jobId"), timeout=30)
+            for name in ("fails", "oom", "badimage")
+        }
+        pods = {name: env.wait_pods(job_id, 1) for name, job_id in ids.items()}
+        env.set_phase(pods["fails"], "Failed", exit_code=3)
+        env.set_phase(pods["oom"], "Failed", exit_code=137, reason="OOMKilled")
+        env.set_phase(pods["badimage"], "Pending", reason="ErrImagePull", message="pull access denied")
+
+        env.wait_state("fails", "FAILED")
+        assert env.spurjob("fails")["status"]["exitCode"] == 3
+        env.wait_state("oom", "OUT_OF_MEMORY")
+        env.wait_state("badimage", "FAILED")
+        assert "ErrImagePull" in env.spurjob("badimage")["status"]["message"]
+        sacct = env.cluster.cli("sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode").stdout
+        states = dict(line.split("|")[:2] for line in sacct.splitlines() if line)
+        assert states[str(ids["fails"])] == "FAILED"
+        assert states[str(ids["oom"])] == "OUT_OF_MEMORY"
+
+
+def test_deleting_the_spurjob_cancels_the_job_and_removes_its_pods(tmp_path: Path) -> None:
+    with operator_env(tmp_path) as env:
+        env.start_operator()
+        env.wait_nodes("gpu-node-1", "gpu-node-2")
+        env.apply(TRAINING_RUN)
+        env.wait_state("training-run", "RUNNING")
+        job_id = env.spurjob("training-run")["status"]["jobId"]
+        assert env.spurjob("training-run")["metadata"]["finalizers"] == ["spur.amd.com/cancel-job"]
+        env.set_phase(env.wait_pods(job_id, 2), "Running")
+
+        env.kubectl("delete", "spurjob", "training-run", timeout=60)
+        assert env.kubectl("get", "spurjobs", "-o", "name").stdout == ""
+        env.cluster.wait_job(job_id, "CANCELLED")
+        wait_for(lambda: env.pods(job_id) == [], timeout=30, what="the job's pods to be deleted")
+        assert env.kubectl("get", "services", "-l", f"spur.amd.com/job-id={job_id}", "-o", "name").stdout == ""
+
+
+def test_operator_killed_and_restarted_mid_run_submits_nothing_twice(tmp_path: Path) -> None:
+    with operator_env(tmp_path) as env:
+        env.start_operator()
+        env.wait_nodes("gpu-node-1", "gpu-node-2")
+        env.apply(TRAINING_RUN)
+        env.wait_state("training-run", "RUNNING")
+        job_id = env.spurjob("training-run")["status"]["jobId"]
+        pods = env.wait_pods(job_id, 2)
+        env.set_phase(pods, "Running")
+
+        env.operator.kill(signal.SIGKILL)
+        env.set_phase(pods, "Succeeded")  # the job ends while no operator watches
+        env.start_operator()
+        env.wait_state("training-run", "COMPLETED")
+        sacct = env.cluster.cli("sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State").stdout.splitlines()
+        assert sacct == [f"{job_id}|train|COMPLETED"]
+
+
+def test_a_job_submitted_before_a_crash_is_adopted_not_resubmitted(tmp_path: Path) -> None:
+    """The operator died between SubmitJob and the status write: the job carrying the object's
+    submit tag is adopted when the operator comes back."""
+    with operator_env(tmp_path) as env:
+        env.apply(spurjob("adopt-me", ["#SBATCH -N 1", "echo hi"]))
+        uid = env.spurjob("adopt-me")["metadata"]["uid"]
+        job_id = env.cluster.submit_spec(
+            name="adopt-me", script="#!/bin/bash\necho hi\n", comment=f"spurjob-uid={uid}", num_nodes=1
+        )
+        env.start_operator()
+        wait_for(lambda: env.spurjob("adopt-me").get("status", {}).get("jobId") == job_id, timeout=30)
+        env.wait_state("adopt-me", "RUNNING")
+        assert [row[0] for row in _squeue(env)] == [str(job_id)]
+        assert "adopting job" in env.operator.log()
