@@ -137,3 +137,62 @@ def test_a_job_submitted_before_a_crash_is_adopted_not_resubmitted(tmp_path: Pat
         env.wait_state("adopt-me", "RUNNING")
         assert [row[0] for row in _squeue(env)] == [str(job_id)]
         assert "adopting job" in env.operator.log()
+
+
+def _node_states(env) -> dict[str, tuple[str, str]]:
+    return {n.name: (n.state, n.reason) for n in env.cluster.nodes()}
+
+
+def test_node_watcher_follows_ready_cordon_and_deletion(tmp_path: Path) -> None:
+    with operator_env(tmp_path) as env:
+        env.start_operator()
+        env.wait_nodes("gpu-node-1", "gpu-node-2")
+        node = next(n for n in env.cluster.nodes() if n.name == "gpu-node-1")
+        assert (node.address, node.port) == ("127.0.0.1", env.agent_port)
+        sinfo = env.cluster.cli("sinfo", "-h", "-N", "-o", "%N %t").stdout.split("\n")
+        assert "gpu-node-1 idle" in sinfo
+
+        env.kubelet.set_node_ready("gpu-node-1", False)
+        wait_for(lambda: _node_states(env)["gpu-node-1"] == ("down", "kubernetes node NotReady"), timeout=20)
+        env.kubelet.set_node_ready("gpu-node-1", True)
+        env.wait_nodes("gpu-node-1")
+
+        env.kubectl("cordon", "gpu-node-2")
+        wait_for(lambda: _node_states(env)["gpu-node-2"] == ("drained", "kubernetes node cordoned"), timeout=20)
+        env.kubectl("uncordon", "gpu-node-2")
+        env.wait_nodes("gpu-node-2")
+
+        # an administrator's own drain is left alone when the node is Ready
+        env.cluster.cli("scontrol", "update", "NodeName=gpu-node-2", "State=DRAIN", "Reason=maintenance")
+        env.kubectl("label", "node", "gpu-node-2", "rack=r1")
+        wait_for(lambda: _node_states(env)["gpu-node-2"] == ("drained", "maintenance"), timeout=20)
+
+        env.kubectl("delete", "node", "gpu-node-1")
+        wait_for(lambda: "gpu-node-1" not in _node_states(env), timeout=20, what="gpu-node-1 removed")
+        env.kubelet.add_node("gpu-node-3", {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "4"})
+        env.wait_nodes("gpu-node-3")
+        node3 = next(n for n in env.cluster.nodes() if n.name == "gpu-node-3")
+        assert [g.vendor for g in node3.gpus] == ["nvidia"] * 4 and node3.cpus == 32
+
+
+def test_a_refused_registration_is_retried_at_the_nodes_next_event(tmp_path: Path) -> None:
+    with operator_env(tmp_path, conf_extra='[admission]\nmode = "token"\n') as env:
+        env.start_operator()
+        refused = "controller refused node gpu-node-1"
+        wait_for(lambda: refused in env.operator.log(), timeout=20, what="the refusal in the log")
+        assert env.operator.alive() and _node_states(env) == {}
+        before = env.operator.log().count(refused)
+        env.kubectl("label", "node", "gpu-node-1", "rack=r1")  # the node's next event
+        wait_for(lambda: env.operator.log().count(refused) > before, timeout=20, what="a second attempt")
+
+        token = env.cluster.cli("spur", "token", "create", "--uses", "2").stdout.split()[-1]
+        env.operator.kill(signal.SIGKILL)
+        env.start_operator("--join-token", token)
+        env.wait_nodes("gpu-node-1", "gpu-node-2")
+        assert token.split(".")[1] not in env.operator.log()
+        # heartbeats carry each node's credential: the nodes stay up past node_timeout_secs
+        env.apply(spurjob("after-admission", ["#SBATCH -N 2", "true"]))
+        job_id = wait_for(lambda: env.spurjob("after-admission").get("status", {}).get("jobId"), timeout=30)
+        pods = env.wait_pods(job_id, 2)
+        env.set_phase(pods, "Succeeded")
+        env.wait_state("after-admission", "COMPLETED")

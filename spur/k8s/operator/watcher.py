@@ -139,6 +139,8 @@ class NodeWatcher:
             if name in self.registered:
                 await self.remove(name)
             return
+        if not (node.get("status") or {}).get("allocatable"):
+            return  # the kubelet has not reported the node's resources yet: its next event will
         resource, _vendor, _count = gpu_resource(node)
         self.gpu_resources[name] = resource
         try:
