@@ -196,3 +196,38 @@ def test_a_refused_registration_is_retried_at_the_nodes_next_event(tmp_path: Pat
         pods = env.wait_pods(job_id, 2)
         env.set_phase(pods, "Succeeded")
         env.wait_state("after-admission", "COMPLETED")
+
+
+def _quota(env, account: str) -> dict | None:
+    out = env.kubectl("get", "resourcequota", "spur-quota", "-n", f"spur-acct-{account}", "-o", "json", check=False)
+    return json.loads(out.stdout)["spec"]["hard"] if out.returncode == 0 else None
+
+
+def test_quota_follows_grptres_and_account_deletion(tmp_path: Path) -> None:
+    with operator_env(tmp_path) as env:
+        env.cluster.cli("sacctmgr", "-i", "add", "account", "myaccount")
+        env.start_operator("--enable-quota", "--quota-interval", "0.5")
+        assert wait_for(lambda: _quota(env, "myaccount"), timeout=20) == {"pods": "0"}  # closed
+        ns = json.loads(env.kubectl("get", "namespace", "spur-acct-myaccount", "-o", "json").stdout)
+        assert ns["metadata"]["labels"]["spur.amd.com/account"] == "myaccount"
+        limits = json.loads(
+            env.kubectl("get", "limitrange", "spur-defaults", "-n", "spur-acct-myaccount", "-o", "json").stdout
+        )
+        assert limits["spec"]["limits"][0]["defaultRequest"] == {"cpu": "1", "memory": "1Gi"}
+
+        env.cluster.cli(
+            "sacctmgr", "-i", "modify", "account", "name=myaccount", "set", "grptres=cpu=16,mem=32768,gres/gpu=8"
+        )
+        want = {
+            "requests.cpu": "16",
+            "limits.cpu": "16",
+            "requests.memory": "32768Mi",
+            "limits.memory": "32768Mi",
+            "requests.amd.com/gpu": "8",
+        }
+        wait_for(lambda: _quota(env, "myaccount") == want, timeout=10, what="the quota to follow GrpTRES")
+
+        env.cluster.cli("sacctmgr", "-i", "delete", "account", "name=myaccount")
+        wait_for(lambda: _quota(env, "myaccount") is None, timeout=10, what="the quota to be deleted")
+        gone = env.kubectl("get", "limitrange", "-n", "spur-acct-myaccount", "-o", "name").stdout
+        assert gone == ""
