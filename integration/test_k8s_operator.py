@@ -231,3 +231,35 @@ def test_quota_follows_grptres_and_account_deletion(tmp_path: Path) -> None:
         wait_for(lambda: _quota(env, "myaccount") is None, timeout=10, what="the quota to be deleted")
         gone = env.kubectl("get", "limitrange", "-n", "spur-acct-myaccount", "-o", "name").stdout
         assert gone == ""
+
+
+def test_a_transport_error_during_registration_restarts_the_watcher(tmp_path: Path) -> None:
+    import os
+
+    import httpx
+
+    with operator_env(tmp_path) as env:
+        env.start_operator("--request-timeout", "1", "--keepalive-interval", "0.5", "--keepalive-timeout", "0.5")
+        env.wait_nodes("gpu-node-1", "gpu-node-2")
+        health = f"http://127.0.0.1:{env.health_port}"
+        assert wait_for(lambda: httpx.get(f"{health}/readyz").status_code == 200, timeout=10)
+        assert httpx.get(f"{health}/healthz").text == "ok\n"
+
+        pid = env.cluster.controller.popen.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            env.kubelet.add_node("gpu-node-3", {"cpu": "16", "memory": "64Gi"})
+            wait_for(lambda: "node watcher restarting after a transport error" in env.operator.log(),
+                     timeout=20, what="the watcher to restart")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        env.wait_nodes("gpu-node-1", "gpu-node-2", "gpu-node-3")
+        metrics = httpx.get(f"{health}/metrics").text
+        assert "spur_operator_node_watcher_restarts " in metrics
+        restarts = next(
+            float(line.split()[1]) for line in metrics.splitlines()
+            if line.startswith("spur_operator_node_watcher_restarts ")
+        )
+        assert restarts >= 1
+        assert "spur_operator_nodes_registered 3.0" in metrics
+        assert 'spur_operator_controller_transport_errors_total{channel="node-watcher"}' in metrics
