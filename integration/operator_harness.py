@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,7 +73,7 @@ class OperatorEnv:
 
     def start_operator(self, *extra: str, env: dict[str, str] | None = None) -> Proc:
         self.operator = Proc(
-            self.operator_argv(*extra), self.root / "operator.log", {**self.cluster.env, **(env or {})}
+            self.operator_argv(*extra), self.root / "operator.log", {**os.environ, **(env or {})}
         ).start()
         wait_for(self._operator_up, timeout=20, what="spur-k8s-operator to listen")
         return self.operator
@@ -125,15 +126,20 @@ class OperatorEnv:
 
 
 @contextlib.contextmanager
-def operator_env(tmp: Path, *, conf_extra: str = "", crd: bool = True) -> Iterator[OperatorEnv]:
-    """A controller and the API double with the SpurJob CRD and two GPU nodes (no operator yet)."""
+def operator_env(
+    tmp: Path, *, conf_extra: str = "", crd: bool = True, start_controller: bool = True
+) -> Iterator[OperatorEnv]:
+    """A controller (unless ``start_controller`` is false: the test brings its own and sets
+    ``controller_address``) and the API double with the SpurJob CRD and two GPU nodes (no operator
+    yet)."""
     with kubeapi_process(tmp) as url:
         cluster = Cluster(tmp, conf_extra=conf_extra)
         kubectl = Kubectl(url, tmp / "kube", cwd=tmp)
         kubelet = HttpKubelet(url)
         env = OperatorEnv(tmp, url, cluster, kubectl, kubelet)
         try:
-            cluster.start_controller()
+            if start_controller:
+                cluster.start_controller()
             if crd:
                 kubectl("apply", "-f", str(EXAMPLES / "spurjob-crd.yaml"))
             kubelet.add_node("gpu-node-1", GPU_NODE)

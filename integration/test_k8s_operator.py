@@ -263,3 +263,35 @@ def test_a_transport_error_during_registration_restarts_the_watcher(tmp_path: Pa
         assert restarts >= 1
         assert "spur_operator_nodes_registered 3.0" in metrics
         assert 'spur_operator_controller_transport_errors_total{channel="node-watcher"}' in metrics
+
+
+def test_controller_leader_killed_mid_run(tmp_path: Path) -> None:
+    """Three controllers on loopback; the operator knows every address (as the StatefulSet's pods)."""
+    from integration.ha_harness import HACluster
+    from spur.rpc.proto import spur_pb2 as pb
+
+    group = HACluster(tmp_path / "ha", size=3)
+    (tmp_path / "ha").mkdir()
+    with operator_env(tmp_path, start_controller=False) as env:
+        try:
+            group.start()
+            leader = group.wait_leader()
+            env.controller_address = ",".join(group.addresses)
+            env.start_operator("--request-timeout", "3", "--keepalive-interval", "1", "--keepalive-timeout", "1")
+            group.wait_nodes("gpu-node-1", "gpu-node-2")
+            env.apply(TRAINING_RUN)
+            env.wait_state("training-run", "RUNNING")
+            job_id = env.spurjob("training-run")["status"]["jobId"]
+            pods = env.wait_pods(job_id, 2)
+            env.set_phase(pods, "Running")
+
+            group.kill(leader)
+            new_leader = group.wait_leader(among=[m.node_id for m in group.members if m.node_id != leader])
+            assert new_leader != leader
+            env.set_phase(pods, "Succeeded")
+            env.wait_state("training-run", "COMPLETED", timeout=60)
+            jobs = group.call("GetJobs", pb.GetJobsRequest(include_finished=True)).jobs
+            assert [(j.job_id, j.state) for j in jobs] == [(job_id, "COMPLETED")]
+            assert env.operator.alive()
+        finally:
+            group.stop()

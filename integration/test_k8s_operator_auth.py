@@ -105,7 +105,7 @@ def test_virtual_agent_auth_modes(tmp_path: Path) -> None:
             assert outcomes == [(m, k, c, want) for m, k, c, want in MATRIX]
             log = (tmp_path / f"operator-{procs[('permissive', True)][1]}.log").read_text()
             assert "unauthenticated call to /spur.v1.Agent/SignalJob" in log
-            for proc, port in procs.values():
+            for _proc, port in procs.values():
                 text = (tmp_path / f"operator-{port}.log").read_text()
                 assert KEY not in text and tokens["admin"] not in text
         finally:

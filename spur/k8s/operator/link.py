@@ -8,6 +8,10 @@ request reaching its bound (DEADLINE_EXCEEDED) -- drops the connection, so the n
 one; :meth:`ControllerLink.call` retries it (``attempts`` in all, with a short backoff) and raises
 :class:`TransportError` when every attempt failed. Any other status (NOT_FOUND, PERMISSION_DENIED, ...)
 is the controller's answer: it is raised as :class:`spur.rpc.status.RpcError` and the connection stays.
+
+With several controller addresses (``--controller a,b,c``, e.g. the StatefulSet's pods instead of its
+Service), one channel is kept per address and a transport error also moves the next attempt to the
+next address; followers forward to the leader, so any reachable controller will do.
 """
 
 from __future__ import annotations
@@ -57,18 +61,27 @@ class Bounds:
 class ControllerLink:
     """Calls on one channel with the operator's bounds and retry rule (made by :func:`open_link`)."""
 
-    def __init__(self, name: str, channel: Channel, bounds: Bounds) -> None:
+    def __init__(self, name: str, channels: list[Channel], bounds: Bounds) -> None:
+        if not channels:
+            raise ValueError("at least one controller address is required")
         self.name = name
-        self.channel = channel
+        self.channels = channels
         self.bounds = bounds
         self.transport_errors = 0
         self.on_transport_error: Callable[[str], None] = lambda name: None
-        self._stubs: dict[str, Stub] = {}
+        self._current = 0
+        self._stubs: dict[tuple[int, str], Stub] = {}
+
+    @property
+    def channel(self) -> Channel:
+        """The channel the next call uses."""
+        return self.channels[self._current]
 
     def stub(self, service: ServiceDescriptor) -> Stub:
-        stub = self._stubs.get(service.full_name)
+        key = (self._current, service.full_name)
+        stub = self._stubs.get(key)
         if stub is None:
-            stub = self._stubs[service.full_name] = Stub(self.channel, service)
+            stub = self._stubs[key] = Stub(self.channel, service)
         return stub
 
     async def call(
@@ -82,9 +95,9 @@ class ControllerLink:
     ) -> Any:
         """``method`` of ``service``; retried on transport errors (module docstring)."""
         tries = attempts or self.bounds.attempts
-        rpc = getattr(self.stub(service), method)
         last: RpcError | None = None
         for attempt in range(tries):
+            rpc = getattr(self.stub(service), method)
             try:
                 return await rpc(request, timeout=self.bounds.request_timeout, metadata=metadata)
             except RpcError as exc:
@@ -94,6 +107,7 @@ class ControllerLink:
                 self.transport_errors += 1
                 self.on_transport_error(self.name)
                 self.channel.drop(f"transport error: {exc.message}")
+                self._current = (self._current + 1) % len(self.channels)
                 log.warning(
                     "%s: %s to the controller failed (%s); connection dropped%s",
                     self.name,
@@ -110,17 +124,24 @@ class ControllerLink:
 @contextlib.asynccontextmanager
 async def open_link(
     name: str,
-    target: str,
+    target: str | list[str],
     bounds: Bounds,
     *,
     metadata_provider: Callable[[], dict[str, str]] | None = None,
 ) -> AsyncIterator[ControllerLink]:
-    """A :class:`ControllerLink` named ``name`` (for logs) to ``target`` (``host:port``)."""
-    async with open_channel(
-        target,
-        connect_timeout=bounds.connect_timeout,
-        keepalive_interval=bounds.keepalive_interval,
-        keepalive_timeout=bounds.keepalive_timeout,
-        metadata_provider=metadata_provider,
-    ) as channel:
-        yield ControllerLink(name, channel, bounds)
+    """A :class:`ControllerLink` named ``name`` (for logs) to ``target`` (``host:port``, or several)."""
+    targets = [target] if isinstance(target, str) else list(target)
+    async with contextlib.AsyncExitStack() as stack:
+        channels = [
+            await stack.enter_async_context(
+                open_channel(
+                    t,
+                    connect_timeout=bounds.connect_timeout,
+                    keepalive_interval=bounds.keepalive_interval,
+                    keepalive_timeout=bounds.keepalive_timeout,
+                    metadata_provider=metadata_provider,
+                )
+            )
+            for t in targets
+        ]
+        yield ControllerLink(name, channels, bounds)

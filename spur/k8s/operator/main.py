@@ -84,7 +84,10 @@ async def run_operator(
         raise StartupError("--auth-mode required needs a key: pass --jwt-key or set SPUR_JWT_KEY", 78)
     try:
         kube_config = KubeConfig.resolve(opts.kube_api, opts.kube_token_file, os.environ)
-        target = normalize_controller(opts.controller)
+        targets = [normalize_controller(t) for t in opts.controller.split(",") if t.strip()]
+        if not targets:
+            raise ValueError("--controller needs at least one address")
+        target = targets[0]
         listen_host, listen_port = split_hostport(opts.listen, "--listen")
     except (ValueError, OSError) as exc:
         raise StartupError(str(exc), 78) from None
@@ -115,8 +118,8 @@ async def run_operator(
     cluster = {"name": "spur"}
     try:
         async with (
-            open_link("job-controller", target, bounds, metadata_provider=daemon_metadata) as job_link,
-            open_link("node-watcher", target, bounds, metadata_provider=daemon_metadata) as node_link,
+            open_link("job-controller", targets, bounds, metadata_provider=daemon_metadata) as job_link,
+            open_link("node-watcher", targets, bounds, metadata_provider=daemon_metadata) as node_link,
             trio.open_nursery() as nursery,
         ):
             for link in (job_link, node_link):
@@ -198,7 +201,7 @@ async def run_operator(
                 log.info("health and metrics on http://%s:%d (/healthz, /readyz, /metrics)", h_host, bound)
             log.info(
                 "spur-k8s-operator: virtual agent on %s:%d (advertised %s:%d), controller %s, auth mode %s%s",
-                listen_host, port, agent_host, agent_port, target, opts.auth_mode,
+                listen_host, port, agent_host, agent_port, ",".join(targets), opts.auth_mode,
                 ", quotas on" if opts.enable_quota else "",
             )
             task_status.started(port)
@@ -243,7 +246,9 @@ def _app():  # noqa: ANN202
     @app.default
     def operator(
         *,
-        controller: Annotated[str, Parameter(help="spurctld address (http://host:port or host:port).")] = (
+        controller: Annotated[
+            str, Parameter(help="spurctld address (http://host:port or host:port; several: comma-separated).")
+        ] = (
             "http://spurctld.spur.svc.cluster.local:6817"
         ),
         listen: Annotated[str, Parameter(help="Virtual-agent gRPC listen address.")] = "[::]:6818",
