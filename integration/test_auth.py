@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from integration.harness import BIN, Cluster, wait_for
 from spur.auth.identity import Identity, identity_metadata
 from spur.auth.tokens import mint
-from spur.rpc.proto import accounting_pb2, admission_pb2, auth_pb2
+from spur.rpc.proto import accounting_pb2, admission_pb2, auth_pb2, inventory_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.startup import EXIT_CONFIG
@@ -37,7 +37,15 @@ ME = Identity(4242, 4242, "mallory", "mallory")
 # ---------------------------------------------------------------------------- the one rule
 
 ADMIN_ONLY = {"UpdateNode", "Reconfigure", "CreateToken", "ListTokens", "RevokeToken", "Change"}
-DAEMON_ONLY = {"RegisterNode", "Heartbeat", "ReportJobStatus", "RegisterController", "LaunchJob", "SignalJob"}
+DAEMON_ONLY = {
+    "RegisterNode",
+    "Heartbeat",
+    "ReportJobStatus",
+    "RegisterController",
+    "LaunchJob",
+    "SignalJob",
+    "RemoveNode",
+}
 VERIFIED_ONLY = {"MintToken"}  # a token is never minted for a merely claimed identity
 CREDENTIALS = ("none", "bad signature", "expired", "wrong key", "another user", "non-admin", "admin")
 INVALID = {"bad signature", "expired", "wrong key", "another user"}
@@ -157,6 +165,7 @@ def _services() -> list[tuple[str, Any]]:
         ("controller", auth_pb2.DESCRIPTOR.services_by_name["Auth"]),
         ("controller", admission_pb2.DESCRIPTOR.services_by_name["Admission"]),
         ("controller", accounting_pb2.DESCRIPTOR.services_by_name["Accounting"]),
+        ("controller", inventory_pb2.DESCRIPTOR.services_by_name["Inventory"]),
         ("agent", pb.DESCRIPTOR.services_by_name["Agent"]),
     ]
 
