@@ -59,15 +59,24 @@ class OperatorEnv:
     def operator_argv(self, *extra: str) -> list[str]:
         return [
             str(BIN / "spur-k8s-operator"),
-            "--controller", f"http://{self.controller_address or self.cluster.address}",
-            "--listen", f"127.0.0.1:{self.agent_port}",
-            "--address", f"127.0.0.1:{self.agent_port}",
-            "--kube-api", self.url,
-            "--health-addr", f"127.0.0.1:{self.health_port}",
-            "--image", "registry.example/train:1",
-            "--resync", "2",
-            "--poll", "0.3",
-            "--kill-grace", "0",
+            "--controller",
+            f"http://{self.controller_address or self.cluster.address}",
+            "--listen",
+            f"127.0.0.1:{self.agent_port}",
+            "--address",
+            f"127.0.0.1:{self.agent_port}",
+            "--kube-api",
+            self.url,
+            "--health-addr",
+            f"127.0.0.1:{self.health_port}",
+            "--image",
+            "registry.example/train:1",
+            "--resync",
+            "2",
+            "--poll",
+            "0.3",
+            "--kill-grace",
+            "0",
             *extra,
         ]
 
@@ -96,17 +105,21 @@ class OperatorEnv:
 
     def wait_state(self, name: str, *states: str, timeout: float = 30) -> str:
         return wait_for(
-            lambda: (s := self.state(name)) in states and s, timeout=timeout,
+            lambda: (s := self.state(name)) in states and s,
+            timeout=timeout,
             what=f"spurjob {name} to be {states} (operator log:\n{self.log_tail()})",
         )
 
     def pods(self, job_id: int, namespace: str = "default") -> list[dict[str, Any]]:
-        out = self.kubectl("get", "pods", "-n", namespace, "-l", f"spur.amd.com/job-id={job_id}", "-o", "json")
+        out = self.kubectl(
+            "get", "pods", "-n", namespace, "-l", f"spur.amd.com/job-id={job_id}", "-o", "json"
+        )
         return json.loads(out.stdout)["items"]
 
     def wait_pods(self, job_id: int, count: int, namespace: str = "default") -> list[dict[str, Any]]:
         return wait_for(
-            lambda: len(p := self.pods(job_id, namespace)) == count and p, timeout=30,
+            lambda: len(p := self.pods(job_id, namespace)) == count and p,
+            timeout=30,
             what=f"{count} pods of job {job_id}",
         )
 

@@ -58,7 +58,9 @@ def test_training_run_from_apply_to_sacct(tmp_path: Path) -> None:
         assert sorted(obj["status"]["nodes"].split(",")) or obj["status"]["nodes"]
         assert "endTime" in obj["status"] and "startTime" in obj["status"]
 
-        sacct = env.cluster.cli("sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,JobName,State,NNodes")
+        sacct = env.cluster.cli(
+            "sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,JobName,State,NNodes"
+        )
         assert sacct.stdout.split("\n")[0] == f"{job_id}|train|COMPLETED|2"
 
 
@@ -102,7 +104,9 @@ def test_deleting_the_spurjob_cancels_the_job_and_removes_its_pods(tmp_path: Pat
         assert env.kubectl("get", "spurjobs", "-o", "name").stdout == ""
         env.cluster.wait_job(job_id, "CANCELLED")
         wait_for(lambda: env.pods(job_id) == [], timeout=30, what="the job's pods to be deleted")
-        assert env.kubectl("get", "services", "-l", f"spur.amd.com/job-id={job_id}", "-o", "name").stdout == ""
+        assert (
+            env.kubectl("get", "services", "-l", f"spur.amd.com/job-id={job_id}", "-o", "name").stdout == ""
+        )
 
 
 def test_operator_killed_and_restarted_mid_run_submits_nothing_twice(tmp_path: Path) -> None:
@@ -158,7 +162,9 @@ def test_node_watcher_follows_ready_cordon_and_deletion(tmp_path: Path) -> None:
         env.wait_nodes("gpu-node-1")
 
         env.kubectl("cordon", "gpu-node-2")
-        wait_for(lambda: _node_states(env)["gpu-node-2"] == ("drained", "kubernetes node cordoned"), timeout=20)
+        wait_for(
+            lambda: _node_states(env)["gpu-node-2"] == ("drained", "kubernetes node cordoned"), timeout=20
+        )
         env.kubectl("uncordon", "gpu-node-2")
         env.wait_nodes("gpu-node-2")
 
@@ -199,7 +205,9 @@ def test_a_refused_registration_is_retried_at_the_nodes_next_event(tmp_path: Pat
 
 
 def _quota(env, account: str) -> dict | None:
-    out = env.kubectl("get", "resourcequota", "spur-quota", "-n", f"spur-acct-{account}", "-o", "json", check=False)
+    out = env.kubectl(
+        "get", "resourcequota", "spur-quota", "-n", f"spur-acct-{account}", "-o", "json", check=False
+    )
     return json.loads(out.stdout)["spec"]["hard"] if out.returncode == 0 else None
 
 
@@ -211,12 +219,20 @@ def test_quota_follows_grptres_and_account_deletion(tmp_path: Path) -> None:
         ns = json.loads(env.kubectl("get", "namespace", "spur-acct-myaccount", "-o", "json").stdout)
         assert ns["metadata"]["labels"]["spur.amd.com/account"] == "myaccount"
         limits = json.loads(
-            env.kubectl("get", "limitrange", "spur-defaults", "-n", "spur-acct-myaccount", "-o", "json").stdout
+            env.kubectl(
+                "get", "limitrange", "spur-defaults", "-n", "spur-acct-myaccount", "-o", "json"
+            ).stdout
         )
         assert limits["spec"]["limits"][0]["defaultRequest"] == {"cpu": "1", "memory": "1Gi"}
 
         env.cluster.cli(
-            "sacctmgr", "-i", "modify", "account", "name=myaccount", "set", "grptres=cpu=16,mem=32768,gres/gpu=8"
+            "sacctmgr",
+            "-i",
+            "modify",
+            "account",
+            "name=myaccount",
+            "set",
+            "grptres=cpu=16,mem=32768,gres/gpu=8",
         )
         want = {
             "requests.cpu": "16",
@@ -239,7 +255,9 @@ def test_a_transport_error_during_registration_restarts_the_watcher(tmp_path: Pa
     import httpx
 
     with operator_env(tmp_path) as env:
-        env.start_operator("--request-timeout", "1", "--keepalive-interval", "0.5", "--keepalive-timeout", "0.5")
+        env.start_operator(
+            "--request-timeout", "1", "--keepalive-interval", "0.5", "--keepalive-timeout", "0.5"
+        )
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         health = f"http://127.0.0.1:{env.health_port}"
         assert wait_for(lambda: httpx.get(f"{health}/readyz").status_code == 200, timeout=10)
@@ -249,15 +267,19 @@ def test_a_transport_error_during_registration_restarts_the_watcher(tmp_path: Pa
         os.kill(pid, signal.SIGSTOP)
         try:
             env.kubelet.add_node("gpu-node-3", {"cpu": "16", "memory": "64Gi"})
-            wait_for(lambda: "node watcher restarting after a transport error" in env.operator.log(),
-                     timeout=20, what="the watcher to restart")
+            wait_for(
+                lambda: "node watcher restarting after a transport error" in env.operator.log(),
+                timeout=20,
+                what="the watcher to restart",
+            )
         finally:
             os.kill(pid, signal.SIGCONT)
         env.wait_nodes("gpu-node-1", "gpu-node-2", "gpu-node-3")
         metrics = httpx.get(f"{health}/metrics").text
         assert "spur_operator_node_watcher_restarts " in metrics
         restarts = next(
-            float(line.split()[1]) for line in metrics.splitlines()
+            float(line.split()[1])
+            for line in metrics.splitlines()
             if line.startswith("spur_operator_node_watcher_restarts ")
         )
         assert restarts >= 1
@@ -277,7 +299,9 @@ def test_controller_leader_killed_mid_run(tmp_path: Path) -> None:
             group.start()
             leader = group.wait_leader()
             env.controller_address = ",".join(group.addresses)
-            env.start_operator("--request-timeout", "3", "--keepalive-interval", "1", "--keepalive-timeout", "1")
+            env.start_operator(
+                "--request-timeout", "3", "--keepalive-interval", "1", "--keepalive-timeout", "1"
+            )
             group.wait_nodes("gpu-node-1", "gpu-node-2")
             env.apply(TRAINING_RUN)
             env.wait_state("training-run", "RUNNING")

@@ -43,13 +43,29 @@ def _signal(port: int, token: str | None) -> StatusCode:
     return trio.run(call)
 
 
-def _operator(tmp: Path, url: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
+def _operator(
+    tmp: Path, url: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, int]:
     port = free_port()
     log = open(tmp / f"operator-{port}.log", "wb")
     proc = subprocess.Popen(
-        [str(BIN / "spur-k8s-operator"), "--controller", f"127.0.0.1:{free_port()}", "--kube-api", url,
-         "--listen", f"127.0.0.1:{port}", "--address", f"127.0.0.1:{port}", "--connect-timeout", "1", *args],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        [
+            str(BIN / "spur-k8s-operator"),
+            "--controller",
+            f"127.0.0.1:{free_port()}",
+            "--kube-api",
+            url,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--address",
+            f"127.0.0.1:{port}",
+            "--connect-timeout",
+            "1",
+            *args,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     log.close()
     return proc, port
@@ -118,7 +134,10 @@ def test_required_mode_without_a_key_refuses_to_start(tmp_path: Path) -> None:
     with kubeapi_process(tmp_path) as url:
         proc = subprocess.run(
             [str(BIN / "spur-k8s-operator"), "--auth-mode", "required", "--kube-api", url],
-            capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin"},
         )
     assert proc.returncode == 78
     assert "--auth-mode required needs a key: pass --jwt-key or set SPUR_JWT_KEY" in proc.stderr
@@ -128,7 +147,9 @@ def test_the_key_can_come_from_the_environment(tmp_path: Path) -> None:
     import os
 
     with kubeapi_process(tmp_path) as url:
-        proc, port = _operator(tmp_path, url, "--auth-mode", "required", env={**os.environ, "SPUR_JWT_KEY": KEY})
+        proc, port = _operator(
+            tmp_path, url, "--auth-mode", "required", env={**os.environ, "SPUR_JWT_KEY": KEY}
+        )
         try:
             _up(proc, port, tmp_path)
             assert _signal(port, None) is StatusCode.UNAUTHENTICATED
@@ -155,5 +176,3 @@ def test_a_required_mode_cluster_runs_a_spurjob(tmp_path: Path) -> None:
         job = env.cluster.job(job_id)
         assert job.user == "default"  # the namespace-to-user rule, proven by a token the operator minted
         assert KEY not in env.operator.log()
-
-

@@ -87,8 +87,14 @@ class CountingProxy:
 
 async def test_a_silent_controller_hits_the_request_bound_and_the_call_is_retried_on_a_new_connection():
     silent = SilentController()
-    bounds = Bounds(connect_timeout=1, keepalive_interval=30, keepalive_timeout=5, request_timeout=0.3,
-                    attempts=2, retry_backoff=0)
+    bounds = Bounds(
+        connect_timeout=1,
+        keepalive_interval=30,
+        keepalive_timeout=5,
+        request_timeout=0.3,
+        attempts=2,
+        retry_backoff=0,
+    )
     async with trio.open_nursery() as nursery:
         port = await nursery.start(silent.serve)
         async with open_link("job-controller", f"127.0.0.1:{port}", bounds) as link:
@@ -105,8 +111,9 @@ async def test_a_silent_controller_hits_the_request_bound_and_the_call_is_retrie
 
 async def test_an_unanswered_keepalive_ping_closes_the_connection():
     silent = SilentController()
-    bounds = Bounds(connect_timeout=1, keepalive_interval=0.2, keepalive_timeout=0.2, request_timeout=30,
-                    attempts=1)
+    bounds = Bounds(
+        connect_timeout=1, keepalive_interval=0.2, keepalive_timeout=0.2, request_timeout=30, attempts=1
+    )
     async with trio.open_nursery() as nursery:
         port = await nursery.start(silent.serve)
         async with open_link("node-watcher", f"127.0.0.1:{port}", bounds) as link:
@@ -122,15 +129,19 @@ async def test_an_unanswered_keepalive_ping_closes_the_connection():
 
 def _firewall() -> list[str] | None:
     if shutil.which("nft"):
-        return ["nft", "add table inet spur; add chain inet spur input { type filter hook input priority 0; };"
-                " add rule inet spur input tcp dport 6817 drop"]
+        return [
+            "nft",
+            "add table inet spur; add chain inet spur input { type filter hook input priority 0; };"
+            " add rule inet spur input tcp dport 6817 drop",
+        ]
     if shutil.which("iptables"):
         return ["iptables", "-A INPUT -p tcp --dport 6817 -j DROP"]
     return None
 
 
-@pytest.mark.skipif(not netns_available() or _firewall() is None,
-                    reason="needs root, ip netns and nft or iptables")
+@pytest.mark.skipif(
+    not netns_available() or _firewall() is None, reason="needs root, ip netns and nft or iptables"
+)
 def test_an_address_that_drops_syns_hits_the_connect_timeout(tmp_path: Path):
     ns = f"spurop{secrets.token_hex(4)}"
     tool, rule = _firewall()
@@ -163,7 +174,10 @@ def test_an_address_that_drops_syns_hits_the_connect_timeout(tmp_path: Path):
         )
         out = subprocess.run(
             ["ip", "netns", "exec", ns, sys.executable, "-c", probe],
-            capture_output=True, text=True, timeout=30, cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=Path(__file__).resolve().parent.parent,
         )
         code, elapsed, message = out.stdout.strip().split(" ", 2)
         assert code == "UNAVAILABLE", out.stderr
@@ -182,12 +196,21 @@ def test_a_stopped_controller_ends_the_stream_by_keepalive_and_a_refusal_keeps_t
 
         async def main() -> None:
             proxy = CountingProxy(cluster.port)
-            bounds = Bounds(connect_timeout=1, keepalive_interval=0.3, keepalive_timeout=0.3, request_timeout=5,
-                            attempts=1)
+            bounds = Bounds(
+                connect_timeout=1,
+                keepalive_interval=0.3,
+                keepalive_timeout=0.3,
+                request_timeout=5,
+                attempts=1,
+            )
             async with trio.open_nursery() as nursery:
                 port = await nursery.start(proxy.serve)
-                async with open_link("job-controller", f"127.0.0.1:{port}", bounds,
-                                     metadata_provider=lambda: identity_metadata()) as link:
+                async with open_link(
+                    "job-controller",
+                    f"127.0.0.1:{port}",
+                    bounds,
+                    metadata_provider=lambda: identity_metadata(),
+                ) as link:
                     for _ in range(2):  # a refusal is an answer: the connection stays
                         with pytest.raises(RpcError) as err:
                             await link.call(INVENTORY, "RemoveNode", ipb.RemoveNodeRequest(name="nope"))
@@ -201,7 +224,11 @@ def test_a_stopped_controller_ends_the_stream_by_keepalive_and_a_refusal_keeps_t
                     try:
                         with pytest.raises(RpcError) as err:
                             await stream.__anext__()
-                        outcome["stream_end"] = (err.value.code, err.value.message, trio.current_time() - began)
+                        outcome["stream_end"] = (
+                            err.value.code,
+                            err.value.message,
+                            trio.current_time() - began,
+                        )
                     finally:
                         os.kill(cluster.controller.popen.pid, signal.SIGCONT)
                     await stream.aclose()
@@ -220,6 +247,11 @@ def test_a_stopped_controller_ends_the_stream_by_keepalive_and_a_refusal_keeps_t
 
 
 def test_the_documented_bounds_are_the_defaults():
-    assert Bounds() == Bounds(connect_timeout=10, keepalive_interval=10, keepalive_timeout=5,
-                              request_timeout=30, attempts=3, retry_backoff=1.0)
-
+    assert Bounds() == Bounds(
+        connect_timeout=10,
+        keepalive_interval=10,
+        keepalive_timeout=5,
+        request_timeout=30,
+        attempts=3,
+        retry_backoff=1.0,
+    )

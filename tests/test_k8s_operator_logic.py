@@ -70,8 +70,13 @@ def test_a_bad_script_is_one_clear_error(script: str, message: str) -> None:
 
 def test_identity_rules() -> None:
     assert sj.identity_of(TRAINING, 65534) == sj.SpurJobIdentity("ml", 65534)
-    annotated = {**TRAINING, "metadata": {**TRAINING["metadata"],
-                                         "annotations": {sj.USER_ANNOTATION: "alice", sj.UID_ANNOTATION: "1000"}}}
+    annotated = {
+        **TRAINING,
+        "metadata": {
+            **TRAINING["metadata"],
+            "annotations": {sj.USER_ANNOTATION: "alice", sj.UID_ANNOTATION: "1000"},
+        },
+    }
     assert sj.identity_of(annotated, 65534) == sj.SpurJobIdentity("alice", 1000)
     bad = {**TRAINING, "metadata": {**TRAINING["metadata"], "annotations": {sj.UID_ANNOTATION: "x"}}}
     with pytest.raises(sj.SpurJobError):
@@ -89,17 +94,36 @@ def test_find_submitted_adopts_the_newest_job_with_the_tag() -> None:
 
 
 def test_status_mirrors_the_job() -> None:
-    running = pb.JobInfo(job_id=12, state="RUNNING", reason="None", nodelist="gpu-[1-2]", start_time=1700000000)
+    running = pb.JobInfo(
+        job_id=12, state="RUNNING", reason="None", nodelist="gpu-[1-2]", start_time=1700000000
+    )
     assert sj.status_from_job(running, generation=1) == {
-        "state": "RUNNING", "jobId": 12, "nodes": "gpu-[1-2]", "message": "",
-        "startTime": "2023-11-14T22:13:20Z", "observedGeneration": 1,
+        "state": "RUNNING",
+        "jobId": 12,
+        "nodes": "gpu-[1-2]",
+        "message": "",
+        "startTime": "2023-11-14T22:13:20Z",
+        "observedGeneration": 1,
     }
-    failed = pb.JobInfo(job_id=12, state="FAILED", reason="NonZeroExitCode", exit_code=3,
-                        start_time=1700000000, end_time=1700000060)
+    failed = pb.JobInfo(
+        job_id=12,
+        state="FAILED",
+        reason="NonZeroExitCode",
+        exit_code=3,
+        start_time=1700000000,
+        end_time=1700000060,
+    )
     status = sj.status_from_job(failed)
-    assert (status["exitCode"], status["message"], status["endTime"]) == (3, "NonZeroExitCode", "2023-11-14T22:14:20Z")
+    assert (status["exitCode"], status["message"], status["endTime"]) == (
+        3,
+        "NonZeroExitCode",
+        "2023-11-14T22:14:20Z",
+    )
     assert sj.status_changes(status, status) == {}
-    assert sj.status_changes({"state": "RUNNING"}, {"state": "FAILED", "jobId": 12}) == {"state": "FAILED", "jobId": 12}
+    assert sj.status_changes({"state": "RUNNING"}, {"state": "FAILED", "jobId": 12}) == {
+        "state": "FAILED",
+        "jobId": 12,
+    }
 
 
 def test_finalizer_helpers() -> None:
@@ -118,16 +142,30 @@ def _job(nodes_: int = 2, gpus: int = 8) -> pb.JobInfo:
     from spur.controller.convert import spec_to_proto
 
     return pb.JobInfo(
-        job_id=42, spec=spec_to_proto(spec), user="ml", uid=65534, gid=65534, state="RUNNING",
-        nodelist="gpu-[1-2]" if nodes_ == 2 else "gpu-1", partition="default",
-        allocation=[pb.NodeAllocation(node=f"gpu-{i + 1}", cpus=4, mem_mb=1024, gpus=list(range(gpus)), tasks=1)
-                    for i in range(nodes_)],
+        job_id=42,
+        spec=spec_to_proto(spec),
+        user="ml",
+        uid=65534,
+        gid=65534,
+        state="RUNNING",
+        nodelist="gpu-[1-2]" if nodes_ == 2 else "gpu-1",
+        partition="default",
+        allocation=[
+            pb.NodeAllocation(node=f"gpu-{i + 1}", cpus=4, mem_mb=1024, gpus=list(range(gpus)), tasks=1)
+            for i in range(nodes_)
+        ],
     )
 
 
 def test_one_pod_per_node_pinned_with_requests_equal_to_limits() -> None:
-    rendered = pods.render_pods(_job(), default_namespace="default", default_image="x", cluster_name="c",
-                                cluster_id="cid", gpu_resources={"gpu-2": "nvidia.com/gpu"})
+    rendered = pods.render_pods(
+        _job(),
+        default_namespace="default",
+        default_image="x",
+        cluster_name="c",
+        cluster_id="cid",
+        gpu_resources={"gpu-2": "nvidia.com/gpu"},
+    )
     assert [p["metadata"]["name"] for p in rendered] == ["spur-job-42-0", "spur-job-42-1"]
     assert [p["spec"]["nodeName"] for p in rendered] == ["gpu-1", "gpu-2"]
     first, second = (p["spec"]["containers"][0] for p in rendered)
@@ -148,8 +186,14 @@ def test_one_pod_per_node_pinned_with_requests_equal_to_limits() -> None:
 
 
 def test_a_single_node_job_rendezvous_on_localhost() -> None:
-    (pod,) = pods.render_pods(_job(1, 0), default_namespace="d", default_image="x", cluster_name="c",
-                              cluster_id="", gpu_resources={})
+    (pod,) = pods.render_pods(
+        _job(1, 0),
+        default_namespace="d",
+        default_image="x",
+        cluster_name="c",
+        cluster_id="",
+        gpu_resources={},
+    )
     env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
     assert env["MASTER_ADDR"] == "localhost" and "subdomain" not in pod["spec"]
     assert "amd.com/gpu" not in pod["spec"]["containers"][0]["resources"]["requests"]
@@ -167,7 +211,9 @@ def test_pod_phases_drive_the_outcome() -> None:
     assert (failed.exit_code, failed.out_of_memory) == (3, False)
     oom = pods.job_outcome([_pod("Failed", terminated={"exitCode": 137, "reason": "OOMKilled"})], 1)
     assert oom.out_of_memory and oom.exit_code == 137
-    pull = pods.job_outcome([_pod("Pending", waiting={"reason": "ImagePullBackOff", "message": "no such image"})], 1)
+    pull = pods.job_outcome(
+        [_pod("Pending", waiting={"reason": "ImagePullBackOff", "message": "no such image"})], 1
+    )
     assert pull.launch_failed and pull.message == "pod p: ImagePullBackOff: no such image"
 
 
@@ -193,10 +239,17 @@ def _node(ready: bool = True, unschedulable: bool = False, **allocatable: str) -
 
 def test_registration_from_allocatable() -> None:
     req = nodes.registration(_node(), address="10.0.0.5", port=6818, version="0.1.0")
-    assert (req.name, req.address, req.port, req.cpus, req.memory_mb) == ("gpu-1", "10.0.0.5", 6818, 63, 524288)
+    assert (req.name, req.address, req.port, req.cpus, req.memory_mb) == (
+        "gpu-1",
+        "10.0.0.5",
+        6818,
+        63,
+        524288,
+    )
     assert [(g.index, g.vendor) for g in req.gpus] == [(i, "amd") for i in range(8)]
-    nv = nodes.registration(_node(cpu="8", memory="16G", **{"nvidia.com/gpu": "2"}), address="a", port=1,
-                            version="v")
+    nv = nodes.registration(
+        _node(cpu="8", memory="16G", **{"nvidia.com/gpu": "2"}), address="a", port=1, version="v"
+    )
     assert [g.vendor for g in nv.gpus] == ["nvidia", "nvidia"] and nv.memory_mb == 15258
     with pytest.raises(ValueError):
         nodes.parse_cpu("lots")
@@ -208,7 +261,10 @@ def test_ready_cordon_and_the_actions_they_need() -> None:
     assert nodes.desired_state(_node(unschedulable=True)) == "drain"
     assert nodes.state_actions("down", "idle", "") == [("DOWN", nodes.DOWN_REASON)]
     assert nodes.state_actions("up", "down", nodes.DOWN_REASON) == [("RESUME", "")]
-    assert nodes.state_actions("drain", "down", nodes.DOWN_REASON) == [("RESUME", ""), ("DRAIN", nodes.DRAIN_REASON)]
+    assert nodes.state_actions("drain", "down", nodes.DOWN_REASON) == [
+        ("RESUME", ""),
+        ("DRAIN", nodes.DRAIN_REASON),
+    ]
     assert nodes.state_actions("up", "drained", "maintenance") == []  # an admin's drain stays
     assert nodes.state_actions("up", "mixed", "") == []
 
@@ -225,7 +281,10 @@ def test_selector() -> None:
 
 def test_quota_from_grptres() -> None:
     assert quota.quota_hard("cpu=16,mem=32G,gres/gpu=8", ["amd.com/gpu"]) == {
-        "requests.cpu": "16", "limits.cpu": "16", "requests.memory": "32768Mi", "limits.memory": "32768Mi",
+        "requests.cpu": "16",
+        "limits.cpu": "16",
+        "requests.memory": "32768Mi",
+        "limits.memory": "32768Mi",
         "requests.amd.com/gpu": "8",
     }
     assert quota.quota_hard("", ["amd.com/gpu"]) == {"pods": "0"}
@@ -242,8 +301,12 @@ def test_account_records_and_stale_namespaces() -> None:
     objs = quota.desired_objects("phys", "cpu=4", ["amd.com/gpu"])
     assert [o["kind"] for o in objs] == ["Namespace", "ResourceQuota", "LimitRange"]
     assert objs[0]["metadata"]["name"] == "spur-acct-phys"
-    managed = {"metadata": {"name": "spur-acct-old", "labels": {quota.ACCOUNT_LABEL: "old",
-                                                               pods.MANAGED_BY_LABEL: pods.MANAGED_BY}}}
+    managed = {
+        "metadata": {
+            "name": "spur-acct-old",
+            "labels": {quota.ACCOUNT_LABEL: "old", pods.MANAGED_BY_LABEL: pods.MANAGED_BY},
+        }
+    }
     assert quota.stale_namespaces([managed, objs[0]], ["phys"]) == [("spur-acct-old", "old")]
 
 

@@ -30,7 +30,9 @@ class InventoryService:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
 
-    async def RemoveNode(self, request: ipb.RemoveNodeRequest, context: CallContext) -> ipb.RemoveNodeResponse:
+    async def RemoveNode(
+        self, request: ipb.RemoveNodeRequest, context: CallContext
+    ) -> ipb.RemoveNodeResponse:
         if not request.name:
             raise RpcError(StatusCode.INVALID_ARGUMENT, "node name is required")
         if not self.ctl.is_leader:

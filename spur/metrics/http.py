@@ -52,7 +52,9 @@ async def _handle(stream: trio.SocketStream, registry: Any, routes: Routes | Non
         elif routes and target in routes:
             ok, text = routes[target]()
             body = (text + "\n").encode()
-            reply = _response("200 OK" if ok else "503 Service Unavailable", b"" if method == "HEAD" else body)
+            reply = _response(
+                "200 OK" if ok else "503 Service Unavailable", b"" if method == "HEAD" else body
+            )
         elif target not in ("/metrics", "/"):
             reply = _response("404 Not Found", b"not found: try /metrics\n")
         else:

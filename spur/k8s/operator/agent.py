@@ -132,8 +132,10 @@ class VirtualAgent:
         existed = 0
         try:
             if len(objects) > 1:
-                await self._create(path_of(plural="services", namespace=namespace),
-                                   render_service(job, default_namespace=self.default_namespace))
+                await self._create(
+                    path_of(plural="services", namespace=namespace),
+                    render_service(job, default_namespace=self.default_namespace),
+                )
             for pod in objects:
                 if not await self._create(path_of(plural="pods", namespace=namespace), pod):
                     existed += 1
@@ -145,8 +147,13 @@ class VirtualAgent:
                 StatusCode.FAILED_PRECONDITION, f"Kubernetes refused the pods of job {job.job_id}: {exc}"
             ) from None
         self.launches += 1
-        log.info("job %d: %d pod(s) in namespace %s on %s", job.job_id, len(objects), namespace,
-                 ",".join(a.node for a in job.allocation))
+        log.info(
+            "job %d: %d pod(s) in namespace %s on %s",
+            job.job_id,
+            len(objects),
+            namespace,
+            ",".join(a.node for a in job.allocation),
+        )
         return pb.LaunchJobResponse(already_running=existed == len(objects))
 
     async def _create(self, path: str, obj: dict[str, Any]) -> bool:
@@ -165,8 +172,10 @@ class VirtualAgent:
             raise RpcError(StatusCode.NOT_FOUND, f"job {request.job_id} has no pods here")
         if request.action == "set_time_limit":
             return pb.Empty()  # the controller enforces time limits by cancelling
-        if request.action not in ("", "requeue") or request.signal not in _CANCEL_SIGNALS or request.HasField(
-            "step_id"
+        if (
+            request.action not in ("", "requeue")
+            or request.signal not in _CANCEL_SIGNALS
+            or request.HasField("step_id")
         ):
             raise RpcError(
                 StatusCode.FAILED_PRECONDITION,
@@ -183,7 +192,9 @@ class VirtualAgent:
                 job_id=request.job_id,
                 node=first or "",
                 exit_code=0,
-                signal=int(_signal.SIGKILL) if request.signal == int(_signal.SIGKILL) else int(_signal.SIGTERM),
+                signal=int(_signal.SIGKILL)
+                if request.signal == int(_signal.SIGKILL)
+                else int(_signal.SIGTERM),
                 cancelled=True,
                 end_time=time.time(),
                 cluster_id=self._cluster_of(request.job_id),
@@ -192,18 +203,19 @@ class VirtualAgent:
         return pb.Empty()
 
     async def LaunchStep(self, request: pb.LaunchStepRequest, context: CallContext) -> pb.LaunchJobResponse:
-        raise RpcError(StatusCode.UNIMPLEMENTED, "job steps (srun inside a job) are not run on Kubernetes nodes")
+        raise RpcError(
+            StatusCode.UNIMPLEMENTED, "job steps (srun inside a job) are not run on Kubernetes nodes"
+        )
 
     async def StreamOutput(self, request: pb.StreamOutputRequest, context: CallContext):  # noqa: ANN201
         raise RpcError(
-            StatusCode.UNIMPLEMENTED, "output of jobs on Kubernetes nodes is in their pods' logs (kubectl logs)"
+            StatusCode.UNIMPLEMENTED,
+            "output of jobs on Kubernetes nodes is in their pods' logs (kubectl logs)",
         )
         yield  # pragma: no cover - makes this an async generator
 
     async def Status(self, request: pb.Empty, context: CallContext) -> pb.AgentStatus:
-        jobs = [
-            pb.AgentJob(job_id=j, finished=j in self.ended) for j in sorted(self.pods)
-        ]
+        jobs = [pb.AgentJob(job_id=j, finished=j in self.ended) for j in sorted(self.pods)]
         return pb.AgentStatus(name=MANAGED_BY, jobs=jobs)
 
     # ------------------------------------------------------------------ pods
@@ -215,7 +227,9 @@ class VirtualAgent:
         for name, pod in pods.items():
             namespace = pod["metadata"].get("namespace") or self.default_namespace
             namespaces.add(namespace)
-            await self.kube.delete(path_of(plural="pods", namespace=namespace, name=name), grace_seconds=grace)
+            await self.kube.delete(
+                path_of(plural="pods", namespace=namespace, name=name), grace_seconds=grace
+            )
         for namespace in namespaces:
             await self.kube.delete(path_of(plural="services", namespace=namespace, name=service_name(job_id)))
 
@@ -238,7 +252,9 @@ class VirtualAgent:
         pods = self.pods.get(job_id) or {}
         if not pods:
             return
-        expected = 1 + max(int((p["metadata"].get("labels") or {}).get(RANK_LABEL, "0")) for p in pods.values())
+        expected = 1 + max(
+            int((p["metadata"].get("labels") or {}).get(RANK_LABEL, "0")) for p in pods.values()
+        )
         outcome = job_outcome(pods.values(), expected)
         if outcome is None:
             return

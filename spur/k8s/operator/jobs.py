@@ -70,8 +70,9 @@ class JobController:
         self._wake = trio.Event()
 
     def _path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
-        return path_of(group=sj.GROUP, version=sj.VERSION, plural=sj.PLURAL, namespace=namespace,
-                       name=name, sub=sub)
+        return path_of(
+            group=sj.GROUP, version=sj.VERSION, plural=sj.PLURAL, namespace=namespace, name=name, sub=sub
+        )
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:

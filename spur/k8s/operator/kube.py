@@ -204,5 +204,3 @@ def _error(status: int, body: bytes) -> KubeError:
         data = json.loads(body)
         reason, message = data.get("reason", ""), data.get("message", "")
     return KubeError(status, reason or str(status), message or body.decode(errors="replace")[:200])
-
-

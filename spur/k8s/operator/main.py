@@ -144,9 +144,11 @@ async def run_operator(
             except OSError as exc:
                 raise StartupError(f"cannot listen on {opts.listen}: {exc.strerror or exc}") from None
             if advertised:
-                agent_host, agent_port = split_hostport(advertised, "--address") if ":" in advertised.strip(
-                    "[]"
-                ) and advertised.rsplit(":", 1)[1].isdigit() else (advertised, port)
+                agent_host, agent_port = (
+                    split_hostport(advertised, "--address")
+                    if ":" in advertised.strip("[]") and advertised.rsplit(":", 1)[1].isdigit()
+                    else (advertised, port)
+                )
             else:
                 from spur.agent.controller_link import local_address_towards
 
@@ -201,7 +203,12 @@ async def run_operator(
                 log.info("health and metrics on http://%s:%d (/healthz, /readyz, /metrics)", h_host, bound)
             log.info(
                 "spur-k8s-operator: virtual agent on %s:%d (advertised %s:%d), controller %s, auth mode %s%s",
-                listen_host, port, agent_host, agent_port, ",".join(targets), opts.auth_mode,
+                listen_host,
+                port,
+                agent_host,
+                agent_port,
+                ",".join(targets),
+                opts.auth_mode,
                 ", quotas on" if opts.enable_quota else "",
             )
             task_status.started(port)
@@ -248,9 +255,7 @@ def _app():  # noqa: ANN202
         *,
         controller: Annotated[
             str, Parameter(help="spurctld address (http://host:port or host:port; several: comma-separated).")
-        ] = (
-            "http://spurctld.spur.svc.cluster.local:6817"
-        ),
+        ] = ("http://spurctld.spur.svc.cluster.local:6817"),
         listen: Annotated[str, Parameter(help="Virtual-agent gRPC listen address.")] = "[::]:6818",
         address: Annotated[
             str, Parameter(help="Address (host or host:port) spurctld reaches the virtual agent at.")
@@ -265,7 +270,9 @@ def _app():  # noqa: ANN202
         jwt_key: Annotated[
             str | None, Parameter(help="The cluster's JWT signing key ([auth] jwt_key); env SPUR_JWT_KEY.")
         ] = None,
-        enable_quota: Annotated[bool, Parameter(help="Per-account ResourceQuota/LimitRange from GrpTRES.")] = False,
+        enable_quota: Annotated[
+            bool, Parameter(help="Per-account ResourceQuota/LimitRange from GrpTRES.")
+        ] = False,
         health_addr: Annotated[
             str | None, Parameter(help="host:port serving /healthz, /readyz and /metrics.")
         ] = None,
@@ -289,7 +296,9 @@ def _app():  # noqa: ANN202
         resync: Annotated[float, Parameter(help="Seconds between full passes over SpurJobs.")] = 10.0,
         poll: Annotated[float, Parameter(help="Seconds between job status refreshes.")] = 2.0,
         quota_interval: Annotated[float, Parameter(help="Seconds between quota reconcile passes.")] = 30.0,
-        kill_grace: Annotated[int, Parameter(help="Grace period (s) of pods deleted with their SpurJob.")] = 30,
+        kill_grace: Annotated[
+            int, Parameter(help="Grace period (s) of pods deleted with their SpurJob.")
+        ] = 30,
         connect_timeout: Annotated[float, Parameter(help="Controller connect timeout (s).")] = 10.0,
         keepalive_interval: Annotated[float, Parameter(help="Seconds between keepalive pings.")] = 10.0,
         keepalive_timeout: Annotated[float, Parameter(help="Seconds a ping may go unanswered.")] = 5.0,

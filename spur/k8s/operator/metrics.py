@@ -18,30 +18,37 @@ class OperatorMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.rpc_calls = Counter(
-            "spur_operator_agent_rpcs", "Calls to the virtual agent, by method and status code",
-            ["method", "code"], registry=self.registry,
+            "spur_operator_agent_rpcs",
+            "Calls to the virtual agent, by method and status code",
+            ["method", "code"],
+            registry=self.registry,
         )
         self.transport_errors = Counter(
             "spur_operator_controller_transport_errors",
             "Transport errors on the channels to spurctld (each drops the connection)",
-            ["channel"], registry=self.registry,
+            ["channel"],
+            registry=self.registry,
         )
         self._parts: dict[str, Any] = {}
         Gauge("spur_operator_spurjobs", "SpurJob objects watched", registry=self.registry).set_function(
             lambda: len(getattr(self._parts.get("jobs"), "objects", {}))
         )
-        Gauge("spur_operator_nodes_registered", "Kubernetes nodes registered with Spur",
-              registry=self.registry).set_function(
-            lambda: len(getattr(self._parts.get("watcher"), "registered", {}))
-        )
-        Gauge("spur_operator_job_pods", "Pods of Spur jobs the virtual agent tracks",
-              registry=self.registry).set_function(
-            lambda: sum(len(p) for p in getattr(self._parts.get("agent"), "pods", {}).values())
-        )
-        Gauge("spur_operator_jobs_submitted", "Jobs submitted for SpurJobs by this process",
-              registry=self.registry).set_function(lambda: getattr(self._parts.get("jobs"), "submitted", 0))
-        Gauge("spur_operator_node_watcher_restarts", "Node watcher restarts after transport errors",
-              registry=self.registry).set_function(lambda: getattr(self._parts.get("watcher"), "restarts", 0))
+        Gauge(
+            "spur_operator_nodes_registered", "Kubernetes nodes registered with Spur", registry=self.registry
+        ).set_function(lambda: len(getattr(self._parts.get("watcher"), "registered", {})))
+        Gauge(
+            "spur_operator_job_pods", "Pods of Spur jobs the virtual agent tracks", registry=self.registry
+        ).set_function(lambda: sum(len(p) for p in getattr(self._parts.get("agent"), "pods", {}).values()))
+        Gauge(
+            "spur_operator_jobs_submitted",
+            "Jobs submitted for SpurJobs by this process",
+            registry=self.registry,
+        ).set_function(lambda: getattr(self._parts.get("jobs"), "submitted", 0))
+        Gauge(
+            "spur_operator_node_watcher_restarts",
+            "Node watcher restarts after transport errors",
+            registry=self.registry,
+        ).set_function(lambda: getattr(self._parts.get("watcher"), "restarts", 0))
 
     def bind(self, **parts: Any) -> None:
         self._parts.update(parts)

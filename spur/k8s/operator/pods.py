@@ -115,9 +115,7 @@ def render_pods(
         env = task_environment(env, procid=rank, localid=0)
         for key in (ENV_NAMESPACE, ENV_IMAGE, ENV_SPURJOB):
             env.pop(key, None)
-        env.update(
-            MASTER_ADDR=master, MASTER_PORT=str(MASTER_PORT), WORLD_SIZE=str(world), RANK=str(rank)
-        )
+        env.update(MASTER_ADDR=master, MASTER_PORT=str(MASTER_PORT), WORLD_SIZE=str(world), RANK=str(rank))
         labels = {**labels_for(job), RANK_LABEL: str(rank), NODE_LABEL: alloc.node}
         resources = _quantities(alloc, gpu_resources.get(alloc.node, "amd.com/gpu"))
         spec: dict[str, Any] = {

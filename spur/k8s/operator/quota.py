@@ -97,7 +97,9 @@ def desired_objects(account: str, grptres: str, gpu_resources: Iterable[str]) ->
     ]
 
 
-def stale_namespaces(namespaces: Iterable[Mapping[str, Any]], accounts: Iterable[str]) -> list[tuple[str, str]]:
+def stale_namespaces(
+    namespaces: Iterable[Mapping[str, Any]], accounts: Iterable[str]
+) -> list[tuple[str, str]]:
     """(namespace, account) of managed account namespaces whose account no longer exists."""
     live = set(accounts)
     out = []

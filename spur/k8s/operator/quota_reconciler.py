@@ -39,7 +39,12 @@ _PLURAL = {"Namespace": "namespaces", "ResourceQuota": "resourcequotas", "LimitR
 
 class QuotaReconciler:
     def __init__(
-        self, kube: KubeClient, link: ControllerLink, *, gpu_resources: Mapping[str, str], interval: float = 30.0
+        self,
+        kube: KubeClient,
+        link: ControllerLink,
+        *,
+        gpu_resources: Mapping[str, str],
+        interval: float = 30.0,
     ) -> None:
         self.kube = kube
         self.link = link
@@ -64,7 +69,9 @@ class QuotaReconciler:
         for account, grptres in sorted(accounts.items()):
             for obj in desired_objects(account, grptres, gpus):
                 await self._ensure(obj)
-        listed = await self.kube.list(path_of(plural="namespaces"), labelSelector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+        listed = await self.kube.list(
+            path_of(plural="namespaces"), labelSelector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+        )
         for namespace, account in stale_namespaces(listed.get("items") or [], accounts):
             for plural, name in (("resourcequotas", QUOTA_NAME), ("limitranges", LIMITRANGE_NAME)):
                 await self.kube.delete(path_of(plural=plural, namespace=namespace, name=name))
@@ -80,8 +87,11 @@ class QuotaReconciler:
         current = await self.kube.get(path)
         if current is None:
             await self.kube.create(path_of(plural=plural, namespace=meta.get("namespace")), obj)
-            log.info("created %s %s", obj["kind"], meta["name"] if "namespace" not in meta
-                     else f"{meta['namespace']}/{meta['name']}")
+            log.info(
+                "created %s %s",
+                obj["kind"],
+                meta["name"] if "namespace" not in meta else f"{meta['namespace']}/{meta['name']}",
+            )
             return
         labels = (current.get("metadata") or {}).get("labels") or {}
         wanted_labels = meta["labels"]

@@ -108,8 +108,12 @@ def build_spec(obj: Mapping[str, Any], *, default_image: str) -> JobSpec:
     if not isinstance(script, str) or not script.strip():
         raise SpurJobError("spec.script is required")
     overrides: list[str] = []
-    for key, option in (("partition", "--partition"), ("account", "--account"), ("qos", "--qos"),
-                        ("timeLimit", "--time")):
+    for key, option in (
+        ("partition", "--partition"),
+        ("account", "--account"),
+        ("qos", "--qos"),
+        ("timeLimit", "--time"),
+    ):
         value = spec.get(key)
         if value:
             overrides.append(f"{option}={value}")
@@ -203,4 +207,3 @@ def without_finalizer(obj: Mapping[str, Any]) -> list[str] | None:
 def describe(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"spurjob {meta.get('namespace', '')}/{meta.get('name', '')}"
-

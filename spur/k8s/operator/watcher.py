@@ -158,7 +158,9 @@ class NodeWatcher:
         if self.join_token and name not in self.credentials:
             request.join_token = self.join_token
         try:
-            response = await self.link.call(CONTROLLER, "RegisterNode", request, metadata=self.credential_metadata(name))
+            response = await self.link.call(
+                CONTROLLER, "RegisterNode", request, metadata=self.credential_metadata(name)
+            )
         except TransportError as exc:
             raise _Restart(f"registering node {name}: {exc}") from None
         except RpcError as exc:
@@ -175,7 +177,10 @@ class NodeWatcher:
             self.on_cluster_name(response.cluster_name)
         log.info(
             "registered node %s (%d cpus, %d MiB, %d gpus)",
-            name, request.cpus, request.memory_mb, len(request.gpus),
+            name,
+            request.cpus,
+            request.memory_mb,
+            len(request.gpus),
         )
         return True
 
@@ -215,7 +220,9 @@ class NodeWatcher:
             await trio.sleep(self.heartbeat_interval)
             for name in list(self.registered):
                 beat = pb.HeartbeatRequest(
-                    name=name, running_job_ids=self.running_on(name), unreported_job_ids=self.unreported_on(name)
+                    name=name,
+                    running_job_ids=self.running_on(name),
+                    unreported_job_ids=self.unreported_on(name),
                 )
                 try:
                     answer = await self.link.call(
