@@ -297,7 +297,7 @@ def test_account_records_and_stale_namespaces() -> None:
         {"account": "phys", "user": "", "partition": "", "grptres": "cpu=4"},
         {"account": "phys", "user": "alice", "partition": "", "grptres": "cpu=1"},
     ]
-    assert quota.account_limits(records) == {"root": "", "phys": "cpu=4"}
+    assert quota.account_limits(records) == {"phys": "cpu=4"}
     objs = quota.desired_objects("phys", "cpu=4", ["amd.com/gpu"])
     assert [o["kind"] for o in objs] == ["Namespace", "ResourceQuota", "LimitRange"]
     assert objs[0]["metadata"]["name"] == "spur-acct-phys"

@@ -168,6 +168,13 @@ class VirtualAgent:
 
     async def SignalJob(self, request: pb.SignalJobRequest, context: CallContext) -> pb.Empty:
         pods = self.pods.get(request.job_id)
+        log.info(
+            "job %d: signal %d%s from the controller (%d pod(s) here)",
+            request.job_id,
+            request.signal,
+            f" ({request.action})" if request.action else "",
+            len(pods or {}),
+        )
         if not pods:
             raise RpcError(StatusCode.NOT_FOUND, f"job {request.job_id} has no pods here")
         if request.action == "set_time_limit":
@@ -184,8 +191,16 @@ class VirtualAgent:
         grace = int(request.grace_secs) if request.grace_secs > 0 else None
         if request.job_id in self.ended:
             return pb.Empty()
-        await self.delete_job_objects(request.job_id, grace)
-        first = self._first_node(request.job_id)
+        # Who reports, read before the deletion: the pod watch forgets deleted pods meanwhile.
+        first, cluster_id = self._first_node(request.job_id), self._cluster_of(request.job_id)
+        self.ended.add(request.job_id)
+        try:
+            await self.delete_job_objects(request.job_id, grace)
+        except KubeError as exc:
+            self.ended.discard(request.job_id)
+            raise RpcError(
+                StatusCode.UNAVAILABLE, f"deleting the pods of job {request.job_id}: {exc}"
+            ) from None
         self._finish(
             request.job_id,
             pb.JobStatusReport(
@@ -197,7 +212,7 @@ class VirtualAgent:
                 else int(_signal.SIGTERM),
                 cancelled=True,
                 end_time=time.time(),
-                cluster_id=self._cluster_of(request.job_id),
+                cluster_id=cluster_id,
             ),
         )
         return pb.Empty()

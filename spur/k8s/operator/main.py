@@ -365,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO,
         format="%(asctime)s spur-k8s-operator[%(process)d] %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per API request otherwise
     app = _app()
     try:
         result = app(argv if argv is not None else sys.argv[1:], exit_on_error=False)

@@ -36,10 +36,11 @@ CLOSED = {"pods": "0"}
 
 
 def account_limits(records: Iterable[Mapping[str, str]]) -> dict[str, str]:
-    """account -> its GrpTRES text, from the Accounting service's association records."""
+    """account -> its GrpTRES text, from the Accounting service's association records. The ``root``
+    account (the top of the association tree: the whole cluster) gets no namespace."""
     out: dict[str, str] = {}
     for rec in records:
-        if rec.get("user") or rec.get("partition") or not rec.get("account"):
+        if rec.get("user") or rec.get("partition") or rec.get("account") in (None, "", "root"):
             continue
         out[rec["account"]] = rec.get("grptres", "")
     return out
