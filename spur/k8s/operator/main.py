@@ -284,7 +284,7 @@ def _app():  # noqa: ANN202
         ] = None,
         image: Annotated[str, Parameter(help="Image of job pods when a SpurJob names none.")] = "spur:latest",
         pod_namespace: Annotated[
-            str, Parameter(help="Namespace of pods of jobs not submitted as SpurJobs.")
+            str, Parameter(help="Namespace of pods of jobs not submitted as SpurJobs (--namespace if given).")
         ] = "default",
         node_selector: Annotated[
             str, Parameter(help="Register only nodes with these labels (key=value,...).")
@@ -326,7 +326,8 @@ def _app():  # noqa: ANN202
             kube_api=kube_api or os.environ.get("SPUR_KUBE_API") or None,
             kube_token_file=kube_token_file,
             image=image,
-            pod_namespace=pod_namespace,
+            # With --namespace, pods must be where the operator watches them.
+            pod_namespace=namespace if namespace and pod_namespace == "default" else pod_namespace,
             node_selector=selector,
             default_uid=default_uid,
             join_token=join_token or os.environ.get("SPUR_JOIN_TOKEN", ""),
