@@ -97,6 +97,7 @@ class KubeAPI:
         )
         self.kubelet = Kubelet(self.store, clock)
         self.requests: list[tuple[str, str, str]] = []
+        self.user_agents: list[str] = []  # the User-Agent of each entry of ``requests``
         self.bodies: list[bytes] = []
         self.url: str | None = None
         self.app = self._build_app()
@@ -142,6 +143,7 @@ class KubeAPI:
             from quart import websocket
 
             self.requests.append(("GET", f"/api/v1/namespaces/{ns}/pods/{name}/exec", "websocket"))
+            self.user_agents.append(websocket.headers.get("User-Agent", ""))
             env_file = (self.exec_env_dir / f"{ns}_{name}.env") if self.exec_env_dir is not None else None
             try:
                 self.store.get(self.store.registry.by_key("", "pods"), ns, name)
@@ -189,6 +191,7 @@ class KubeAPI:
             query = request.query_string.decode()
             content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
             self.requests.append((request.method, "/" + path + (f"?{query}" if query else ""), content_type))
+            self.user_agents.append(request.headers.get("User-Agent", ""))
             try:
                 presented = request.headers.get("Authorization")
                 if self.token is not None and presented is not None and presented != f"Bearer {self.token}":

@@ -25,6 +25,7 @@ import httpx
 
 __all__ = ["KubeClient", "KubeConfig", "KubeError", "KubeUnavailable", "WatchExpired", "path_of"]
 
+USER_AGENT = "spur-k8s-operator/0.1"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
@@ -96,7 +97,7 @@ def path_of(
 
 class KubeClient:
     def __init__(self, config: KubeConfig, *, timeout: float = 30.0) -> None:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         if config.token:
             headers["Authorization"] = f"Bearer {config.token}"
         self.http = httpx.AsyncClient(
