@@ -104,7 +104,7 @@ async def test_a_silent_controller_hits_the_request_bound_and_the_call_is_retrie
             elapsed = trio.current_time() - began
         nursery.cancel_scope.cancel()
     assert err.value.code is StatusCode.DEADLINE_EXCEEDED
-    assert 0.6 <= elapsed < 2.0
+    assert 0.6 <= elapsed < 5.0  # two 0.3 s bounds, far from anything unbounded
     assert silent.accepted == 2  # the first connection was dropped; the retry opened a second
     assert link.transport_errors == 2
 
@@ -124,7 +124,7 @@ async def test_an_unanswered_keepalive_ping_closes_the_connection():
         nursery.cancel_scope.cancel()
     assert err.value.code is StatusCode.UNAVAILABLE
     assert "keepalive ping not acknowledged within 0.2s" in err.value.message
-    assert elapsed < 2.0  # far below the 30 s request bound
+    assert elapsed < 5.0  # far below the 30 s request bound
 
 
 def _firewall() -> list[str] | None:
@@ -181,7 +181,7 @@ def test_an_address_that_drops_syns_hits_the_connect_timeout(tmp_path: Path):
         )
         code, elapsed, message = out.stdout.strip().split(" ", 2)
         assert code == "UNAVAILABLE", out.stderr
-        assert float(elapsed) < 1.5
+        assert float(elapsed) < 3.0  # the kernel alone would retry SYNs for minutes
         assert message == "cannot connect to 127.0.0.1:6817: timed out after 0.5s"
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
@@ -242,7 +242,7 @@ def test_a_stopped_controller_ends_the_stream_by_keepalive_and_a_refusal_keeps_t
     assert outcome["after_refusals"] == 1
     code, message, elapsed = outcome["stream_end"]
     assert code is StatusCode.UNAVAILABLE and "keepalive ping not acknowledged" in message
-    assert elapsed < 3.0
+    assert elapsed < 5.0  # far below the stream's 60 s deadline
     assert outcome["after"] == ([job_id], 2)
 
 

@@ -69,7 +69,7 @@ class KubeAPI:
     the command on this machine, as that pod's container would, with the environment of
     ``<exec_env_dir>/<ns>_<name>.env`` (``KEY=VALUE`` lines) over the double's own; without the file
     (or without this option) exec answers 400, as for a pod whose container cannot run commands.
-    ``requests`` records ``(method, path?query, content-type)`` of every request, for tests that
+    ``requests`` records ``(method, path?query, content-type)`` of every request (``user_agents`` its User-Agent), for tests that
     check what a client sent; ``bodies`` the request bodies (as received) of the requests that
     carried one, in order.
     """
