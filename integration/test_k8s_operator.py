@@ -70,20 +70,24 @@ def test_failing_oom_and_image_pull_pods(tmp_path: Path) -> None:
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         for name in ("fails", "oom", "badimage"):
             env.apply(spurjob(name, ["#SBATCH -N 1", "python train.py"]))
+        env.apply(spurjob("slow", ["#SBATCH -N 1", "#SBATCH --time=1", "sleep 1000"]))
         ids = {
             name: wait_for(lambda n=name: env.spurjob(n).get("status", {}).get("jobId"), timeout=30)
-            for name in ("fails", "oom", "badimage")
+            for name in ("fails", "oom", "badimage", "slow")
         }
         pods = {name: env.wait_pods(job_id, 1) for name, job_id in ids.items()}
         env.set_phase(pods["fails"], "Failed", exit_code=3)
         env.set_phase(pods["oom"], "Failed", exit_code=137, reason="OOMKilled")
         env.set_phase(pods["badimage"], "Pending", reason="ErrImagePull", message="pull access denied")
+        assert pods["slow"][0]["spec"]["activeDeadlineSeconds"] == 60
+        env.set_phase(pods["slow"], "Failed", reason="DeadlineExceeded")
 
         env.wait_state("fails", "FAILED")
         assert env.spurjob("fails")["status"]["exitCode"] == 3
         env.wait_state("oom", "OUT_OF_MEMORY")
         env.wait_state("badimage", "FAILED")
         assert "ErrImagePull" in env.spurjob("badimage")["status"]["message"]
+        env.wait_state("slow", "TIMEOUT")
         sacct = env.cluster.cli("sacct", "-X", "-n", "-P", "-o", "JobID,State,ExitCode").stdout
         states = dict(line.split("|")[:2] for line in sacct.splitlines() if line)
         assert states[str(ids["fails"])] == "FAILED"

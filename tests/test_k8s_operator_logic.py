@@ -217,6 +217,17 @@ def test_pod_phases_drive_the_outcome() -> None:
     assert pull.launch_failed and pull.message == "pod p: ImagePullBackOff: no such image"
 
 
+def test_a_time_limit_is_the_pods_deadline_and_ends_the_job_timed_out() -> None:
+    job = _job(1, 0)
+    job.time_limit_secs = 600
+    (pod,) = pods.render_pods(
+        job, default_namespace="d", default_image="x", cluster_name="c", cluster_id="", gpu_resources={}
+    )
+    assert pod["spec"]["activeDeadlineSeconds"] == 600
+    expired = {"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "DeadlineExceeded"}}
+    assert pods.job_outcome([expired], 1).timed_out
+
+
 def test_interpreter_follows_the_shebang() -> None:
     assert pods.interpreter("#!/usr/bin/env python3\nprint()") == ["/usr/bin/env", "python3", "-c"]
     assert pods.interpreter("echo") == ["/bin/sh", "-c"]

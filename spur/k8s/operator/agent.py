@@ -178,7 +178,13 @@ class VirtualAgent:
         if not pods:
             raise RpcError(StatusCode.NOT_FOUND, f"job {request.job_id} has no pods here")
         if request.action == "set_time_limit":
-            return pb.Empty()  # the controller enforces time limits by cancelling
+            # A running pod's activeDeadlineSeconds can only be shortened; the new limit is not applied.
+            log.warning(
+                "job %d: time limit changed to %ds; its running pods keep the limit they started with",
+                request.job_id,
+                request.time_limit_secs,
+            )
+            return pb.Empty()
         if (
             request.action not in ("", "requeue")
             or request.signal not in _CANCEL_SIGNALS
@@ -283,6 +289,7 @@ class VirtualAgent:
                 launch_failed=outcome.launch_failed,
                 message=outcome.message,
                 out_of_memory=outcome.out_of_memory,
+                timed_out=outcome.timed_out,
                 end_time=time.time(),
                 cluster_id=self._cluster_of(job_id),
             ),

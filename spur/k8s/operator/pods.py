@@ -9,8 +9,11 @@ the container's command (run by the interpreter of its ``#!`` line); Slurm's env
 job (``spur.amd.com/job-id``). A multi-node job also gets a headless Service named like its pods'
 subdomain so ``MASTER_ADDR`` (rank 0's pod) resolves.
 
-Outcome (:func:`job_outcome`): from every pod of a job -- any pod Failed ends the job: OOMKilled ->
-out of memory, otherwise FAILED with the container's exit code; a container waiting on an image pull
+A job with a time limit gets it as the pods' ``activeDeadlineSeconds``.
+
+Outcome (:func:`job_outcome`): from every pod of a job -- any pod Failed ends the job: past its
+deadline (DeadlineExceeded) -> timed out; OOMKilled -> out of memory, otherwise FAILED with the
+container's exit code; a container waiting on an image pull
 error (ErrImagePull, ImagePullBackOff, InvalidImageName) fails the launch with that reason; all pods
 Succeeded -> COMPLETED (exit 0); anything else -> still running (None).
 """
@@ -132,6 +135,8 @@ def render_pods(
                 }
             ],
         }
+        if job.time_limit_secs > 0:
+            spec["activeDeadlineSeconds"] = int(job.time_limit_secs)  # Kubernetes enforces the limit
         if multi:
             spec["hostname"] = pod_name(job.job_id, rank)
             spec["subdomain"] = service_name(job.job_id)
@@ -176,6 +181,7 @@ class Outcome:
 
     exit_code: int = 0
     out_of_memory: bool = False
+    timed_out: bool = False
     launch_failed: bool = False
     message: str = ""
 
@@ -203,6 +209,9 @@ def job_outcome(pods: Iterable[Mapping[str, Any]], expected: int) -> Outcome | N
     pods = list(pods)
     for pod in pods:
         if (pod.get("status") or {}).get("phase") == "Failed":
+            if (pod.get("status") or {}).get("reason") == "DeadlineExceeded":
+                name = (pod.get("metadata") or {}).get("name", "")
+                return Outcome(timed_out=True, message=f"pod {name} reached the job's time limit")
             term = _terminated(pod) or {}
             reason = term.get("reason") or (pod.get("status") or {}).get("reason") or "Error"
             code = int(term.get("exitCode", 1) or 0) or 1
