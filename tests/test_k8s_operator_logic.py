@@ -358,3 +358,36 @@ def test_an_oom_report_ends_the_job_out_of_memory() -> None:
     job = log.state.jobs[j]
     assert job.state is JobState.OUT_OF_MEMORY and job.state.is_terminal and job.state.short == "OOM"
     assert log.state.usage("n1").cpus == 0
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def test_kube_api_from_flags_or_the_service_account(tmp_path, monkeypatch) -> None:
+    from spur.k8s.operator import kube
+
+    token = tmp_path / "token"
+    token.write_text("sa-token\n")
+    explicit = kube.KubeConfig.resolve("http://127.0.0.1:8080/", str(token), {})
+    assert (explicit.server, explicit.token, explicit.ca_file) == ("http://127.0.0.1:8080", "sa-token", None)
+    monkeypatch.setattr(kube, "SERVICE_ACCOUNT_DIR", tmp_path)
+    (tmp_path / "ca.crt").write_text("-----BEGIN CERTIFICATE-----\n")
+    in_cluster = kube.KubeConfig.resolve(
+        None, None, {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
+    )
+    assert (in_cluster.server, in_cluster.token) == ("https://10.96.0.1:443", "sa-token")
+    assert in_cluster.ca_file == str(tmp_path / "ca.crt")
+    assert "sa-token" not in repr(in_cluster)
+    with pytest.raises(ValueError, match="--kube-api"):
+        kube.KubeConfig.resolve(None, None, {})
+
+
+def test_cli_errors_are_one_line_and_exit_codes(capsys) -> None:
+    from spur.k8s.operator.main import main
+
+    assert main(["--node-selector", "nokey"]) == 2
+    assert "node selector item 'nokey' is not key=value" in capsys.readouterr().err
+    assert main(["--auth-mode", "required"]) == 78
+    assert "--auth-mode required needs a key" in capsys.readouterr().err
+    assert main(["--kube-api", "http://127.0.0.1:1", "--listen", "nonsense"]) == 78
+    assert "--listen must be host:port" in capsys.readouterr().err

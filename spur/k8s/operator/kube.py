@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,7 @@ class KubeConfig:
     """Where the API server is and how to authenticate; token and CA are read at start."""
 
     server: str
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
     ca_file: str | None = None
 
     @classmethod
