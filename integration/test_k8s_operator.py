@@ -302,7 +302,9 @@ def test_controller_leader_killed_mid_run(tmp_path: Path) -> None:
         try:
             group.start()
             leader = group.wait_leader()
-            env.controller_address = ",".join(group.addresses)
+            # the leader first: the operator's channels are on the controller that is killed
+            others = [m.address for m in group.members if m.node_id != leader]
+            env.controller_address = ",".join([group.member(leader).address, *others])
             env.start_operator(
                 "--request-timeout", "3", "--keepalive-interval", "1", "--keepalive-timeout", "1"
             )
@@ -323,3 +325,17 @@ def test_controller_leader_killed_mid_run(tmp_path: Path) -> None:
             assert env.operator.alive()
         finally:
             group.stop()
+
+
+def test_a_spurjob_that_cannot_be_submitted_says_why(tmp_path: Path) -> None:
+    with operator_env(tmp_path) as env:
+        env.start_operator()
+        env.apply(spurjob("nowhere", ["#SBATCH -N 1", "true"], partition="no-such-partition"))
+        env.apply(spurjob("badopt", ["#SBATCH --nodes=zero", "true"]))
+        env.wait_state("nowhere", "FAILED")
+        env.wait_state("badopt", "FAILED")
+        assert "submission refused" in env.spurjob("nowhere")["status"]["message"]
+        assert "partition" in env.spurjob("nowhere")["status"]["message"].lower()
+        assert "--nodes" in env.spurjob("badopt")["status"]["message"]
+        assert "jobId" not in env.spurjob("badopt")["status"]
+        assert _squeue(env) == []
