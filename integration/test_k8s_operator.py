@@ -197,8 +197,16 @@ def test_a_refused_registration_is_retried_at_the_nodes_next_event(tmp_path: Pat
 
         token = env.cluster.cli("spur", "token", "create", "--uses", "2").stdout.split()[-1]
         env.operator.kill(signal.SIGKILL)
-        env.start_operator("--join-token", token)
+        secret = ["--credential-secret", "default/spur-node-credentials"]
+        env.start_operator("--join-token", token, *secret)
         env.wait_nodes("gpu-node-1", "gpu-node-2")
+        stored = json.loads(env.kubectl("get", "secret", "spur-node-credentials", "-o", "json").stdout)
+        assert sorted(stored["data"]) == ["gpu-node-1", "gpu-node-2"]
+        # restarted with its token used up, the operator presents the kept credentials
+        env.operator.kill(signal.SIGKILL)
+        refusals = env.cluster.controller.log().count("refused node")
+        env.start_operator("--join-token", token, *secret)
+        wait_for(lambda: env.operator.log().count("registered node") >= 4, timeout=20, what="re-registration")
         assert token.split(".")[1] not in env.operator.log()
         # heartbeats carry each node's credential: the nodes stay up past node_timeout_secs
         env.apply(spurjob("after-admission", ["#SBATCH -N 2", "true"]))
@@ -206,6 +214,7 @@ def test_a_refused_registration_is_retried_at_the_nodes_next_event(tmp_path: Pat
         pods = env.wait_pods(job_id, 2)
         env.set_phase(pods, "Succeeded")
         env.wait_state("after-admission", "COMPLETED")
+        assert env.cluster.controller.log().count("refused node") == refusals
 
 
 def _quota(env, account: str) -> dict | None:

@@ -38,9 +38,10 @@ def _verb(method: str, path: str) -> tuple[str, str, str] | None:
 
 def _granted() -> set[tuple[str, str, str]]:
     docs = [d for d in yaml.safe_load_all((EXAMPLES / "rbac.yaml").read_text()) if d]
-    role = next(d for d in docs if d["kind"] == "ClusterRole")
     return {
         (group, resource, verb)
+        for role in docs
+        if role["kind"] in ("ClusterRole", "Role")
         for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
@@ -59,10 +60,13 @@ async def test_the_operator_calls_exactly_what_rbac_grants(nursery: trio.Nursery
     api = KubeAPI(bookmark_interval=0.2)
     url = await nursery.start(api.serve)
     kubectl = Kubectl(url, tmp_path / "kube", cwd=tmp_path)
-    cluster = Cluster(tmp_path)
+    cluster = Cluster(tmp_path, conf_extra='[admission]\nmode = "token"\n')  # node credentials kept too
     await trio.to_thread.run_sync(cluster.start_controller)
+    created = await trio.to_thread.run_sync(lambda: cluster.cli("spur", "token", "create", "--uses", "2"))
+    token = created.stdout.split()[-1]
     operator = None
     try:
+        await kubectl.run("apply", "-f", str(EXAMPLES / "namespace.yaml"))
         await kubectl.run("apply", "-f", str(EXAMPLES / "spurjob-crd.yaml"))
         api.kubelet.add_node("gpu-node-1", GPU_NODE)
         api.kubelet.add_node("gpu-node-2", GPU_NODE)
@@ -87,6 +91,8 @@ async def test_the_operator_calls_exactly_what_rbac_grants(nursery: trio.Nursery
                 "1",
                 "--kill-grace",
                 "0",
+                "--join-token",
+                token,
             ],
             tmp_path / "operator.log",
             cluster.env,

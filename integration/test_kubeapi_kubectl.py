@@ -85,6 +85,8 @@ def test_deploy_sequence_as_written_then_pods_run(api_process: str, tmp_path: Pa
         "namespace/spur created\n",
         "serviceaccount/spur-operator created\n"
         "clusterrole.rbac.authorization.k8s.io/spur-operator created\n"
+        "role.rbac.authorization.k8s.io/spur-operator created\n"
+        "rolebinding.rbac.authorization.k8s.io/spur-operator created\n"
         "clusterrolebinding.rbac.authorization.k8s.io/spur-operator created\n",
         "customresourcedefinition.apiextensions.k8s.io/spurjobs.spur.amd.com created\n",
         "secret/spur-config created\n",

@@ -165,6 +165,12 @@ def test_rbac_grants_exactly_the_operators_calls() -> None:
         ("", "resourcequotas"): ["create", "delete", "get", "update"],
         ("", "limitranges"): ["create", "delete", "get", "update"],
     }
+    role = by_kind("rbac.yaml")["Role"]  # the node credentials Secret, in the operator's namespace
+    assert role["metadata"]["namespace"] == "spur"
+    assert [(r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in role["rules"]] == [
+        ([""], ["secrets"], ["create", "get", "patch"])
+    ]
+    assert by_kind("rbac.yaml")["RoleBinding"]["roleRef"]["name"] == "spur-operator"
     binding = by_kind("rbac.yaml")["ClusterRoleBinding"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "spur-operator", "namespace": "spur"}]
 

@@ -38,6 +38,7 @@ class OperatorOptions:
     node_selector: dict[str, str] = field(default_factory=dict)
     default_uid: int = 65534
     join_token: str = ""
+    credential_secret: str = "spur/spur-node-credentials"
     resync_secs: float = 10.0
     poll_secs: float = 2.0
     quota_interval_secs: float = 30.0
@@ -89,6 +90,10 @@ async def run_operator(
             raise ValueError("--controller needs at least one address")
         target = targets[0]
         listen_host, listen_port = split_hostport(opts.listen, "--listen")
+        secret_ns, _, secret_name = opts.credential_secret.rpartition("/")
+        if not secret_ns or not secret_name:
+            raise ValueError(f"--credential-secret must be namespace/name, not {opts.credential_secret!r}")
+        secret_ref = (secret_ns, secret_name)
     except (ValueError, OSError) as exc:
         raise StartupError(str(exc), 78) from None
     auth = ServerAuth(AuthSettings(mode=opts.auth_mode, key=key), daemon_name="spur-k8s-operator")
@@ -165,6 +170,7 @@ async def run_operator(
                 join_token=opts.join_token,
                 resync=max(opts.resync_secs * 30, 30.0),
                 on_cluster_name=lambda name: cluster.__setitem__("name", name),
+                credential_secret=secret_ref,
             )
             jobs = JobController(
                 kube,
@@ -293,6 +299,9 @@ def _app():  # noqa: ANN202
         join_token: Annotated[
             str, Parameter(help="Node join token ([admission] mode = token); env SPUR_JOIN_TOKEN.")
         ] = "",
+        credential_secret: Annotated[
+            str, Parameter(help="namespace/name of the Secret keeping node credentials (token admission).")
+        ] = "spur/spur-node-credentials",
         resync: Annotated[float, Parameter(help="Seconds between full passes over SpurJobs.")] = 10.0,
         poll: Annotated[float, Parameter(help="Seconds between job status refreshes.")] = 2.0,
         quota_interval: Annotated[float, Parameter(help="Seconds between quota reconcile passes.")] = 30.0,
@@ -331,6 +340,7 @@ def _app():  # noqa: ANN202
             node_selector=selector,
             default_uid=default_uid,
             join_token=join_token or os.environ.get("SPUR_JOIN_TOKEN", ""),
+            credential_secret=credential_secret,
             resync_secs=resync,
             poll_secs=poll,
             quota_interval_secs=quota_interval,

@@ -7,6 +7,11 @@ carried to Spur with ``UpdateNode`` (:func:`spur.k8s.operator.nodes.state_action
 for every registered node go out each ``heartbeat_interval_secs`` the controller asked for, listing
 the jobs the virtual agent runs there; a heartbeat answered ``known=false`` registers that node again.
 
+Node credentials (``[admission] mode = "token"``): the credential the controller hands out at a node's
+first admitted registration is kept in the Secret ``credential_secret`` (one key per node), read
+back when the operator starts, so a restarted operator neither needs a fresh join token nor loses
+its nodes; a removed node's key is dropped.
+
 Errors, as documented: a transport error during a registration restarts the watcher, which lists
 every node again (after a short backoff); a refusal that is not a transport error (for example a
 missing admission token) is logged and the registration is tried again at that node's next event.
@@ -14,6 +19,7 @@ missing admission token) is logged and the registration is tried again at that n
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +80,7 @@ class NodeWatcher:
         restart_backoff: float = 1.0,
         resync: float = 300.0,
         on_cluster_name: Callable[[str], None] = lambda name: None,
+        credential_secret: tuple[str, str] | None = None,
     ) -> None:
         self.kube = kube
         self.link = link
@@ -87,6 +94,8 @@ class NodeWatcher:
         self.restart_backoff = restart_backoff
         self.resync = resync
         self.on_cluster_name = on_cluster_name
+        self.credential_secret = credential_secret
+        self._secret_loaded = False
         self.registered: dict[str, pb.RegisterNodeRequest] = {}
         self.credentials: dict[str, str] = {}
         self.heartbeat_interval = 30.0
@@ -114,7 +123,52 @@ class NodeWatcher:
                     log.warning("node watch failed (%s); listing again", exc)
                     await trio.sleep(self.restart_backoff)
 
+    def _secret_path(self, named: bool = True) -> str:
+        assert self.credential_secret is not None
+        namespace, name = self.credential_secret
+        return path_of(plural="secrets", namespace=namespace, name=name if named else None)
+
+    async def _load_credentials(self) -> None:
+        if self.credential_secret is None or self._secret_loaded:
+            return
+        try:
+            secret = await self.kube.get(self._secret_path())
+        except KubeError as exc:
+            log.warning("cannot read the node credentials in Secret %s/%s: %s", *self.credential_secret, exc)
+            secret = None
+        for node, value in ((secret or {}).get("data") or {}).items():
+            self.credentials.setdefault(node, base64.b64decode(value).decode())
+        self._secret_loaded = True
+
+    async def _store_credential(self, name: str, credential: str | None) -> None:
+        """Keep (or, with None, drop) a node's credential in the Secret; a failure is logged."""
+        if self.credential_secret is None:
+            return
+        value = None if credential is None else base64.b64encode(credential.encode()).decode()
+        try:
+            try:
+                await self.kube.merge_patch(self._secret_path(), {"data": {name: value}})
+            except KubeError as exc:
+                if exc.status != 404 or value is None:
+                    raise
+                namespace, secret = self.credential_secret
+                await self.kube.create(
+                    self._secret_path(named=False),
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "metadata": {"name": secret, "namespace": namespace},
+                        "type": "Opaque",
+                        "data": {name: value},
+                    },
+                )
+        except KubeError as exc:
+            log.warning(
+                "node %s: cannot keep its credential in Secret %s/%s: %s", name, *self.credential_secret, exc
+            )
+
     async def _list_and_watch(self) -> None:
+        await self._load_credentials()
         path = path_of(plural="nodes")
         listed = await self.kube.list(path)
         present = set()
@@ -171,6 +225,7 @@ class NodeWatcher:
         self.registered[name] = request
         if response.node_credential:
             self.credentials[name] = response.node_credential
+            await self._store_credential(name, response.node_credential)
         if response.heartbeat_interval_secs:
             self.heartbeat_interval = float(response.heartbeat_interval_secs)
         if response.cluster_name:
@@ -202,7 +257,8 @@ class NodeWatcher:
 
     async def remove(self, name: str) -> None:
         self.registered.pop(name, None)
-        self.credentials.pop(name, None)
+        if self.credentials.pop(name, None) is not None:
+            await self._store_credential(name, None)
         self.gpu_resources.pop(name, None)
         try:
             await self.link.call(
