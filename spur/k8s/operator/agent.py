@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import signal as _signal
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import trio
@@ -228,7 +228,9 @@ class VirtualAgent:
             StatusCode.UNIMPLEMENTED, "job steps (srun inside a job) are not run on Kubernetes nodes"
         )
 
-    async def StreamOutput(self, request: pb.StreamOutputRequest, context: CallContext):  # noqa: ANN201
+    async def StreamOutput(
+        self, request: pb.StreamOutputRequest, context: CallContext
+    ) -> AsyncIterator[pb.OutputChunk]:
         raise RpcError(
             StatusCode.UNIMPLEMENTED,
             "output of jobs on Kubernetes nodes is in their pods' logs (kubectl logs)",

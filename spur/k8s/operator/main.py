@@ -76,6 +76,7 @@ async def run_operator(
     from spur.k8s.operator.kube import KubeClient, KubeConfig
     from spur.k8s.operator.link import Bounds, open_link
     from spur.k8s.operator.metrics import OperatorMetrics
+    from spur.k8s.operator.spurjobs import SpurJobIdentity
     from spur.k8s.operator.watcher import NodeWatcher
     from spur.rpc.proto import spur_pb2
     from spur.rpc.server import Server
@@ -104,7 +105,7 @@ async def run_operator(
         # identities (auth.mode disabled/permissive), and the operator acts as uid 0, as root would.
         return auth.daemon_metadata() if key else dict(operator_identity)
 
-    def submit_metadata(who) -> dict[str, str]:  # noqa: ANN001
+    def submit_metadata(who: SpurJobIdentity) -> dict[str, str]:
         ident = identity_metadata(Identity(who.uid, who.uid, who.user, who.user))
         if key:
             token = auth.mint_for(who.user, who.uid, ttl_secs=300, gid=who.uid)
@@ -132,7 +133,10 @@ async def run_operator(
             agent = VirtualAgent(
                 kube,
                 send_report=lambda r: node_link.call(
-                    watcher_service(), "ReportJobStatus", r, metadata=watcher.credential_metadata(r.node)
+                    spur_pb2.DESCRIPTOR.services_by_name["Controller"],
+                    "ReportJobStatus",
+                    r,
+                    metadata=watcher.credential_metadata(r.node),
                 ),
                 default_namespace=opts.pod_namespace,
                 default_image=opts.image,
@@ -223,12 +227,6 @@ async def run_operator(
             await kube.aclose()
 
 
-def watcher_service():  # noqa: ANN201
-    from spur.rpc.proto import spur_pb2
-
-    return spur_pb2.DESCRIPTOR.services_by_name["Controller"]
-
-
 async def _serve_until_signalled(opts: OperatorOptions) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
@@ -249,7 +247,7 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _app():  # noqa: ANN202
+def _app() -> App:
     app = App(
         name="spur-k8s-operator",
         help="Run Spur jobs on Kubernetes: SpurJob controller, node watcher, virtual agent, quotas.",
