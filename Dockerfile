@@ -32,6 +32,7 @@ COPY conf/spur.conf /etc/spur/spur.conf
 # Every entry point answers before the image is tagged.
 RUN spurctld --help >/dev/null \
  && spurd --help >/dev/null \
+ && spur-k8s-operator --help >/dev/null \
  && spur nodes --help >/dev/null
 ENV SPUR_CONF=/etc/spur/spur.conf
 # 6817 controller gRPC, 6818 agent gRPC (also the operator's virtual agent), 6820 REST, 6821 Raft

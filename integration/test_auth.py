@@ -67,6 +67,7 @@ DAEMON_ONLY = {
     "SignalJob",
     "Join",  # Mesh (spurd -> controller)
     "Leave",
+    "RemoveNode",  # Inventory (the Kubernetes operator: a deleted node)
     "Apply",  # MeshAgent (the leader's push)
 }
 # Methods whose bare name another service also uses are listed as "Service/Method".

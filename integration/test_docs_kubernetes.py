@@ -4,11 +4,15 @@ it: pipes and line continuations included), or skipped with the reason it cannot
 
 The walk-through acts as the cluster's kubelet where the guide expects pods to run, and runs the
 StatefulSet's three controllers as real spurctld processes (hostnames spurctld-0..2, see
-``integration.k8s_harness``) whose output is what ``kubectl logs`` shows.
+``integration.k8s_harness``) whose output is what ``kubectl logs`` shows (where UTS namespaces
+cannot be made, one plain spurctld stands in for them), and the operator's Deployment as a real
+``spur-k8s-operator`` process. ``kubectl exec`` into a controller pod runs the command in that
+pod's environment (the Spur CLI pointed at the controllers), as the double's exec does.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -18,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from integration.harness import BIN, Cluster, Proc, free_port, wait_for
 from integration.k8s_harness import StatefulSetControllers, kubeapi_process
 from integration.kubeapi import HttpKubelet
 from integration.kubeapi.kubectl import KUBECTL, kubeconfig_text
@@ -26,7 +31,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "kubernetes.md"
 
 RUN = "run"
-OPERATOR = "needs spur-k8s-operator, which is not built yet (issue 12)"
 NO_ENGINE = "no Docker engine or containerd on this machine"
 IMAGE = (
     "no Docker engine on this machine: integration/test_container_image.py runs this Dockerfile's "
@@ -54,12 +58,17 @@ PLAN: list[tuple[str, str]] = [
     ),
     ("kubectl rollout restart statefulset/spurctld -n spur", RUN),
     ("kubectl apply -f job.yaml", RUN),
-    ("kubectl get spurjob training-run -o jsonpath='{.status.state}'", OPERATOR),
-    ("sacctmgr modify account name=myaccount set grptres=cpu=16,mem=32768,gres/gpu=8", OPERATOR),
+    ("kubectl get spurjob training-run -o jsonpath='{.status.state}'", RUN),
+    ("kubectl get pods -l spur.amd.com/spurjob=training-run", RUN),
+    ("kubectl delete spurjob training-run", RUN),
+    ("sacctmgr add account myaccount", RUN),
+    ("kubectl get resourcequota spur-quota -n spur-acct-myaccount", RUN),
+    ("sacctmgr modify account name=myaccount set grptres=cpu=16,mem=32768,gres/gpu=8", RUN),
+    ("kubectl get resourcequota spur-quota -n spur-acct-myaccount -o jsonpath='{.spec.hard}'", RUN),
     ("kubectl get pods -n spur", RUN),
     ("kubectl logs statefulset/spurctld -n spur", RUN),
     ("kubectl logs -n spur -l app.kubernetes.io/name=spurctld --prefix", RUN),
-    ("kubectl exec -n spur spurctld-0 -- spur nodes", OPERATOR),
+    ("kubectl exec -n spur spurctld-0 -- spur nodes", RUN),
 ]
 
 
@@ -115,13 +124,13 @@ def test_walkthrough(tmp_path: Path) -> None:
     (work / "job.yaml").write_text(guide_blocks("yaml")[0])
     controllers = StatefulSetControllers(tmp_path / "ctl", log_dir=logs)
     (tmp_path / "ctl").mkdir()
-    with kubeapi_process(tmp_path, "--logs-dir", str(logs)) as url:
+    with kubeapi_process(tmp_path, "--logs-dir", str(logs), "--exec-env-dir", str(logs)) as url:
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(kubeconfig_text(url, "spur-docs-token"))
 
-        def shell(command: str, cwd: Path) -> subprocess.CompletedProcess:
+        def shell(command: str, cwd: Path, extra: dict | None = None) -> subprocess.CompletedProcess:
             env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-            env.update(HOME=tempfile.mkdtemp(dir=tmp_path), KUBECONFIG=str(kubeconfig))
+            env.update(HOME=tempfile.mkdtemp(dir=tmp_path), KUBECONFIG=str(kubeconfig), **(extra or {}))
             proc = subprocess.run(
                 ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
             )
@@ -130,15 +139,18 @@ def test_walkthrough(tmp_path: Path) -> None:
 
         kubelet = HttpKubelet(url)
         outputs: dict[str, str] = {}
+        spur = _Spur(tmp_path, url, controllers, kubelet, logs)
         try:
             for command, how in PLAN:
                 if how != RUN:
                     continue
-                if command == "kubectl get pods -n spur":
-                    _run_the_cluster(kubelet, controllers, shell)
-                outputs[command] = shell(command, work if "job.yaml" in command else ROOT).stdout
+                spur.before(command, shell)
+                extra = spur.cli_env() if command.startswith("sacctmgr") else {}
+                outputs[command] = shell(command, work if "job.yaml" in command else ROOT, extra).stdout
+                spur.after(command, outputs[command])
         finally:
             kubelet.close()
+            spur.stop()
             controllers.stop()
 
     assert outputs["kubectl apply -f examples/k8s/spurjob-crd.yaml"] == (
@@ -150,6 +162,27 @@ def test_walkthrough(tmp_path: Path) -> None:
         == "statefulset.apps/spurctld restarted\n"
     )
     assert outputs["kubectl apply -f job.yaml"] == "spurjob.spur.amd.com/training-run created\n"
+    assert outputs["kubectl get spurjob training-run -o jsonpath='{.status.state}'"] == "RUNNING"
+    job_pods = outputs["kubectl get pods -l spur.amd.com/spurjob=training-run"].splitlines()
+    assert [row.split()[:3] for row in job_pods[1:]] == [
+        [f"spur-job-{spur.job_id}-0", "1/1", "Running"],
+        [f"spur-job-{spur.job_id}-1", "1/1", "Running"],
+    ]
+    assert outputs["kubectl delete spurjob training-run"] == 'spurjob.spur.amd.com "training-run" deleted\n'
+    quota = outputs["kubectl get resourcequota spur-quota -n spur-acct-myaccount"].splitlines()
+    assert quota[0].split()[:2] == ["NAME", "AGE"] and quota[1].split()[0] == "spur-quota"
+    assert json.loads(
+        outputs["kubectl get resourcequota spur-quota -n spur-acct-myaccount -o jsonpath='{.spec.hard}'"]
+    ) == {
+        "limits.cpu": "16",
+        "limits.memory": "32768Mi",
+        "requests.amd.com/gpu": "8",
+        "requests.cpu": "16",
+        "requests.memory": "32768Mi",
+    }
+    nodes = outputs["kubectl exec -n spur spurctld-0 -- spur nodes"].splitlines()
+    assert nodes[0].split() == ["PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST"]
+    assert nodes[1].split()[3:] == ["2", "idle", "gpu-node-[1-2]"]
     pods = outputs["kubectl get pods -n spur"].splitlines()
     assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert len(pods) > 4 and all(row.split()[1:3] == ["1/1", "Running"] for row in pods[1:])
@@ -162,14 +195,147 @@ def test_walkthrough(tmp_path: Path) -> None:
         assert re.search(r"^\[pod/spurctld-\d/spurctld\] .*leader for term \d+$", every, flags=re.M)
 
 
-def _run_the_cluster(kubelet: HttpKubelet, controllers: StatefulSetControllers, shell) -> None:
-    """What the cluster does between applying the manifests and checking them: a GPU node joins,
-    the kubelet starts every pod, and the three controllers run (really, when UTS namespaces can be
-    made here) and elect a leader."""
-    kubelet.add_node("gpu-node-1", {"cpu": "64", "memory": "512Gi", "amd.com/gpu": "8"})
-    names = shell("kubectl get pods -n spur -o jsonpath='{.items[*].metadata.name}'", ROOT).stdout.split()
-    for name in names:
-        kubelet.set_pod_phase("spur", name, "Running")
-    if _uts_available():
-        controllers.start(3)
-        controllers.wait_leader()
+class _Spur:
+    """The parts of the cluster the guide's commands expect to be running: the controllers (the
+    StatefulSet's processes, or one stand-in), the operator (the Deployment's process) and the
+    kubelet's side of the job's pods."""
+
+    def __init__(
+        self, tmp: Path, url: str, controllers: StatefulSetControllers, kubelet: HttpKubelet, logs: Path
+    ) -> None:
+        self.tmp = tmp
+        self.url = url
+        self.controllers = controllers
+        self.kubelet = kubelet
+        self.logs = logs
+        self.addresses: list[str] = []
+        self.operator: Proc | None = None
+        self.stand_in: Cluster | None = None
+        self.job_id = 0
+
+    def cli_env(self) -> dict[str, str]:
+        return {"SPUR_CONTROLLER": ",".join(self.addresses), "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}
+
+    def start(self) -> None:
+        """A GPU node pair joins; the controllers run and elect a leader; the operator starts."""
+        for name in ("gpu-node-1", "gpu-node-2"):
+            self.kubelet.add_node(name, {"cpu": "64", "memory": "512Gi", "amd.com/gpu": "8"})
+        if _uts_available():
+            self.controllers.start(3)
+            self.controllers.wait_leader()
+            self.addresses = list(self.controllers.addresses)
+        else:
+            (self.tmp / "stand-in").mkdir()
+            self.stand_in = Cluster(self.tmp / "stand-in")
+            self.stand_in.start_controller()
+            self.addresses = [self.stand_in.address]
+        # What `kubectl exec` into a controller pod finds: the CLI pointed at the controllers.
+        (self.logs / "spur_spurctld-0.env").write_text(
+            "".join(f"{k}={v}\n" for k, v in self.cli_env().items())
+        )
+        port = free_port()
+        self.operator = Proc(
+            [
+                str(BIN / "spur-k8s-operator"),
+                "--controller",
+                ",".join(self.addresses),
+                "--kube-api",
+                self.url,
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--address",
+                f"127.0.0.1:{port}",
+                "--enable-quota",
+                "--quota-interval",
+                "0.5",
+                "--poll",
+                "0.3",
+                "--kill-grace",
+                "0",
+            ],
+            self.tmp / "operator.log",
+            dict(os.environ),
+        ).start()
+        wait_for(
+            lambda: {"gpu-node-1", "gpu-node-2"} <= set(self._nodes()),
+            timeout=60,
+            what="the operator to register the nodes (see operator.log)",
+        )
+
+    def _nodes(self) -> list[str]:
+        out = subprocess.run(
+            [str(BIN / "sinfo"), "-h", "-N", "-o", "%N"],
+            env={**os.environ, **self.cli_env()},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return out.stdout.split()
+
+    def _get(self, path: str) -> dict:
+        import httpx
+
+        resp = httpx.get(self.url + path, timeout=10)
+        return resp.json() if resp.status_code == 200 else {}
+
+    def before(self, command: str, shell) -> None:
+        if command == "kubectl apply -f job.yaml":
+            self.start()
+        elif command.startswith("kubectl get spurjob training-run"):
+            path = "/apis/spur.amd.com/v1alpha1/namespaces/default/spurjobs/training-run"
+            self.job_id = wait_for(
+                lambda: self._get(path).get("status", {}).get("jobId"),
+                timeout=60,
+                what="the operator to submit training-run",
+            )
+            pods = wait_for(lambda: len(p := self._job_pods()) == 2 and p, timeout=30, what="the job's pods")
+            for pod in pods:
+                self.kubelet.set_pod_phase("default", pod, "Running")
+            wait_for(lambda: self._get(path).get("status", {}).get("state") == "RUNNING", timeout=30)
+        elif command == "kubectl get resourcequota spur-quota -n spur-acct-myaccount":
+            wait_for(lambda: self._get(self._quota_path()), timeout=30, what="the account's quota")
+        elif command.startswith("kubectl get resourcequota spur-quota -n spur-acct-myaccount -o"):
+            wait_for(
+                lambda: "requests.cpu" in self._get(self._quota_path()).get("spec", {}).get("hard", {}),
+                timeout=30,
+                what="the quota to follow GrpTRES",
+            )
+        elif command == "kubectl get pods -n spur":
+            names = shell(
+                "kubectl get pods -n spur -o jsonpath='{.items[*].metadata.name}'", ROOT
+            ).stdout.split()
+            for name in names:
+                self.kubelet.set_pod_phase("spur", name, "Running")
+
+    def after(self, command: str, output: str) -> None:
+        if command == "kubectl get resourcequota spur-quota -n spur-acct-myaccount":
+            assert self._get(self._quota_path())["spec"]["hard"] == {"pods": "0"}
+        if command == "kubectl delete spurjob training-run":
+
+            def state() -> str:
+                return subprocess.run(
+                    [str(BIN / "sacct"), "-X", "-n", "-P", "-j", str(self.job_id), "-o", "State"],
+                    env={**os.environ, **self.cli_env()},
+                    capture_output=True,
+                    text=True,
+                    timeout=30,
+                ).stdout
+
+            wait_for(lambda: state().startswith("CANCELLED"), timeout=30, what="the job to end CANCELLED")
+            wait_for(lambda: self._job_pods() == [], timeout=30, what="the job's pods to be deleted")
+
+    @staticmethod
+    def _quota_path() -> str:
+        return "/api/v1/namespaces/spur-acct-myaccount/resourcequotas/spur-quota"
+
+    def _job_pods(self) -> list[str]:
+        listed = self._get(
+            "/api/v1/namespaces/default/pods?labelSelector=spur.amd.com%2Fspurjob%3Dtraining-run"
+        )
+        return sorted(p["metadata"]["name"] for p in listed.get("items", []))
+
+    def stop(self) -> None:
+        if self.operator is not None:
+            self.operator.kill()
+        if self.stand_in is not None:
+            self.stand_in.stop()

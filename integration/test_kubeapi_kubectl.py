@@ -85,6 +85,8 @@ def test_deploy_sequence_as_written_then_pods_run(api_process: str, tmp_path: Pa
         "namespace/spur created\n",
         "serviceaccount/spur-operator created\n"
         "clusterrole.rbac.authorization.k8s.io/spur-operator created\n"
+        "role.rbac.authorization.k8s.io/spur-operator created\n"
+        "rolebinding.rbac.authorization.k8s.io/spur-operator created\n"
         "clusterrolebinding.rbac.authorization.k8s.io/spur-operator created\n",
         "customresourcedefinition.apiextensions.k8s.io/spurjobs.spur.amd.com created\n",
         "secret/spur-config created\n",
@@ -487,3 +489,20 @@ async def test_reapplying_an_edited_manifest_converges_to_the_file(
     await apply_and_compare()
     patches = [ct for m, p, ct in api.requests if m == "PATCH" and "spur-k8s-operator" in p]
     assert patches == ["application/strategic-merge-patch+json"] * 2
+
+
+def test_exec_runs_in_the_pods_environment(tmp_path: Path) -> None:
+    envs = tmp_path / "exec-env"
+    envs.mkdir()
+    (envs / "default_p1.env").write_text("GREETING=hello from p1\n")
+    with kubeapi_process(tmp_path, "--exec-env-dir", str(envs)) as url:
+        kubectl = Kubectl(url, tmp_path / "kube")
+        kubectl("run", "p1", "--image=busybox")
+        kubectl("run", "p2", "--image=busybox")
+        out = kubectl("exec", "p1", "--", "sh", "-c", "echo $GREETING; echo oops >&2")
+        assert (out.stdout, out.stderr) == ("hello from p1\n", "oops\n")
+        failed = kubectl("exec", "p1", "--", "sh", "-c", "exit 3", check=False)
+        assert failed.returncode == 3 and "command terminated with exit code 3" in failed.stderr
+        assert kubectl("exec", "p2", "--", "true", check=False).returncode != 0  # no environment: refused
+        missing = kubectl("exec", "nope", "--", "true", check=False)
+        assert missing.returncode != 0 and 'pods "nope" not found' in missing.stderr

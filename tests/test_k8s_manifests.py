@@ -153,18 +153,24 @@ def test_rbac_grants_exactly_the_operators_calls() -> None:
         for g in rule["apiGroups"]
         for r in rule["resources"]
     }
+    # What spur.k8s.operator calls (kube.py verbs: get, list, watch, create, merge_patch=patch,
+    # replace=update, delete), per resource.
     assert grants == {
-        ("spur.amd.com", "spurjobs"): ["get", "list", "patch", "update", "watch"],
-        ("spur.amd.com", "spurjobs/status"): ["get", "patch", "update"],
-        ("spur.amd.com", "spurjobs/finalizers"): ["update"],
-        ("", "pods"): ["create", "delete", "get", "list", "watch"],
-        ("", "pods/eviction"): ["create"],
-        ("", "services"): ["create", "delete", "get", "list", "watch"],
-        ("", "nodes"): ["get", "list", "patch", "watch"],
-        ("", "namespaces"): ["create", "get", "list", "watch"],
-        ("", "resourcequotas"): ["create", "delete", "get", "list", "patch", "update", "watch"],
-        ("", "limitranges"): ["create", "delete", "get", "list", "patch", "update", "watch"],
+        ("spur.amd.com", "spurjobs"): ["list", "patch", "watch"],
+        ("spur.amd.com", "spurjobs/status"): ["patch"],
+        ("", "pods"): ["create", "delete", "list", "watch"],
+        ("", "services"): ["create", "delete", "list"],
+        ("", "nodes"): ["list", "watch"],
+        ("", "namespaces"): ["create", "get", "list", "patch"],
+        ("", "resourcequotas"): ["create", "delete", "get", "update"],
+        ("", "limitranges"): ["create", "delete", "get", "update"],
     }
+    role = by_kind("rbac.yaml")["Role"]  # the node credentials Secret, in the operator's namespace
+    assert role["metadata"]["namespace"] == "spur"
+    assert [(r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in role["rules"]] == [
+        ([""], ["secrets"], ["create", "get", "patch"])
+    ]
+    assert by_kind("rbac.yaml")["RoleBinding"]["roleRef"]["name"] == "spur-operator"
     binding = by_kind("rbac.yaml")["ClusterRoleBinding"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "spur-operator", "namespace": "spur"}]
 

@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         "--graceful-pods", action="store_true", help="running pods stay Terminating until a kubelet confirms"
     )
     p.add_argument("--logs-dir", type=Path, help="serve pods/log of ns/name from <dir>/<ns>_<name>.log")
+    p.add_argument(
+        "--exec-env-dir", type=Path, help="kubectl exec into ns/name runs with <dir>/<ns>_<name>.env"
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s kubeapi %(levelname)s %(message)s")
     api = KubeAPI(
@@ -46,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         workloads=not args.no_workloads,
         logs_dir=args.logs_dir,
         graceful_pods=args.graceful_pods,
+        exec_env_dir=args.exec_env_dir,
     )
 
     async def run() -> None:

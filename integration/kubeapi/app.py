@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -64,7 +65,11 @@ class KubeAPI:
     ``history``: how many changes a watch can resume across before 410 Expired.
     ``logs_dir``: where node-side log files are, as kubelet keeps them: ``pods/log`` of pod
     ``ns/name`` serves ``<logs_dir>/<ns>_<name>.log`` (after anything ``Kubelet.write_log`` added).
-    ``requests`` records ``(method, path?query, content-type)`` of every request, for tests that
+    ``exec_env_dir``: ``pods/exec`` (kubectl exec, over WebSocket ``v5``/``v4.channel.k8s.io``) runs
+    the command on this machine, as that pod's container would, with the environment of
+    ``<exec_env_dir>/<ns>_<name>.env`` (``KEY=VALUE`` lines) over the double's own; without the file
+    (or without this option) exec answers 400, as for a pod whose container cannot run commands.
+    ``requests`` records ``(method, path?query, content-type)`` of every request (``user_agents`` its User-Agent), for tests that
     check what a client sent; ``bodies`` the request bodies (as received) of the requests that
     carried one, in order.
     """
@@ -79,9 +84,11 @@ class KubeAPI:
         graceful_pods: bool = False,
         clock: Any = time.time,
         logs_dir: Path | None = None,
+        exec_env_dir: Path | None = None,
     ) -> None:
         self.token = token
         self.logs_dir = logs_dir
+        self.exec_env_dir = exec_env_dir
         self.bookmark_interval = bookmark_interval
         self.clock = clock
         self._changed = trio.Event()
@@ -90,6 +97,7 @@ class KubeAPI:
         )
         self.kubelet = Kubelet(self.store, clock)
         self.requests: list[tuple[str, str, str]] = []
+        self.user_agents: list[str] = []  # the User-Agent of each entry of ``requests``
         self.bodies: list[bytes] = []
         self.url: str | None = None
         self.app = self._build_app()
@@ -130,12 +138,60 @@ class KubeAPI:
         app.config["BODY_TIMEOUT"] = None
         app.config["MAX_CONTENT_LENGTH"] = 16 * 1024 * 1024
 
+        @app.websocket("/api/v1/namespaces/<ns>/pods/<name>/exec")
+        async def exec_ws(ns: str, name: str) -> Any:
+            from quart import websocket
+
+            self.requests.append(("GET", f"/api/v1/namespaces/{ns}/pods/{name}/exec", "websocket"))
+            self.user_agents.append(websocket.headers.get("User-Agent", ""))
+            env_file = (self.exec_env_dir / f"{ns}_{name}.env") if self.exec_env_dir is not None else None
+            try:
+                self.store.get(self.store.registry.by_key("", "pods"), ns, name)
+            except ApiError as exc:
+                return self._json(exc.status(), exc.code)
+            if env_file is None or not env_file.exists():
+                return self._json(
+                    ApiError(400, "BadRequest", f"cannot exec in pod {ns}/{name}").status(), 400
+                )
+            offered = [p.strip() for p in (websocket.headers.get("Sec-WebSocket-Protocol") or "").split(",")]
+            protocol = next((p for p in ("v5.channel.k8s.io", "v4.channel.k8s.io") if p in offered), None)
+            if protocol is None:
+                return self._json(ApiError(400, "BadRequest", "no supported exec protocol").status(), 400)
+            await websocket.accept(subprotocol=protocol)
+            command = websocket.args.getlist("command")
+            env = dict(os.environ)
+            for line in env_file.read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep:
+                    env[key] = value
+            proc = await trio.run_process(
+                command, env=env, capture_stdout=True, capture_stderr=True, check=False
+            )
+            if proc.stdout:
+                await websocket.send(b"\x01" + proc.stdout)
+            if proc.stderr:
+                await websocket.send(b"\x02" + proc.stderr)
+            if proc.returncode == 0:
+                status = {"metadata": {}, "status": "Success"}
+            else:
+                status = {
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": f"command terminated with non-zero exit code: {proc.returncode}",
+                    "reason": "NonZeroExitCode",
+                    "details": {"causes": [{"reason": "ExitCode", "message": str(proc.returncode)}]},
+                }
+            await websocket.send(b"\x03" + json.dumps(status).encode())
+            await websocket.close(1000)
+            return None
+
         @app.route("/", defaults={"path": ""}, methods=_METHODS)
         @app.route("/<path:path>", methods=_METHODS)
         async def handle(path: str) -> Any:
             query = request.query_string.decode()
             content_type = (request.headers.get("Content-Type") or "").split(";")[0].strip()
             self.requests.append((request.method, "/" + path + (f"?{query}" if query else ""), content_type))
+            self.user_agents.append(request.headers.get("User-Agent", ""))
             try:
                 presented = request.headers.get("Authorization")
                 if self.token is not None and presented is not None and presented != f"Bearer {self.token}":

@@ -33,7 +33,9 @@ def pod_status(
 
     ``Running``: every container running and ready. ``Succeeded``/``Failed``: every container
     terminated with ``exit_code`` (default 0 / 1) and ``reason`` (default Completed / Error; use
-    ``OOMKilled`` with 137 for an out-of-memory kill). ``Pending`` with a ``reason`` such as
+    ``OOMKilled`` with 137 for an out-of-memory kill). ``Failed`` with ``DeadlineExceeded``: the pod
+    outlived ``activeDeadlineSeconds``: the pod's own reason says so and its containers were killed
+    (137, Error). ``Pending`` with a ``reason`` such as
     ``ErrImagePull`` or ``ImagePullBackOff``: containers waiting with that reason and ``message``.
     """
     if phase not in PHASES:
@@ -57,6 +59,8 @@ def pod_status(
         elif phase in ("Succeeded", "Failed"):
             code = exit_code if exit_code is not None else (0 if phase == "Succeeded" else 1)
             why = reason or ("Completed" if phase == "Succeeded" else "Error")
+            if reason == "DeadlineExceeded":
+                code, why = 137, "Error"
             term = {
                 "exitCode": code,
                 "reason": why,
@@ -74,6 +78,9 @@ def pod_status(
         statuses.append(entry)
     status["phase"] = phase
     status["containerStatuses"] = statuses
+    if phase == "Failed" and reason == "DeadlineExceeded":
+        status["reason"] = "DeadlineExceeded"
+        status["message"] = "Pod was active on the node longer than the specified deadline"
     status.setdefault("startTime", stamp)
     if phase != "Pending":
         status["podIP"] = pod_ip

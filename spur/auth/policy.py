@@ -65,6 +65,7 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.v1.Controller/RegisterController": Privilege.DAEMON,
     "/spur.v1.Agent/LaunchJob": Privilege.DAEMON,
     "/spur.v1.Agent/SignalJob": Privilege.DAEMON,
+    "/spur.inventory.v1.Inventory/RemoveNode": Privilege.DAEMON,
     "/spur.admission.v1.Admission/CreateToken": Privilege.ADMIN,
     "/spur.admission.v1.Admission/ListTokens": Privilege.ADMIN,
     "/spur.admission.v1.Admission/RevokeToken": Privilege.ADMIN,

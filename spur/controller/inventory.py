@@ -1,8 +1,12 @@
-"""``spur.inventory.v1.Inventory``: removing nodes from the inventory (``scontrol delete NodeName=``).
+"""``spur.inventory.v1.Inventory``: taking nodes out of the inventory. Served by the leader (followers
+forward with the caller's metadata).
 
-Admin only, served by the leader (followers forward with the caller's metadata). A node with running
-jobs is refused. A removed node's spurd that is still running registers again at its next heartbeat,
-so stop it first; its mesh entry is released by the mesh reconcile and it leaves every peer list.
+- ``RemoveNodes`` (admin; ``scontrol delete NodeName=``): a node with running jobs is refused. A removed
+  node's spurd that is still running registers again at its next heartbeat, so stop it first.
+- ``RemoveNode`` (daemon or admin, see ``METHOD_PRIVILEGE``; the Kubernetes operator calls it when a
+  Kubernetes node is deleted): the node is gone for good, so its running jobs end NODE_FAIL.
+
+Either way the node's mesh entry is released by the mesh reconcile and it leaves every peer list.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class InventoryService:
             return await Stub(leader.channel, SERVICE).RemoveNodes(
                 request, timeout=remaining or 30.0, metadata=dict(context.metadata)
             )
+        await self.ctl.leader_ready()
         ident = _require_admin(context, "removing nodes (scontrol delete NodeName=...)", self.ctl.state)
         from spur.core.hostlist import HostlistError, expand
 
@@ -55,3 +60,29 @@ class InventoryService:
         self.ctl.mesh_changed.set()
         log.info("nodes removed from the inventory by %s: %s", ident.user, ",".join(removed))
         return inventory_pb2.RemoveNodesResponse(removed=removed)
+
+    async def RemoveNode(
+        self, request: inventory_pb2.RemoveNodeRequest, context: CallContext
+    ) -> inventory_pb2.RemoveNodeResponse:
+        if not request.name:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, "node name is required")
+        if not self.ctl.is_leader:
+            from spur.rpc.stub import Stub
+
+            leader = await self.ctl.leader_stub()
+            remaining = context.time_remaining() if context.deadline is not None else None
+            return await Stub(leader.channel, SERVICE).RemoveNode(
+                request, timeout=remaining or 30.0, metadata=dict(context.metadata)
+            )
+        await self.ctl.leader_ready()
+        failed = await self.ctl.propose(c.ForgetNode(request.name, self.ctl.clock.wall()))
+        self.ctl.last_seen.pop(request.name, None)
+        self.ctl.mesh_changed.set()
+        log.info(
+            "node %s removed (%s)%s",
+            request.name,
+            request.reason or "no reason given",
+            f"; jobs {', '.join(map(str, failed))} ended NODE_FAIL" if failed else "",
+        )
+        self.ctl.kick_scheduler()
+        return inventory_pb2.RemoveNodeResponse(failed_job_ids=failed)

@@ -388,6 +388,7 @@ class ControllerService:
                 cancelled=request.cancelled,
                 launch_failed=request.launch_failed,
                 message=request.message,
+                out_of_memory=request.out_of_memory,
             )
         )
         self.ctl.kick_scheduler()

@@ -22,6 +22,7 @@ class JobState(enum.StrEnum):
     TIMEOUT = "TIMEOUT"
     NODE_FAIL = "NODE_FAIL"
     SUSPENDED = "SUSPENDED"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
 
     @property
     def short(self) -> str:
@@ -47,10 +48,18 @@ _SHORT = {
     JobState.TIMEOUT: "TO",
     JobState.NODE_FAIL: "NF",
     JobState.SUSPENDED: "S",
+    JobState.OUT_OF_MEMORY: "OOM",
 }
 
 TERMINAL_STATES = frozenset(
-    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL}
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.OUT_OF_MEMORY,
+    }
 )
 
 

@@ -1,7 +1,7 @@
 """A minimal HTTP/1.1 endpoint serving a registry's Prometheus text on Trio (no web framework).
 
 ``GET /metrics`` (or ``/``) answers the registry's exposition (``CONTENT_TYPE_LATEST``); other paths
-404, other methods 405. One request per connection (``Connection: close``); a request head larger
+404 (unless ``routes`` names them: health checks answer 200 or 503 with their text), other methods 405. One request per connection (``Connection: close``); a request head larger
 than 16 KiB or slower than 10 s is dropped. Serving never raises into the caller's nursery for a
 client's misbehaviour.
 """
@@ -9,6 +9,7 @@ client's misbehaviour.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -27,7 +28,10 @@ def _response(status: str, body: bytes, content_type: str = "text/plain; charset
     return head.encode("ascii") + body
 
 
-async def _handle(stream: trio.SocketStream, registry: Any) -> None:
+Routes = dict[str, Callable[[], tuple[bool, str]]]
+
+
+async def _handle(stream: trio.SocketStream, registry: Any, routes: Routes | None = None) -> None:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     try:
@@ -45,6 +49,12 @@ async def _handle(stream: trio.SocketStream, registry: Any) -> None:
         method, target = parts[0], parts[1].split("?", 1)[0]
         if method not in ("GET", "HEAD"):
             reply = _response("405 Method Not Allowed", b"only GET\n")
+        elif routes and target in routes:
+            ok, text = routes[target]()
+            body = (text + "\n").encode()
+            reply = _response(
+                "200 OK" if ok else "503 Service Unavailable", b"" if method == "HEAD" else body
+            )
         elif target not in ("/metrics", "/"):
             reply = _response("404 Not Found", b"not found: try /metrics\n")
         else:
@@ -60,9 +70,16 @@ async def _handle(stream: trio.SocketStream, registry: Any) -> None:
 
 
 async def serve_metrics(
-    registry: Any, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    registry: Any,
+    host: str,
+    port: int,
+    *,
+    routes: Routes | None = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on ``host:port`` (0 = free port), report the bound port, serve until cancelled."""
+    """Listen on ``host:port`` (0 = free port), report the bound port, serve until cancelled.
+
+    ``routes``: extra paths (``/healthz``...) answered by a check returning (healthy, text)."""
     listeners = await trio.open_tcp_listeners(port, host=host or None)
     if port == 0 and len(listeners) > 1:
         for extra in listeners[1:]:
@@ -73,6 +90,6 @@ async def serve_metrics(
     task_status.started(bound)
 
     async def handler(stream: trio.SocketStream) -> None:
-        await _handle(stream, registry)
+        await _handle(stream, registry, routes)
 
     await trio.serve_listeners(handler, listeners)

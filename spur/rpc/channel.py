@@ -212,6 +212,21 @@ class Channel:
             if call is not None:
                 call.cancel()
 
+    def drop(self, reason: str = "dropped by the client") -> None:
+        """Close the current connection (calls on it fail UNAVAILABLE); the next call opens a new one.
+
+        For callers that treat a transport error (including a call that reached its deadline) as the
+        end of the connection rather than of one call."""
+        conn = self._conn
+        self._conn = None
+        if conn is not None and not conn.closed:
+            conn.close(reason)
+
+    @property
+    def connected(self) -> bool:
+        """Whether a usable connection is open now."""
+        return self._conn is not None and self._conn.usable
+
     # ------------------------------------------------------------------ plumbing
 
     async def _start(

@@ -58,6 +58,15 @@ class NodeLost:
 
 
 @dataclass
+class ForgetNode:
+    """Forget a node that is gone for good (e.g. a deleted Kubernetes node): its running jobs end
+    NODE_FAIL, then it leaves the inventory. Compare ``RemoveNode`` (admin; refused while jobs run)."""
+
+    name: str
+    time: float
+
+
+@dataclass
 class NodeReturned:
     """A node that was DOWN for not responding is talking again: back in service."""
 
@@ -151,6 +160,7 @@ class JobExited:
     cancelled: bool = False
     launch_failed: bool = False
     message: str = ""
+    out_of_memory: bool = False  # the kernel's OOM killer ended it (Slurm's OUT_OF_MEMORY)
 
 
 @dataclass
@@ -192,6 +202,7 @@ COMMANDS: dict[str, type] = {
         UpdateNode,
         NodeLost,
         NodeReturned,
+        ForgetNode,
         StartJob,
         JobLaunched,
         LaunchFailed,

@@ -472,6 +472,17 @@ class ClusterState:
             self._fail_jobs_on(name, cmd.time)
         return True
 
+    def _apply_ForgetNode(self, cmd: c.ForgetNode) -> Any:
+        """Returns the ids of the jobs that ended NODE_FAIL because they ran there."""
+        if cmd.name not in self.nodes:
+            return Rejected("NOT_FOUND", f"Invalid node name specified: {cmd.name}")
+        failed = sorted(self.usage(cmd.name).jobs)
+        self._fail_jobs_on(cmd.name, cmd.time)
+        del self.nodes[cmd.name]
+        self._usage.pop(cmd.name, None)
+        self._summaries = {}
+        return failed
+
     def _apply_NodeReturned(self, cmd: c.NodeReturned) -> Any:
         node = self.nodes.get(cmd.name)
         if node is None:
@@ -785,6 +796,8 @@ class ClusterState:
             final, reason = JobState.CANCELLED, None
         elif cmd.launch_failed:
             final, reason = JobState.FAILED, cmd.message or "launch failed"
+        elif cmd.out_of_memory:
+            final, reason = JobState.OUT_OF_MEMORY, "OutOfMemory"
         elif job.exit_code != 0 or job.signal != 0:
             final, reason = JobState.FAILED, "NonZeroExitCode"
         else:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0finventory.proto\x12\x11spur.inventory.v1\"#\n\x12RemoveNodesRequest\x12\r\n\x05nodes\x18\x01 \x01(\t\"&\n\x13RemoveNodesResponse\x12\x0f\n\x07removed\x18\x01 \x03(\t2i\n\tInventory\x12\\\n\x0bRemoveNodes\x12%.spur.inventory.v1.RemoveNodesRequest\x1a&.spur.inventory.v1.RemoveNodesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0finventory.proto\x12\x11spur.inventory.v1\"#\n\x12RemoveNodesRequest\x12\r\n\x05nodes\x18\x01 \x01(\t\"&\n\x13RemoveNodesResponse\x12\x0f\n\x07removed\x18\x01 \x03(\t\"1\n\x11RemoveNodeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\",\n\x12RemoveNodeResponse\x12\x16\n\x0e\x66\x61iled_job_ids\x18\x01 \x03(\x04\x32\xc4\x01\n\tInventory\x12\\\n\x0bRemoveNodes\x12%.spur.inventory.v1.RemoveNodesRequest\x1a&.spur.inventory.v1.RemoveNodesResponse\x12Y\n\nRemoveNode\x12$.spur.inventory.v1.RemoveNodeRequest\x1a%.spur.inventory.v1.RemoveNodeResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REMOVENODESREQUEST']._serialized_end=73
   _globals['_REMOVENODESRESPONSE']._serialized_start=75
   _globals['_REMOVENODESRESPONSE']._serialized_end=113
-  _globals['_INVENTORY']._serialized_start=115
-  _globals['_INVENTORY']._serialized_end=220
+  _globals['_REMOVENODEREQUEST']._serialized_start=115
+  _globals['_REMOVENODEREQUEST']._serialized_end=164
+  _globals['_REMOVENODERESPONSE']._serialized_start=166
+  _globals['_REMOVENODERESPONSE']._serialized_end=210
+  _globals['_INVENTORY']._serialized_start=213
+  _globals['_INVENTORY']._serialized_end=409
 # @@protoc_insertion_point(module_scope)

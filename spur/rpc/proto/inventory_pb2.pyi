@@ -17,3 +17,17 @@ class RemoveNodesResponse(_message.Message):
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     removed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, removed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RemoveNodeRequest(_message.Message):
+    __slots__ = ("name", "reason")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    reason: str
+    def __init__(self, name: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RemoveNodeResponse(_message.Message):
+    __slots__ = ("failed_job_ids",)
+    FAILED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    failed_job_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, failed_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...

@@ -515,7 +515,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, known: _Optional[bool] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
-    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id", "cluster_id")
+    __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id", "cluster_id", "out_of_memory")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -527,6 +527,7 @@ class JobStatusReport(_message.Message):
     LAUNCH_FAILED_FIELD_NUMBER: _ClassVar[int]
     STEP_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    OUT_OF_MEMORY_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     node: str
     exit_code: int
@@ -538,7 +539,8 @@ class JobStatusReport(_message.Message):
     launch_failed: bool
     step_id: int
     cluster_id: str
-    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
+    out_of_memory: bool
+    def __init__(self, job_id: _Optional[int] = ..., node: _Optional[str] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., timed_out: _Optional[bool] = ..., cancelled: _Optional[bool] = ..., end_time: _Optional[float] = ..., message: _Optional[str] = ..., launch_failed: _Optional[bool] = ..., step_id: _Optional[int] = ..., cluster_id: _Optional[str] = ..., out_of_memory: _Optional[bool] = ...) -> None: ...
 
 class ControllerInfo(_message.Message):
     __slots__ = ("node_id", "address", "role", "term", "commit_index", "applied_index", "healthy", "leader_address", "cluster_id", "cluster_name")

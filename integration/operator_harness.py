@@ -1,0 +1,164 @@
+"""spur-k8s-operator in tests: a real spurctld (loopback), the Kubernetes API double as a process,
+kubectl bound to it, a kubelet driving pods and nodes through the API, and the operator itself
+started from the virtualenv's console script like any daemon."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from integration.harness import BIN, Cluster, Proc, free_port, wait_for
+from integration.k8s_harness import kubeapi_process
+from integration.kubeapi import HttpKubelet
+from integration.kubeapi.kubectl import EXAMPLES, Kubectl
+
+GPU_NODE = {"cpu": "64", "memory": "512Gi", "amd.com/gpu": "8"}
+
+#: The SpurJob of docs/kubernetes.md (the seed's training run).
+TRAINING_RUN = """\
+apiVersion: spur.amd.com/v1alpha1
+kind: SpurJob
+metadata:
+  name: training-run
+spec:
+  script: |
+    #!/bin/bash
+    #SBATCH --job-name=train
+    #SBATCH -N 2
+    #SBATCH --gres=gpu:8
+    torchrun --nnodes=2 train.py
+"""
+
+
+def spurjob(name: str, script_lines: list[str], **spec: Any) -> str:
+    """A SpurJob manifest with a bash script made of ``script_lines``."""
+    body = {"script": "#!/bin/bash\n" + "\n".join(script_lines) + "\n", **spec}
+    return json.dumps(
+        {"apiVersion": "spur.amd.com/v1alpha1", "kind": "SpurJob", "metadata": {"name": name}, "spec": body}
+    )
+
+
+@dataclass
+class OperatorEnv:
+    root: Path
+    url: str
+    cluster: Cluster
+    kubectl: Kubectl
+    kubelet: HttpKubelet
+    agent_port: int = field(default_factory=free_port)
+    health_port: int = field(default_factory=free_port)
+    operator: Proc | None = None
+    controller_address: str = ""
+
+    def operator_argv(self, *extra: str) -> list[str]:
+        return [
+            str(BIN / "spur-k8s-operator"),
+            "--controller",
+            f"http://{self.controller_address or self.cluster.address}",
+            "--listen",
+            f"127.0.0.1:{self.agent_port}",
+            "--address",
+            f"127.0.0.1:{self.agent_port}",
+            "--kube-api",
+            self.url,
+            "--health-addr",
+            f"127.0.0.1:{self.health_port}",
+            "--image",
+            "registry.example/train:1",
+            "--resync",
+            "2",
+            "--poll",
+            "0.3",
+            "--kill-grace",
+            "0",
+            *extra,
+        ]
+
+    def start_operator(self, *extra: str, env: dict[str, str] | None = None) -> Proc:
+        self.operator = Proc(
+            self.operator_argv(*extra), self.root / "operator.log", {**os.environ, **(env or {})}
+        ).start()
+        wait_for(self._operator_up, timeout=20, what="spur-k8s-operator to listen")
+        return self.operator
+
+    def _operator_up(self) -> bool:
+        if self.operator and not self.operator.alive():
+            raise AssertionError(f"spur-k8s-operator exited:\n{self.operator.log()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.agent_port), 0.5):
+            return True
+        return False
+
+    def apply(self, manifest: str) -> str:
+        return self.kubectl("apply", "-f", "-", input=manifest).stdout
+
+    def spurjob(self, name: str) -> dict[str, Any]:
+        return json.loads(self.kubectl("get", "spurjob", name, "-o", "json").stdout)
+
+    def state(self, name: str) -> str:
+        return self.kubectl("get", "spurjob", name, "-o", "jsonpath={.status.state}").stdout
+
+    def wait_state(self, name: str, *states: str, timeout: float = 30) -> str:
+        return wait_for(
+            lambda: (s := self.state(name)) in states and s,
+            timeout=timeout,
+            what=f"spurjob {name} to be {states} (operator log:\n{self.log_tail()})",
+        )
+
+    def pods(self, job_id: int, namespace: str = "default") -> list[dict[str, Any]]:
+        out = self.kubectl(
+            "get", "pods", "-n", namespace, "-l", f"spur.amd.com/job-id={job_id}", "-o", "json"
+        )
+        return json.loads(out.stdout)["items"]
+
+    def wait_pods(self, job_id: int, count: int, namespace: str = "default") -> list[dict[str, Any]]:
+        return wait_for(
+            lambda: len(p := self.pods(job_id, namespace)) == count and p,
+            timeout=30,
+            what=f"{count} pods of job {job_id}",
+        )
+
+    def set_phase(self, pods: list[dict[str, Any]], phase: str, **kwargs: Any) -> None:
+        for pod in pods:
+            self.kubelet.set_pod_phase(pod["metadata"]["namespace"], pod["metadata"]["name"], phase, **kwargs)
+
+    def log_tail(self) -> str:
+        return self.operator.log()[-3000:] if self.operator else ""
+
+    def wait_nodes(self, *names: str, state: str = "idle", timeout: float = 30) -> None:
+        self.cluster.wait_nodes(*names, state=state, timeout=timeout)
+
+    def stop(self) -> None:
+        if self.operator:
+            self.operator.kill()
+
+
+@contextlib.contextmanager
+def operator_env(
+    tmp: Path, *, conf_extra: str = "", crd: bool = True, start_controller: bool = True
+) -> Iterator[OperatorEnv]:
+    """A controller (unless ``start_controller`` is false: the test brings its own and sets
+    ``controller_address``) and the API double with the SpurJob CRD and two GPU nodes (no operator
+    yet)."""
+    with kubeapi_process(tmp) as url:
+        cluster = Cluster(tmp, conf_extra=conf_extra)
+        kubectl = Kubectl(url, tmp / "kube", cwd=tmp)
+        kubelet = HttpKubelet(url)
+        env = OperatorEnv(tmp, url, cluster, kubectl, kubelet)
+        try:
+            if start_controller:
+                cluster.start_controller()
+            if crd:
+                kubectl("apply", "-f", str(EXAMPLES / "spurjob-crd.yaml"))
+            kubelet.add_node("gpu-node-1", GPU_NODE)
+            kubelet.add_node("gpu-node-2", GPU_NODE)
+            yield env
+        finally:
+            env.stop()
+            cluster.stop()
+            kubelet.close()
