@@ -31,6 +31,8 @@ joined nodes) so tests can assert on it.
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import http.server
 import json
 import os
@@ -42,6 +44,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 VERSION = "v1.36.2+k0s.0"
@@ -170,9 +173,25 @@ def join(token: dict, role: str) -> str:
 
 def write_json(path: Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(data, indent=2))
     tmp.replace(path)
+
+
+@contextlib.contextmanager
+def state_lock(ddir: Path) -> Iterator[None]:
+    """Serialise read-modify-write of ``<data-dir>/fake/*.json`` across k0s processes and threads.
+
+    Real k0s keeps join tokens as Secrets in the cluster's API (one atomic create each), so
+    concurrent ``k0s token create`` calls (spurd mints one per joining node, in parallel) never lose
+    one another's token; the double's file needs this lock to behave the same."""
+    (ddir / "fake").mkdir(parents=True, exist_ok=True)
+    with open(ddir / "fake/.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class JoinApi(http.server.BaseHTTPRequestHandler):
@@ -205,8 +224,7 @@ class JoinApi(http.server.BaseHTTPRequestHandler):
             self._answer(400, "bad request")
             return
         tokens_file = self.ddir / "fake/tokens.json"
-        lock = self.server.lock  # type: ignore[attr-defined]
-        with lock:
+        with state_lock(self.ddir):
             tokens = json.loads(tokens_file.read_text()) if tokens_file.exists() else []
             if not any(t["secret"] == req.get("secret") and t["role"] == req.get("role") for t in tokens):
                 self._answer(403, "invalid or unknown join token")
@@ -228,7 +246,6 @@ def serve_join_api(ddir: Path, config: dict) -> str:
     except OSError as exc:
         fail(f"failed to listen on {host}:{port} for the k0s join API: {exc.strerror}")
     server.daemon_threads = True
-    server.lock = threading.Lock()  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     bound_host, bound_port = server.server_address[:2]
     return f"http://{bound_host}:{bound_port}"
@@ -296,9 +313,10 @@ def cmd_token(words: list[str], opts: dict[str, str | bool]) -> int:
         fail("failed to create join token: no running controller on this node")
     secret = secrets.token_hex(16)
     tokens_file = ddir / "fake/tokens.json"
-    tokens = json.loads(tokens_file.read_text()) if tokens_file.exists() else []
-    tokens.append({"role": role, "secret": secret})
-    write_json(tokens_file, tokens)
+    with state_lock(ddir):
+        tokens = json.loads(tokens_file.read_text()) if tokens_file.exists() else []
+        tokens.append({"role": role, "secret": secret})
+        write_json(tokens_file, tokens)
     ca = (ddir / "pki/ca.fingerprint").read_text()
     token = {"role": role, "url": status["join_url"], "ca": ca, "secret": secret}
     print(base64.b64encode(json.dumps(token).encode()).decode())
