@@ -209,6 +209,15 @@ def test_sacctmgr_does_not_crash(one_node: Cluster) -> None:
     assert "Traceback" not in proc.stderr and "NameError" not in proc.stderr
 
 
+def test_srun_on_an_idle_node_says_nothing_about_waiting(one_node: Cluster, tmp_path: Path) -> None:
+    """Slurm's srun is silent when the allocation is granted at once; so is ours."""
+    proc = subprocess.run(
+        [str(BIN / "srun"), "hostname"], cwd=tmp_path, env=one_node.env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() and "queued and waiting" not in proc.stderr, proc.stderr
+
+
 def test_srun_waits_with_slurms_words_and_ctrl_c_revokes(one_node: Cluster, tmp_path: Path) -> None:
     """srun -n3 on a 2-CPU node: Slurm's two waiting lines, then SIGINT cancels the job and srun ends."""
     proc = subprocess.Popen(

@@ -226,7 +226,9 @@ async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> 
     said_waiting = False
     info = None
     async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
-        if info.state == "PENDING" and not said_waiting:
+        # Like Slurm, say nothing while the job can start at once: only once the scheduler has looked at
+        # it and given a reason (Resources, Priority, PartitionConfig, ...) does srun say it waits.
+        if info.state == "PENDING" and not said_waiting and info.reason not in ("", "None"):
             if info.reason in PARTITION_LIMIT_REASONS:
                 print("srun: Requested partition configuration not available now", file=sys.stderr)
             print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
