@@ -9,12 +9,12 @@ FAILED_PRECONDITION, and sacct reads the embedded history instead.
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 from spur.accounting.pgstore import JobQuery, StoreError
 from spur.accounting.records import key_text, record_job
 from spur.accounting.selection import job_matches
+from spur.controller.forwarding import served_by_leader
 from spur.core.job import JobState
 from spur.rpc.proto import accounting_db_pb2 as apb
 from spur.rpc.server import CallContext
@@ -29,22 +29,7 @@ SERVICE = apb.DESCRIPTOR.services_by_name["AccountingDb"]
 NO_DATABASE = "no accounting database is configured ([accounting] database_url)"
 
 
-def _leader_only(method: Any) -> Any:
-    @functools.wraps(method)
-    async def serve(self: AccountingDbService, request: Any, context: CallContext) -> Any:
-        if self.ctl.is_leader:
-            await self.ctl.leader_ready()  # the cluster id is proposed by then
-            return await method(self, request, context)
-        from spur.rpc.stub import Stub
-
-        controller = await self.ctl.leader_stub()
-        stub = Stub(controller.channel, SERVICE)
-        remaining = context.time_remaining() if context.deadline is not None else None
-        return await getattr(stub, method.__name__)(
-            request, timeout=remaining or 30.0, metadata=dict(context.metadata)
-        )
-
-    return serve
+_leader_only = served_by_leader(SERVICE)
 
 
 class AccountingDbService:

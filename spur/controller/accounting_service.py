@@ -7,11 +7,11 @@ Mutations are for administrators: see :func:`may_administer`, the one place that
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any
 
 from spur.auth.admin import is_admin
 from spur.auth.identity import Identity
+from spur.controller.forwarding import served_by_leader
 from spur.rpc.proto import accounting_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -43,21 +43,8 @@ def _caller(context: CallContext) -> Identity:
     return verified_caller(context)
 
 
-def _leader_only(method: Any) -> Any:
-    """Serve on the leader; on a follower, forward the call (with the caller's metadata) to it."""
-
-    @functools.wraps(method)
-    async def serve(self: AccountingService, request: Any, context: CallContext) -> Any:
-        if self.ctl.is_leader:
-            await self.ctl.leader_ready()
-            await self.ctl.read_barrier()
-            # Just after an election the leader may not have proposed its [accounting] settings yet:
-            # propose them first (idempotent), so no answer names the default cluster "spur".
-            await self.ctl._configure_accounting()
-            return await method(self, request, context)
-        return await self.forward(method.__name__, request, context)
-
-    return serve
+# Reads are linearizable (ReadIndex barrier on the leader); followers forward everything.
+_leader_only = served_by_leader(SERVICE, read_barrier=True)
 
 
 def accounting_settings(ctl: Controller) -> ConfigureAccounting:
@@ -83,16 +70,6 @@ class AccountingService:
     @property
     def domain(self) -> AccountingDomain:
         return self.ctl.state.domains["accounting"]  # type: ignore[return-value]
-
-    async def forward(self, method: str, request: Any, context: CallContext) -> Any:
-        from spur.rpc.stub import Stub
-
-        leader = await self.ctl.leader_stub()
-        stub = Stub(leader.channel, SERVICE)
-        remaining = context.time_remaining() if context.deadline is not None else None
-        return await getattr(stub, method)(
-            request, timeout=remaining or 30.0, metadata=dict(context.metadata)
-        )
 
     @_leader_only
     async def Change(self, request: apb.AcctChangeRequest, context: CallContext) -> apb.AcctChangeResponse:

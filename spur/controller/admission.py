@@ -16,11 +16,11 @@ leader; followers forward it with the caller's metadata.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
 from spur.config.model import AdmissionMode
+from spur.controller.forwarding import served_by_leader
 from spur.core.admission import (
     CREDENTIAL_METADATA_KEY,
     TokenFormatError,
@@ -130,23 +130,7 @@ def token_info(token: AdmissionToken, now: float) -> apb.TokenInfo:
     return info
 
 
-def _leader_only(method: Any) -> Any:
-    @functools.wraps(method)
-    async def serve(self: AdmissionService, request: Any, context: CallContext) -> Any:
-        if self.ctl.is_leader:
-            await self.ctl.leader_ready()
-            return await method(self, request, context)
-        from spur.rpc.proto import admission_pb2
-        from spur.rpc.stub import Stub
-
-        leader = await self.ctl.leader_stub()
-        stub = Stub(leader.channel, admission_pb2.DESCRIPTOR.services_by_name["Admission"])
-        remaining = context.time_remaining() if context.deadline is not None else None
-        return await getattr(stub, method.__name__)(
-            request, timeout=remaining or 30.0, metadata=dict(context.metadata)
-        )
-
-    return serve
+_leader_only = served_by_leader(apb.DESCRIPTOR.services_by_name["Admission"])
 
 
 MAX_TTL_SECS = 10 * 365 * 86400.0

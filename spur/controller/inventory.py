@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from spur.controller.forwarding import served_by_leader
 from spur.rpc.proto import inventory_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -31,20 +32,12 @@ class InventoryService:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
 
+    @served_by_leader(SERVICE)
     async def RemoveNodes(
         self, request: inventory_pb2.RemoveNodesRequest, context: CallContext
     ) -> inventory_pb2.RemoveNodesResponse:
         from spur.controller.service import _require_admin
 
-        if not self.ctl.is_leader:
-            from spur.rpc.stub import Stub
-
-            leader = await self.ctl.leader_stub()
-            remaining = context.time_remaining() if context.deadline is not None else None
-            return await Stub(leader.channel, SERVICE).RemoveNodes(
-                request, timeout=remaining or 30.0, metadata=dict(context.metadata)
-            )
-        await self.ctl.leader_ready()
         ident = _require_admin(context, "removing nodes (scontrol delete NodeName=...)", self.ctl.state)
         from spur.core.hostlist import HostlistError, expand
 
@@ -61,20 +54,12 @@ class InventoryService:
         log.info("nodes removed from the inventory by %s: %s", ident.user, ",".join(removed))
         return inventory_pb2.RemoveNodesResponse(removed=removed)
 
+    @served_by_leader(SERVICE)
     async def RemoveNode(
         self, request: inventory_pb2.RemoveNodeRequest, context: CallContext
     ) -> inventory_pb2.RemoveNodeResponse:
         if not request.name:
             raise RpcError(StatusCode.INVALID_ARGUMENT, "node name is required")
-        if not self.ctl.is_leader:
-            from spur.rpc.stub import Stub
-
-            leader = await self.ctl.leader_stub()
-            remaining = context.time_remaining() if context.deadline is not None else None
-            return await Stub(leader.channel, SERVICE).RemoveNode(
-                request, timeout=remaining or 30.0, metadata=dict(context.metadata)
-            )
-        await self.ctl.leader_ready()
         failed = await self.ctl.propose(c.ForgetNode(request.name, self.ctl.clock.wall()))
         self.ctl.last_seen.pop(request.name, None)
         self.ctl.mesh_changed.set()

@@ -18,13 +18,13 @@ Followers forward Join/Leave/Members to the leader with the caller's metadata.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from spur.controller.forwarding import served_by_leader
 from spur.net.model import Member
 from spur.net.reconcile import build_member_set, plan_reconcile
 from spur.rpc.proto import mesh_pb2
@@ -61,21 +61,7 @@ def member_set_for(ctl: Controller, node: str) -> mesh_pb2.MemberSet:
     )
 
 
-def _leader_only(method: Any) -> Any:
-    @functools.wraps(method)
-    async def serve(self: MeshService, request: Any, context: CallContext) -> Any:
-        if self.ctl.is_leader:
-            return await method(self, request, context)
-        from spur.rpc.stub import Stub
-
-        leader = await self.ctl.leader_stub()
-        stub = Stub(leader.channel, MESH_SERVICE)
-        remaining = context.time_remaining() if context.deadline is not None else None
-        return await getattr(stub, method.__name__)(
-            request, timeout=remaining or 30.0, metadata=dict(context.metadata)
-        )
-
-    return serve
+_leader_only = served_by_leader(MESH_SERVICE)
 
 
 class MeshService:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from spur.controller.forwarding import served_by_leader
 from spur.k8s.cluster.mesh_link import mesh_ip
 from spur.k8s.cluster.planner import (
     Inventory,
@@ -97,18 +98,14 @@ async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio
 
 
 def _leader_only(method: Any) -> Any:
+    """Refuse while the feature is off; otherwise serve on the leader (followers forward)."""
+    on_leader = served_by_leader(kpb.DESCRIPTOR.services_by_name["K8sCluster"], timeout=60.0)(method)
+
     @functools.wraps(method)
     async def serve(self: K8sClusterService, request: Any, context: CallContext) -> Any:
         if not self.ctl.cfg.cluster.enabled:
             raise RpcError(StatusCode.FAILED_PRECONDITION, OFF_MESSAGE)
-        if self.ctl.is_leader:
-            return await method(self, request, context)
-        from spur.rpc.stub import Stub
-
-        leader = await self.ctl.leader_stub()
-        stub = Stub(leader.channel, kpb.DESCRIPTOR.services_by_name["K8sCluster"])
-        remaining = context.time_remaining() if context.deadline is not None else None
-        return await getattr(stub, method.__name__)(request, timeout=remaining or 60.0, metadata=dict(context.metadata))
+        return await on_leader(self, request, context)
 
     return serve
 

@@ -1,0 +1,68 @@
+"""Serving a controller RPC on the Raft leader, and forwarding it there from a follower.
+
+Every service spurctld serves on its client port (Controller, Accounting, AccountingDb, Admission,
+Inventory, Mesh, K8sCluster) follows one rule: the leader answers, once it has proposed its
+configuration (see ``Controller.leader_ready``); a follower forwards the call unchanged to the
+leader's same service, with the caller's metadata (so the leader authenticates the caller itself)
+and what is left of the caller's deadline.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from google.protobuf.descriptor import ServiceDescriptor
+
+from spur.rpc.server import CallContext
+
+__all__ = ["forward_to_leader", "served_by_leader"]
+
+DEFAULT_FORWARD_TIMEOUT = 30.0
+
+
+async def forward_to_leader(
+    ctl: Any,
+    service: ServiceDescriptor,
+    method: str,
+    request: Any,
+    context: CallContext,
+    *,
+    timeout: float = DEFAULT_FORWARD_TIMEOUT,
+) -> Any:
+    """Call ``service.method`` on the leader with the caller's metadata; UNAVAILABLE when no leader is
+    known (the client retries)."""
+    from spur.rpc.stub import Stub
+
+    leader = await ctl.leader_stub()
+    remaining = context.time_remaining() if context.deadline is not None else None
+    return await getattr(Stub(leader.channel, service), method)(
+        request, timeout=remaining or timeout, metadata=dict(context.metadata)
+    )
+
+
+def served_by_leader(
+    service: ServiceDescriptor, *, read_barrier: bool = False, timeout: float = DEFAULT_FORWARD_TIMEOUT
+) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    """Decorate a servicer method (of an object with a ``ctl`` Controller) to run on the leader only.
+
+    On the leader the call waits for ``ctl.leader_ready()`` and, with ``read_barrier``, for a ReadIndex
+    barrier (a linearizable read); on a follower it is forwarded with :func:`forward_to_leader`.
+    """
+
+    def wrap(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(method)
+        async def serve(self: Any, request: Any, context: CallContext) -> Any:
+            if self.ctl.is_leader:
+                await self.ctl.leader_ready()
+                if read_barrier:
+                    await self.ctl.read_barrier()
+                return await method(self, request, context)
+            return await forward_to_leader(
+                self.ctl, service, method.__name__, request, context, timeout=timeout
+            )
+
+        return serve
+
+    return wrap
