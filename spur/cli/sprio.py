@@ -13,6 +13,7 @@ import sys
 from spur.accounting.grammar import Column, render
 from spur.cli.acctclient import call_accounting, records
 from spur.cli.client import CliError
+from spur.cli.scanned_options import UsageError, option_value
 
 # %letter -> (record key, normalized key, header)
 LETTERS: dict[str, tuple[str, str, str]] = {
@@ -56,10 +57,6 @@ def option_docs():  # -> list[OptionDoc]
     ]
 
 
-class UsageError(ValueError):
-    pass
-
-
 def columns(fmt: str, normalized: bool) -> list[Column]:
     out = []
     for dot, width, letter in _ITEM.findall(fmt):
@@ -73,12 +70,7 @@ def columns(fmt: str, normalized: bool) -> list[Column]:
 
 
 def _value(arg: str, eq: str, inline: str, args: list[str]) -> str:
-    """The option's argument: after ``=`` or the next word."""
-    if eq:
-        return inline
-    if not args:
-        raise UsageError(f"sprio: option '{arg}' requires an argument")
-    return args.pop(0)
+    return option_value("sprio", arg, eq, inline, args)
 
 
 def main(argv: list[str]) -> int:

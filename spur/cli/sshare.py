@@ -12,6 +12,7 @@ import sys
 from spur.accounting.grammar import Column, render
 from spur.cli.acctclient import call_accounting, records
 from spur.cli.client import CliError
+from spur.cli.scanned_options import UsageError, option_value
 
 FIELDS: dict[str, tuple[str, int, bool]] = {
     "account": ("Account", 20, True),
@@ -60,10 +61,6 @@ def option_docs():  # -> list[OptionDoc]
     ]
 
 
-class UsageError(ValueError):
-    pass
-
-
 def columns(spec: str) -> list[Column]:
     """``-o Account,User%12,FairShare`` -> columns; raises UsageError for an unknown field."""
     out = []
@@ -82,12 +79,7 @@ def columns(spec: str) -> list[Column]:
 
 
 def _value(arg: str, eq: str, inline: str, args: list[str]) -> str:
-    """The option's argument: after ``=`` or the next word."""
-    if eq:
-        return inline
-    if not args:
-        raise UsageError(f"sshare: option '{arg}' requires an argument")
-    return args.pop(0)
+    return option_value("sshare", arg, eq, inline, args)
 
 
 def main(argv: list[str]) -> int:
