@@ -209,6 +209,30 @@ def test_sacctmgr_does_not_crash(one_node: Cluster) -> None:
     assert "Traceback" not in proc.stderr and "NameError" not in proc.stderr
 
 
+def interrupt_once_waiting(argv: list[str], cluster: Cluster, cwd: Path) -> tuple[list[str], int]:
+    """Run ``argv``; once it says it is queued and waiting, send SIGINT. Returns its stderr lines and exit
+    code (the wait and the end each bounded)."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"queued and waiting for resources\n" not in err:
+            left = deadline - time.monotonic()
+            assert left > 0, err
+            ready, _, _ = select.select([proc.stderr], [], [], left)
+            if ready:
+                chunk = os.read(proc.stderr.fileno(), 4096)
+                assert chunk, f"{Path(argv[0]).name} ended early: {err!r}"
+                err += chunk
+        proc.send_signal(signal.SIGINT)
+        _out, rest = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return (err + rest).decode().splitlines(), proc.returncode
+
+
 def test_srun_on_an_idle_node_says_nothing_about_waiting(one_node: Cluster, tmp_path: Path) -> None:
     """Slurm's srun is silent when the allocation is granted at once; so is ours."""
     proc = subprocess.run(
@@ -220,31 +244,7 @@ def test_srun_on_an_idle_node_says_nothing_about_waiting(one_node: Cluster, tmp_
 
 def test_srun_waits_with_slurms_words_and_ctrl_c_revokes(one_node: Cluster, tmp_path: Path) -> None:
     """srun -n3 on a 2-CPU node: Slurm's two waiting lines, then SIGINT cancels the job and srun ends."""
-    proc = subprocess.Popen(
-        [str(BIN / "srun"), "-n3", "hostname"],
-        cwd=tmp_path,
-        env=one_node.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    err = b""
-    try:
-        deadline = time.monotonic() + 30
-        while b"queued and waiting for resources\n" not in err:
-            left = deadline - time.monotonic()
-            assert left > 0, err
-            ready, _, _ = select.select([proc.stderr], [], [], left)
-            if ready:
-                chunk = os.read(proc.stderr.fileno(), 4096)
-                assert chunk, f"srun ended early: {err!r}"
-                err += chunk
-        proc.send_signal(signal.SIGINT)
-        _out, rest = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    lines = (err + rest).decode().splitlines()
+    lines, returncode = interrupt_once_waiting([str(BIN / "srun"), "-n3", "hostname"], one_node, tmp_path)
     job_id = int(re.search(r"job (\d+) queued", lines[1]).group(1))
     assert lines == [
         "srun: Requested partition configuration not available now",
@@ -252,7 +252,7 @@ def test_srun_waits_with_slurms_words_and_ctrl_c_revokes(one_node: Cluster, tmp_
         f"srun: Job allocation {job_id} has been revoked",
         f"srun: Force Terminated JobId={job_id}",
     ]
-    assert proc.returncode == 1
+    assert returncode == 1
     assert one_node.wait_job(job_id, "CANCELLED").state == "CANCELLED"
 
 
@@ -316,31 +316,7 @@ def test_completion_offers_job_ids_partitions_and_nodes(one_node: Cluster, tmp_p
 
 
 def test_salloc_waits_with_slurms_words_and_ctrl_c_revokes(one_node: Cluster, tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [str(BIN / "salloc"), "-N2", "true"],
-        cwd=tmp_path,
-        env=one_node.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    err = b""
-    try:
-        deadline = time.monotonic() + 30
-        while b"queued and waiting for resources\n" not in err:
-            left = deadline - time.monotonic()
-            assert left > 0, err
-            ready, _, _ = select.select([proc.stderr], [], [], left)
-            if ready:
-                chunk = os.read(proc.stderr.fileno(), 4096)
-                assert chunk, f"salloc ended early: {err!r}"
-                err += chunk
-        proc.send_signal(signal.SIGINT)
-        _out, rest = proc.communicate(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    lines = (err + rest).decode().splitlines()
+    lines, returncode = interrupt_once_waiting([str(BIN / "salloc"), "-N2", "true"], one_node, tmp_path)
     job_id = int(re.search(r"allocation (\d+)", lines[1]).group(1))
     assert lines == [
         "salloc: Requested partition configuration not available now",
@@ -348,5 +324,5 @@ def test_salloc_waits_with_slurms_words_and_ctrl_c_revokes(one_node: Cluster, tm
         f"salloc: job {job_id} queued and waiting for resources",
         f"salloc: Job allocation {job_id} has been revoked.",
     ]
-    assert proc.returncode == 1
+    assert returncode == 1
     assert one_node.wait_job(job_id, "CANCELLED").state == "CANCELLED"
