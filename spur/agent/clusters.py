@@ -14,9 +14,10 @@ A cluster id is a controller-chosen random hex string; anything else is refused 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from pathlib import Path
+
+from spur.agent.private_files import write_private
 
 __all__ = ["ClusterDirs", "valid_cluster_id"]
 
@@ -61,7 +62,7 @@ class ClusterDirs:
         root = self.root(cluster_id)
         (root / "jobs").mkdir(parents=True, exist_ok=True)
         (root / "done").mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.state_dir / CURRENT_FILE, cluster_id + "\n", 0o644)
+        write_private(self.state_dir / CURRENT_FILE, cluster_id + "\n", 0o644)
 
     def known(self) -> list[str]:
         """Every cluster with state here: "" (the unknown cluster) first, then the ids in name order."""
@@ -83,16 +84,6 @@ class ClusterDirs:
         """Keep ``credential`` for ``cluster_id`` in a file only the agent's user can read (0600)."""
         root = self.root(cluster_id)
         root.mkdir(parents=True, exist_ok=True)
-        _atomic_write(root / CREDENTIAL_FILE, credential + "\n", 0o600)
+        write_private(root / CREDENTIAL_FILE, credential + "\n", 0o600)
 
 
-def _atomic_write(path: Path, text: str, mode: int) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.fchmod(fd, mode)
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)

@@ -27,12 +27,12 @@ import os
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import trio
 
 from spur.agent.discovery import Gpu
+from spur.agent.private_files import write_private
 from spur.config.model import ClusterConfig, NetworkConfig
 
 log = logging.getLogger("spur.agent.k0s")
@@ -160,17 +160,6 @@ class Status:
     detail: str = ""
 
 
-def _write_private(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write ``text`` to ``path`` atomically with ``mode`` from the first byte."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.fchmod(fd, mode)
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 class K0sManager:
@@ -305,16 +294,16 @@ class K0sManager:
             os.chmod(self.cluster.k0s_config_dir, 0o700)
             if render.config is not None and not self.config_path.exists():
                 # rendered once, when this control plane first starts; never rewritten in place
-                _write_private(self.config_path, json.dumps(render.config, indent=2) + "\n")
+                write_private(self.config_path, json.dumps(render.config, indent=2) + "\n")
                 for stack, objects in render.manifests.items():
                     stack_dir = self.manifest_dir / stack
                     stack_dir.mkdir(parents=True, exist_ok=True)
                     for i, obj in enumerate(objects):
                         name = f"{i:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-                        _write_private(stack_dir / name, json.dumps(obj, indent=2) + "\n", 0o644)
+                        write_private(stack_dir / name, json.dumps(obj, indent=2) + "\n", 0o644)
             needs_token = role == "worker" or (role == "controller" and bool(join_token))
             if join_token:
-                _write_private(self.token_path, join_token.strip() + "\n")
+                write_private(self.token_path, join_token.strip() + "\n")
             argv = k0s_argv(
                 binary=self._k0s(),
                 role=role,
@@ -329,7 +318,7 @@ class K0sManager:
             changed = existing != text
             if changed:
                 self.cluster.systemd_unit_dir.mkdir(parents=True, exist_ok=True)
-                _write_private(self.unit_path, text, 0o644)
+                write_private(self.unit_path, text, 0o644)
                 await self._systemctl("daemon-reload")
             await self._systemctl("enable", UNIT_NAME)
             if changed and existing is not None:
@@ -345,35 +334,36 @@ class K0sManager:
             return
         self.cluster.cdi_dir.mkdir(parents=True, exist_ok=True)
         for name, spec in specs.items():
-            _write_private(self.cluster.cdi_dir / name, json.dumps(spec, indent=2) + "\n", 0o644)
+            write_private(self.cluster.cdi_dir / name, json.dumps(spec, indent=2) + "\n", 0o644)
+
+    async def _stop_own_unit(self) -> None:
+        """Stop and disable spurd's unit, if there is one; a unit spurd did not write is refused."""
+        text = self._unit_text()
+        if text is None:
+            return
+        if not unit_owned(text):
+            raise K0sError(f"{self.unit_path} was not written by spurd; not touching it")
+        await self._systemctl("stop", UNIT_NAME)
+        await self._systemctl("disable", UNIT_NAME)
 
     async def stop(self) -> Status:
         """Stop and disable spurd's unit (a no-op without one)."""
         async with self._lock:
-            text = self._unit_text()
-            if text is not None:
-                if not unit_owned(text):
-                    raise K0sError(f"{self.unit_path} was not written by spurd; not touching it")
-                await self._systemctl("stop", UNIT_NAME)
-                await self._systemctl("disable", UNIT_NAME)
+            await self._stop_own_unit()
             return await self.status()
 
     async def reset(self) -> Status:
         """Stop, disable, ``k0s reset``, and remove the unit, the cached token, config and CDI spec."""
         async with self._lock:
-            text = self._unit_text()
-            if text is not None:
-                if not unit_owned(text):
-                    raise K0sError(f"{self.unit_path} was not written by spurd; not touching it")
-                await self._systemctl("stop", UNIT_NAME)
-                await self._systemctl("disable", UNIT_NAME)
+            had_unit = self._unit_text() is not None
+            await self._stop_own_unit()
             if self.cluster.k0s_binary.exists():
                 await self._run(
                     [self._k0s(), "reset", "--data-dir", str(self.cluster.k0s_data_dir)], "k0s reset"
                 )
             for path in (self.token_path, self.config_path, *(self.cluster.cdi_dir / n for n in CDI_FILES.values())):
                 path.unlink(missing_ok=True)
-            if text is not None:
+            if had_unit:
                 self.unit_path.unlink(missing_ok=True)
                 await self._systemctl("daemon-reload")
             log.info("k0s reset: unit, join token and k0s state removed")
