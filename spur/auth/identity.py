@@ -32,13 +32,6 @@ class Identity:
         """A call with neither identity headers nor a credential (daemons in disabled/permissive mode)."""
         return self.uid < 0
 
-    @property
-    def is_admin(self) -> bool:
-        """Shorthand for :func:`spur.auth.admin.is_admin` without cluster state."""
-        from spur.auth.admin import is_admin
-
-        return is_admin(self)
-
 
 class IdentityError(ValueError):
     pass
