@@ -346,7 +346,8 @@ class ControllerService:
         if node.down and node.reason == "Not responding":
             await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
             self.ctl.kick_scheduler()
-        return pb.HeartbeatResponse(known=True)
+        interval = int(self.ctl.cfg.controller.heartbeat_interval_secs)  # live: scontrol reconfigure
+        return pb.HeartbeatResponse(known=True, heartbeat_interval_secs=interval)
 
     @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
@@ -443,11 +444,22 @@ class ControllerService:
         await self.ctl.propose(c.AnnounceController(request.node_id, request.address))
         return pb.Empty()
 
-    @leader_only
     async def Reconfigure(self, request: pb.Empty, context: CallContext) -> pb.ReconfigureResponse:
+        """Runs on the leader only: a follower forwards it and says so (``received_by`` is the
+        follower, ``node_id`` the leader that applied it); see spur.controller.reconfig."""
+        if not self.ctl.is_leader:
+            resp = await self.forward("Reconfigure", request, context)
+            resp.received_by = self.ctl.node_id
+            return resp
+        await self.ctl.leader_ready()
         _require_admin(context, "reconfigure", self.ctl.state)
-        applied = await self.ctl.reconfigure()
-        return pb.ReconfigureResponse(applied=applied, node_id=self.ctl.node_id)
+        outcome = await self.ctl.reconfigure()
+        return pb.ReconfigureResponse(
+            applied=outcome.applied,
+            node_id=self.ctl.node_id,
+            not_applied=outcome.not_applied,
+            received_by=self.ctl.node_id,
+        )
 
 
 def _expand_names(exprs: list[str]) -> list[str]:
