@@ -138,3 +138,27 @@ def test_a_new_leader_rereads_its_file(tmp_path: Path) -> None:
     conf.write_text("[controller\n")  # unusable: the leader keeps what it has
     reread_for_leadership(ctl)
     assert ctl.cfg.controller.node_timeout_secs == 50
+
+
+async def test_agents_follow_the_heartbeat_interval_the_leader_answers(autojump_clock: object) -> None:
+    import trio
+
+    from spur.agent.registration import Registrar
+
+    beats: list[float] = []
+
+    async def call(name: str, request: object) -> object:
+        if name == "RegisterNode":
+            return pb.RegisterNodeResponse(heartbeat_interval_secs=10)
+        beats.append(trio.current_time())
+        return pb.HeartbeatResponse(known=True, heartbeat_interval_secs=3)  # after a reconfigure
+
+    async def build() -> pb.RegisterNodeRequest:
+        return pb.RegisterNodeRequest(name="n1")
+
+    registrar = Registrar(call, build_request=build, running_job_ids=list, node_name="n1")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registrar.run)
+        await trio.sleep(20)
+        nursery.cancel_scope.cancel()
+    assert [round(t) for t in beats] == [10, 13, 16, 19]
