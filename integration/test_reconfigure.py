@@ -142,7 +142,7 @@ def test_reconfigure_on_a_follower_runs_on_the_leader_and_a_restarted_follower_c
     assert show_config(ha.env, fa)["SchedulerParameters"] == "bf_max_job_test=50,sched_interval=0.2"
 
     # One file for every controller (as a Kubernetes Secret is): change a live key everywhere.
-    ha.conf_extra = "max_job_test = 9\n[priority]\nweight_age = 7\n"
+    ha.conf_extra = 'max_job_test = 9\n[priority]\nweight_age = 7\n[[partitions]]\nname = "gpu"\nnodes = "ALL"\n'
     for m in ha.members:
         ha.write_conf(m)
     out = scontrol(ha.env, fa, "reconfigure").stdout.splitlines()
@@ -158,11 +158,26 @@ def test_reconfigure_on_a_follower_runs_on_the_leader_and_a_restarted_follower_c
     assert on_leader["PriorityWeightAge"] == "7"
     assert show_config(ha.env, fa)["SchedulerParameters"] == "bf_max_job_test=50,sched_interval=0.2"
 
-    # A follower killed and restarted reads the same file and agrees with the leader.
-    ha.kill(follower)
-    ha.start_member(follower)
+    # The leader fails: both followers still hold the old settings, so whichever takes over shows that
+    # a controller re-reads the file when it starts to lead (partitions included: nothing reverts).
+    ha.kill(leader)
+    new_leader = ha.wait_leader(among=[follower, other])
+    stale = follower if new_leader == other else other
+    na = ha.member(new_leader).address
+    on_new_leader = show_config(ha.env, na)
+    assert on_new_leader["SchedulerParameters"] == "bf_max_job_test=9,sched_interval=0.2"
+    assert scontrol(ha.env, na, "show", "partition", "gpu").stdout.startswith("PartitionName=gpu")
+    sa = ha.member(stale).address
+    assert show_config(ha.env, sa)["SchedulerParameters"] == "bf_max_job_test=50,sched_interval=0.2"
+
+    # A follower killed and restarted reads the same file and agrees with the leader; so does the old
+    # leader, back as a follower.
+    ha.start_member(leader)
     ha.wait_converged()
-    on_follower = show_config(ha.env, fa)
-    assert {k: on_follower[k] for k in SHARED_ROWS} == {k: on_leader[k] for k in SHARED_ROWS}
-    assert show_config(ha.env, la)["SchedulerParameters"] == "bf_max_job_test=9,sched_interval=0.2"
-    assert ha.wait_leader() == leader  # the restart did not move leadership
+    ha.kill(stale)
+    ha.start_member(stale)
+    ha.wait_converged()
+    for node_id in (stale, leader):
+        rows = show_config(ha.env, ha.member(node_id).address)
+        assert {k: rows[k] for k in SHARED_ROWS} == {k: on_new_leader[k] for k in SHARED_ROWS}, node_id
+    assert show_config(ha.env, ha.member(ha.wait_leader()).address)["PriorityWeightAge"] == "7"

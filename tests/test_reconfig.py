@@ -112,7 +112,6 @@ def test_show_config_rows_use_slurm_names_and_hold_no_secret() -> None:
     assert rows["EnforcePartLimits"] == "ALL"
     assert rows["PriorityMaxAge"] == "1-00:00:00"
     assert rows["AccountingStorageEnforce"] == "associations"
-    assert rows["AuthType"] == "auth/jwt"
     assert rows["SLURM_CONF"] == "/etc/spur/spur.conf"
     assert rows["StateSaveLocation"] == "/var/lib/x"
     text = repr(rows)

@@ -25,7 +25,6 @@ def slurm_rows(cfg: SpurConfig, config_file: str = "", state_dir: str = "") -> l
     enforce = ",".join(cfg.accounting.enforce) or "none"
     rows = [
         ("AccountingStorageEnforce", enforce),
-        ("AuthType", "auth/jwt" if cfg.auth.mode != "disabled" else "auth/none"),
         ("EnforcePartLimits", s.enforce_part_limits),
         ("KillWait", f"{c.kill_grace_secs} sec"),
         ("PriorityDecayHalfLife", p.decay_half_life),

@@ -351,6 +351,16 @@ class Controller:
                 await self.wait_change()
 
     async def _lead(self, duties: trio.Nursery) -> None:
+        """Start the leader duties. Losing leadership meanwhile (a proposal answered "not the leader")
+        ends this quietly instead of crashing spurctld: the leadership watch cancels the duties."""
+        try:
+            await self._start_duties(duties)
+        except RpcError as exc:
+            if self.is_leader or exc.code is not StatusCode.UNAVAILABLE:
+                raise
+            log.info("lost leadership while starting leader duties: %s", exc.message)
+
+    async def _start_duties(self, duties: trio.Nursery) -> None:
         from spur.controller.duties import Dispatcher, HealthSweep, SchedulerLoop
 
         log.info("leader for term %s", self.raft.term)
