@@ -72,6 +72,16 @@ def decide(
             actions.append(EnrollNodes(tuple(new)))
     if rec.phase == DEGRADED:
         return actions
+    if rec.phase == PROVISIONING:
+        waiting = {n: node for n, node in rec.nodes.items() if node.component_state != "active" and not node.removing}
+        if rec.nodes and not waiting:
+            return [*actions, SetPhase(READY)]
+        if now - rec.phase_since >= timeout:  # degraded from now on: nothing more is started
+            reasons = {
+                n: node.reason or f"k0s is {node.component_state} after {timeout:g}s of provisioning"
+                for n, node in sorted(waiting.items())
+            }
+            return [*actions, SetPhase(DEGRADED, reasons)]
     starts = starts or {}
     state = {n: node.component_state for n, node in rec.nodes.items()}
 
@@ -94,14 +104,4 @@ def decide(
         for name, node in sorted(rec.nodes.items()):
             if node.role == "worker" and due(name):
                 actions.append(ApplyNode(name, "worker", "worker"))
-    if rec.phase == PROVISIONING:
-        waiting = {n: node for n, node in rec.nodes.items() if node.component_state != "active" and not node.removing}
-        if rec.nodes and not waiting:
-            actions.append(SetPhase(READY))
-        elif now - rec.phase_since >= timeout:
-            reasons = {
-                n: node.reason or f"k0s is {node.component_state} after {timeout:g}s of provisioning"
-                for n, node in sorted(waiting.items())
-            }
-            actions.append(SetPhase(DEGRADED, reasons))
     return actions
