@@ -32,7 +32,7 @@ USAGE = """Usage: spur k8s up [--nodes HOSTLIST] [--partition P] [--selector K=V
        spur k8s install-k0s [--version TAG|latest] [--path PATH] [--force]"""
 SUBCOMMANDS = {
     "up": "Provision and start the cluster (idempotent; admin). Shows progress until ready unless --no-wait.",
-    "status": "Cluster phase, control plane(s) and each node's role, live k0s state, enabled flag, reason.",
+    "status": "Cluster phase, control plane(s) and each node's role, live k0s state, enabled flag, start, reason.",
     "down": "Stop and disable k0s on every node (admin); --reset also runs k0s reset (wipes cluster state).",
     "add-nodes": "Add worker nodes to a running scoped cluster (admin).",
     "remove-nodes": "Cordon, drain (PDB-aware), stop and k0s reset workers, then forget them (admin).",

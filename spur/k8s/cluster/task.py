@@ -184,6 +184,7 @@ class K8sReconciler:
             (st.retry_at or 0.0) - self.now(),
         )
         if counted and self.metrics is not None:
+            self.metrics.k8s_failure(role)
             self.metrics.k8s_start_failure(role)
         node = self.record.nodes.get(name)
         if node is not None and node.reason != st.reason:
@@ -208,8 +209,6 @@ class K8sReconciler:
                 if waited.cancelled_caught:
                     raise _NoAnswer(f"no answer to the k0s start within {s.START_TIMEOUT:g}s")
             except (RpcError, OSError, _NoAnswer) as exc:
-                if self.metrics is not None:
-                    self.metrics.k8s_failure(action.role)
                 reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
                 after = s.start_failed(self.starts.get(name, s.IDLE), reason, self.now())
                 self._set_start(name, after)
