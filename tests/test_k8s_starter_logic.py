@@ -184,3 +184,31 @@ def test_provisioning_timeout_applies_before_the_start_timeout():
     # ... and a start due in the tick that degrades the cluster is not sent
     assert r.decide(rec, [], 600.0, 600, {}) == [
         r.SetPhase("degraded", {"w1": "node w1: installing k0s: download failed"})]
+
+
+# ---------------------------------------------------------------------------- what spur k8s status prints
+
+
+def test_status_line_shows_the_start_state_then_the_reason():
+    import time
+
+    from spur.cli.k8s import format_status
+    from spur.rpc.proto import k8s_pb2
+
+    t = time.mktime((2026, 12, 3, 14, 1, 2, 0, 0, -1))
+    when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
+    retry = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t + 240))
+    st = k8s_pb2.K8sClusterStatus(phase="ready", control_planes=["cp"], nodes=[
+        k8s_pb2.K8sNodeInfo(name="cp", role="controller", component_state="active", enabled=True),
+        k8s_pb2.K8sNodeInfo(name="w1", role="worker", component_state="inactive", enabled=True,
+                            start_in_flight_since=t),
+        k8s_pb2.K8sNodeInfo(name="w2", role="worker", component_state="failed", enabled=True,
+                            start_failures=3, start_failure="node w2: k0s start failed", start_retry_at=t + 240,
+                            reason="k0s unit failed (exit-code)"),
+    ])
+    lines = format_status(st).splitlines()
+    assert lines[3].split() == ["cp", "controller", "active", "enabled=true"]
+    assert lines[4].split() == ["w1", "worker", "inactive", "enabled=true", "start=in-flight", f"since={when}"]
+    assert lines[5].split()[:7] == ["w2", "worker", "failed", "enabled=true", "start=waiting", "failures=3",
+                                    f"retry={retry}"]
+    assert lines[5].endswith("start-failure: node w2: k0s start failed  reason: k0s unit failed (exit-code)")
