@@ -5,6 +5,8 @@
 - ``spur_k8s_nodes{role,state}``: cluster nodes by k0s role and last known component state.
 - ``spur_k8s_provisioning_attempts_total{role}`` / ``spur_k8s_provisioning_failures_total{role}``:
   k0s starts this leader sent to agents, and those that failed.
+- ``spur_k8s_start_failures_total{role}``: starts that failed (refused, unanswered within 900 s, or
+  the node not running afterwards), including those of a ready cluster's restarts (the starter).
 - ``spur_k8s_reconcile_duration_seconds``: duration of one reconcile pass.
 """
 
@@ -54,6 +56,10 @@ class K8sMetrics:
         self.failures = Counter(
             "spur_k8s_provisioning_failures", "k0s starts that failed, by role", ["role"], registry=registry
         )
+        self.start_failures = Counter(
+            "spur_k8s_start_failures", "k0s starts that failed or got no answer in time, by role", ["role"],
+            registry=registry,
+        )
         self.reconcile = Histogram(
             "spur_k8s_reconcile_duration_seconds", "Duration of one k8s reconcile pass", buckets=_BUCKETS,
             registry=registry,
@@ -68,3 +74,6 @@ class K8sMetrics:
 
     def k8s_failure(self, role: str) -> None:
         self.failures.labels(role).inc()
+
+    def k8s_start_failure(self, role: str) -> None:
+        self.start_failures.labels(role).inc()

@@ -7,7 +7,8 @@ that runs the reconcile task.
   Administrator); Status and a bare Kubeconfig need only an identity. Served by the leader; followers
   forward with the caller's metadata.
 - Status asks every node's agent for its live k0s state (falling back to the last recorded one,
-  with the reason, when the agent does not answer).
+  with the reason, when the agent does not answer), and adds the leader's start state per node (start
+  in flight since, failures in a row, last failure, next retry; see :mod:`spur.k8s.cluster.starter`).
 - Kubeconfig: ``--admin`` (admin and ``allow_admin_kubeconfig = true``) returns the k0s cluster-admin
   kubeconfig from a running control plane; ``--user`` needs admin; both flags together are refused.
   The per-user ServiceAccount kubeconfig (bare / ``--user``) is minted through the cluster's
@@ -161,12 +162,20 @@ class K8sClusterService:
 
     async def _status(self, message: str = "", live: bool = True) -> kpb.K8sClusterStatus:
         rec = self.record
+        reconciler = getattr(self.ctl, "k8s_reconciler", None)
+        starts = reconciler.starts if reconciler is not None else {}
         nodes: dict[str, kpb.K8sNodeInfo] = {}
         for name, node in sorted(rec.nodes.items()):
+            start = starts.get(name)
             nodes[name] = kpb.K8sNodeInfo(
                 name=name, role=node.role, component_state=node.component_state, reason=node.reason,
                 pod_cidr=node.pod_cidr, mesh_ip=node.mesh_ip,
             )
+            if start is not None:
+                nodes[name].start_in_flight_since = start.in_flight_since or 0.0
+                nodes[name].start_failures = start.failures
+                nodes[name].start_failure = start.reason
+                nodes[name].start_retry_at = start.retry_at or 0.0
 
         async def ask(name: str) -> None:
             try:

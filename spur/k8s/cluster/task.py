@@ -1,12 +1,19 @@
 """The leader's k8s reconcile task: a thin loop around :func:`spur.k8s.cluster.reconcile.decide`.
 
 Every ``interval`` seconds it asks each applied node's agent for its live k0s state (recording
-changes with ``K8sNodeReport``), then performs the decided actions through the agents' K0sAgent
-service: apply (minting the join token on a running control plane first), teardown after ``down``,
+changes with ``K8sNodeReport``), feeds the readings to the starter's rules
+(:mod:`spur.k8s.cluster.starter`), then performs the decided actions through the agents' K0sAgent
+service: start (minting the join token on a running control plane first), teardown after ``down``,
 enrollment of newly registered nodes, phase changes. It runs in the leader-duties nursery, so a
 step-down cancels it. Time comes from ``now`` (wall clock in spurctld; Trio's clock in tests, so
 MockClock drives the provisioning timeout). Join tokens are passed from agent to agent and never
 logged or stored in the replicated state.
+
+The starter's per-node state (``starts``: start in flight, failures in a row, last reason, next
+retry) lives on this object only, so it starts over with each leadership. A start with no answer
+within ``START_TIMEOUT`` (900 s) is abandoned and counts as failed. A failed start is logged, kept
+as the node's reason in the record (shown by ``spur k8s status``) and counted on
+``spur_k8s_start_failures_total``.
 """
 
 from __future__ import annotations
@@ -14,11 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import trio
 
 from spur.k8s.cluster import reconcile as r
+from spur.k8s.cluster import starter as s
 from spur.k8s.cluster.mesh_link import mesh_ip
 from spur.k8s.cluster.planner import carve_pod_cidrs
 from spur.rpc.proto import k0s_pb2
@@ -28,7 +37,11 @@ from spur.state import k8s_cluster as k
 log = logging.getLogger("spur.k8s.reconcile")
 
 CALL_TIMEOUT = 30.0
-APPLY_TIMEOUT = 900.0  # long enough for a k0s download
+APPLY_TIMEOUT = s.START_TIMEOUT  # long enough for a k0s download
+
+
+class _NoAnswer(Exception):
+    """A start that cannot be sent or got no answer in time (its message is the node's reason)."""
 
 
 class AgentCaller(Protocol):
@@ -59,6 +72,8 @@ class K8sReconciler:
         self.interval = interval
         self.metrics = metrics
         self._busy: set[str] = set()
+        self.starts: dict[str, s.StartState] = {}
+        self._down: set[str] = set()
         self.wake = trio.Event()
 
     @property
@@ -89,11 +104,16 @@ class K8sReconciler:
 
     async def tick(self, nursery: trio.Nursery) -> None:
         rec = self.record
+        readings: dict[str, tuple[str, str]] = {}
         if rec.phase != k.DOWN:
-            await self._refresh(rec)
+            readings = await self._refresh(rec)
         rec = self.record
+        unavailable = await self._observe(rec, readings)
         registered = [n for n, node in self.state.nodes.items() if not node.down]
-        for action in r.decide(rec, registered, self.now(), float(self.cfg.k8s_provisioning_timeout_secs)):
+        actions = r.decide(
+            rec, registered, self.now(), float(self.cfg.k8s_provisioning_timeout_secs), self.starts, unavailable
+        )
+        for action in actions:
             if isinstance(action, r.SetPhase):
                 log.info("k8s cluster phase -> %s%s", action.phase, f" ({action.reasons})" if action.reasons else "")
                 await self.propose(k.K8sSetPhase(action.phase, dict(action.reasons), self.now()))
@@ -106,13 +126,17 @@ class K8sReconciler:
                 else:
                     nursery.start_soon(self._teardown, action, name=f"k8s-teardown-{action.node}")
 
-    async def _refresh(self, rec: k.K8sClusterRecord) -> None:
+    async def _refresh(self, rec: k.K8sClusterRecord) -> dict[str, tuple[str, str]]:
+        """Read every applied node's k0s; returns node -> (component state, detail) as read."""
+        readings: dict[str, tuple[str, str]] = {}
+
         async def one(name: str, node: k.K8sNode) -> None:
             try:
                 st = await self.call_agent(name, "Status", k0s_pb2.K0sStatusRequest(), CALL_TIMEOUT)
                 state, reason = st.component_state, st.detail
             except (RpcError, OSError) as exc:
                 state, reason = "unreachable", f"agent not reachable: {getattr(exc, 'message', exc)}"
+            readings[name] = (state, reason)
             if state != node.component_state or (reason and reason != node.reason) or (
                 state == "active" and node.reason
             ):
@@ -122,6 +146,49 @@ class K8sReconciler:
             for name, node in rec.nodes.items():
                 if node.component_state != "pending" and name not in self._busy:
                     nursery.start_soon(one, name, node)
+        return readings
+
+    async def _observe(self, rec: k.K8sClusterRecord, readings: dict[str, tuple[str, str]]) -> set[str]:
+        """Feed this tick's readings and the nodes' down/up changes to the starter's state; returns
+        the cluster nodes that cannot be started now (Spur node down or not registered)."""
+        now = self.now()
+        down = {n for n, node in self.state.nodes.items() if node.down}
+        for name in sorted(self._down - down):
+            if name in self.starts:
+                self.starts[name] = s.back_from_down(self.starts[name])
+        self._down = down
+        active = rec.phase in (k.PROVISIONING, k.READY)
+        for name in list(self.starts):  # forget nodes that left the cluster, and all waits outside it
+            if self.starts[name].in_flight_since is None and (name not in rec.nodes or not active):
+                del self.starts[name]
+        if not active:
+            return set(rec.nodes)
+        for name, (state, detail) in sorted(readings.items()):
+            before = self.starts.get(name, s.IDLE)
+            after, failed = s.observed(before, state, detail, now)
+            if after == before:
+                continue
+            if after == s.IDLE:
+                self.starts.pop(name, None)
+            else:
+                self.starts[name] = after
+            if after.retry_at is not None and after.failures > before.failures:
+                await self._start_failed(name, rec.nodes[name].role, after, counted=failed)
+        return {n for n in rec.nodes if n in down or n not in self.state.nodes}
+
+    async def _start_failed(self, name: str, role: str, st: s.StartState, *, counted: bool) -> None:
+        """Log a failure, keep its reason on the node's record, count it when it was a start's."""
+        log.warning(
+            "k8s: k0s on %s %s: %s (failure %d in a row; next start in %gs)",
+            name, "did not start" if counted else "is not running", st.reason, st.failures,
+            (st.retry_at or 0.0) - self.now(),
+        )
+        if counted and self.metrics is not None:
+            self.metrics.k8s_failure(role)
+            self.metrics.k8s_start_failure(role)
+        node = self.record.nodes.get(name)
+        if node is not None and node.reason != st.reason:
+            await self.propose(k.K8sNodeReport(name, node.component_state, st.reason, self.now()))
 
     def _address(self, name: str) -> str:
         if self.wg_enabled:
@@ -133,39 +200,67 @@ class K8sReconciler:
 
     async def _apply(self, action: r.ApplyNode) -> None:
         rec = self.record
+        name = action.node
+        self.starts[name] = s.start_sent(self.starts.get(name, s.IDLE), self.now())
         try:
-            token = ""
-            if action.token_role:
-                source = next(cp for cp in rec.control_planes if rec.nodes[cp].component_state == "active")
-                resp = await self.call_agent(
-                    source, "CreateToken", k0s_pb2.K0sTokenRequest(role=action.token_role), CALL_TIMEOUT
-                )
-                token = resp.token
-            request = k0s_pb2.K0sApplyRequest(
-                role=action.role,
-                control_plane_count=len(rec.control_planes),
-                pod_cidr=self.cfg.pod_cidr,
-                service_cidr=self.cfg.service_cidr,
-                advertise_address=self._address(action.node),
-                control_plane_addresses=[a for a in map(self._address, rec.control_planes) if a],
-                join_token=token,
-            )
-            if self.metrics is not None:
-                self.metrics.k8s_attempt(action.role)
-            log.info("k8s: starting k0s %s on %s", action.role, action.node)
-            st = await self.call_agent(action.node, "Apply", request, APPLY_TIMEOUT)
-            await self.propose(k.K8sNodeReport(action.node, st.component_state or "activating", st.detail, self.now()))
-        except (RpcError, OSError, StopIteration) as exc:
-            reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-            log.warning("k8s: starting k0s on %s failed: %s", action.node, reason)
-            if self.metrics is not None:
-                self.metrics.k8s_failure(action.role)
             try:
-                await self.propose(k.K8sNodeReport(action.node, "pending", reason, self.now()))
-            except RpcError:
-                pass
+                with trio.move_on_after(s.START_TIMEOUT) as waited:
+                    st = await self._start(rec, action)
+                if waited.cancelled_caught:
+                    raise _NoAnswer(f"no answer to the k0s start within {s.START_TIMEOUT:g}s")
+            except (RpcError, OSError, _NoAnswer) as exc:
+                reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+                after = s.start_failed(self.starts.get(name, s.IDLE), reason, self.now())
+                self._set_start(name, after)
+                await self._start_failed(name, action.role, after, counted=True)
+                return
+            after, failed = s.start_answered(self.starts.get(name, s.IDLE), st.component_state, st.detail, self.now())
+            self._set_start(name, after)
+            await self.propose(k.K8sNodeReport(name, st.component_state or "activating", st.detail, self.now()))
+            if failed:
+                await self._start_failed(name, action.role, after, counted=True)
+        except RpcError as exc:  # a proposal refused or leadership lost: the next tick reads the node again
+            log.info("k8s: could not record the start of k0s on %s: %s", name, exc)
         finally:
-            self._busy.discard(action.node)
+            self._busy.discard(name)
+            current = self.starts.get(name)
+            if current is not None and current.in_flight_since is not None:  # cancelled mid-start
+                self._set_start(name, replace(current, in_flight_since=None))
+
+    def _set_start(self, name: str, st: s.StartState) -> None:
+        if st == s.IDLE:
+            self.starts.pop(name, None)
+        else:
+            self.starts[name] = st
+
+    async def _start(self, rec: k.K8sClusterRecord, action: r.ApplyNode) -> Any:
+        """Mint the join token (when the role needs one) and send the start; the agent's status."""
+        token = ""
+        if action.token_role:
+            source = next(
+                (cp for cp in rec.control_planes if cp in rec.nodes and rec.nodes[cp].component_state == "active"),
+                None,
+            )
+            if source is None:
+                raise _NoAnswer("no running control plane to mint a join token on")
+            resp = await self.call_agent(
+                source, "CreateToken", k0s_pb2.K0sTokenRequest(role=action.token_role), CALL_TIMEOUT
+            )
+            token = resp.token
+        request = k0s_pb2.K0sApplyRequest(
+            role=action.role,
+            control_plane_count=len(rec.control_planes),
+            pod_cidr=self.cfg.pod_cidr,
+            service_cidr=self.cfg.service_cidr,
+            advertise_address=self._address(action.node),
+            control_plane_addresses=[a for a in map(self._address, rec.control_planes) if a],
+            join_token=token,
+        )
+        if self.metrics is not None:
+            self.metrics.k8s_attempt(action.role)
+        log.info("k8s: starting k0s %s on %s", action.role, action.node)
+        # the RPC deadline is a little later than ours, so the 900 s rule reads the same on any transport
+        return await self.call_agent(action.node, "Apply", request, APPLY_TIMEOUT + CALL_TIMEOUT)
 
     async def _teardown(self, action: r.TeardownNode) -> None:
         method, request = (
