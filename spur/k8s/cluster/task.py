@@ -21,6 +21,7 @@ import trio
 from spur.k8s.cluster import reconcile as r
 from spur.k8s.cluster.mesh_link import mesh_ip
 from spur.k8s.cluster.planner import carve_pod_cidrs
+from spur.k8s.cluster.pod_routes import pod_cidr_changes, wanted_pod_cidrs
 from spur.rpc.proto import k0s_pb2
 from spur.rpc.status import RpcError
 from spur.state import k8s_cluster as k
@@ -49,6 +50,7 @@ class K8sReconciler:
         now: Callable[[], float] = time.time,
         interval: float = 2.0,
         metrics: Any = None,
+        on_mesh_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.state = state
         self.propose = propose
@@ -58,6 +60,7 @@ class K8sReconciler:
         self.now = now
         self.interval = interval
         self.metrics = metrics
+        self.on_mesh_change = on_mesh_change
         self._busy: set[str] = set()
         self.wake = trio.Event()
 
@@ -105,6 +108,27 @@ class K8sReconciler:
                     nursery.start_soon(self._apply, action, name=f"k8s-apply-{action.node}")
                 else:
                     nursery.start_soon(self._teardown, action, name=f"k8s-teardown-{action.node}")
+        if self.wg_enabled:
+            await self._sync_mesh_pod_cidrs()
+
+    async def _sync_mesh_pod_cidrs(self) -> None:
+        """Attach each cluster node's pod /24 to its mesh entry, clear those no longer in the cluster
+        (:mod:`spur.k8s.cluster.pod_routes`), and wake the mesh reconcile when anything changed."""
+        from spur.state.mesh import SetMeshPodCidr
+
+        mesh = getattr(self.state, "domains", {}).get("mesh")
+        if mesh is None:
+            return
+        rec = self.record
+        wanted = wanted_pod_cidrs(rec.phase, {n: node.pod_cidr for n, node in rec.nodes.items()})
+        meshed = {m.node: m.pod_cidr for m in mesh.members()}
+        changes = pod_cidr_changes(wanted, meshed, self.cfg.pod_cidr)
+        for node, cidr in changes:
+            await self.propose(SetMeshPodCidr(node, cidr))
+            log.info("k8s: mesh %s pod CIDR of %s%s", "routes" if cidr else "no longer routes", node,
+                     f" ({cidr})" if cidr else "")
+        if changes:
+            self.on_mesh_change()
 
     async def _refresh(self, rec: k.K8sClusterRecord) -> None:
         async def one(name: str, node: k.K8sNode) -> None:
