@@ -1,0 +1,83 @@
+"""Managed k0s, end to end on loopback hosts (integration.k0s_harness): node features registered by
+spurd scope ``spur k8s up --selector``; ``spur node drain|resume|remove`` act on Spur's scheduling
+layer and inventory only, never on k0s."""
+
+from __future__ import annotations
+
+import pytest
+
+from integration.test_k8s_cluster import Env, node_line
+
+pytestmark = pytest.mark.integration
+
+
+def _sinfo(e: Env, fmt: str) -> dict[str, str]:
+    out = e.cluster.cli("sinfo", "-N", "-h", "-o", f"%N {fmt}").stdout
+    return {line.split(" ", 1)[0]: line.split(" ", 1)[1].strip() for line in out.splitlines() if line.strip()}
+
+
+def _k0s_enabled(e: Env, name: str) -> bool:
+    h = e.hosts[name]
+    return (h.unit_dir / "spur-k0s.service").exists() and "spur-k0s.service" in (
+        h.systemd_root / "state/enabled.json"
+    ).read_text()
+
+
+def test_selector_scopes_up_and_node_verbs_leave_k0s_alone(tmp_path):
+    e = Env(tmp_path)
+    try:
+        # features from the host's [[nodes]] entry in spur.conf, and from spurd --features
+        e.host("g1", cluster_conf='[[nodes]]\nname = "g[1-2]"\nfeatures = ["zone=z1"]\n')
+        e.host("g2", spurd_extra=["--features", "zone=z1,gpu=mi300"])
+        e.host("g3", spurd_extra=["--features", "zone=z2"])
+        e.cluster.wait_nodes("g1", "g2", "g3")
+        assert _sinfo(e, "%f") == {"g1": "zone=z1", "g2": "zone=z1,gpu=mi300", "g3": "zone=z2"}
+        shown = e.cluster.cli("scontrol", "show", "node", "g2").stdout
+        assert "AvailableFeatures=zone=z1,gpu=mi300" in shown
+
+        r = e.spur("k8s", "up", "--selector", "zone=z1")
+        assert "phase: ready" in r.stdout
+        st = e.status()
+        assert "scope: scoped" in st and "control-plane: g1" in st and "g3" not in st
+        assert node_line(st, "g2")[1:3] == ["worker", "active"]
+        r = e.spur("k8s", "up", "--selector", "zone=z9", "--no-wait", check=False)
+        assert r.returncode == 0 and "already ready" in r.stdout  # idempotent: scope resolved once
+
+        # drain: Spur stops scheduling there; k0s keeps running
+        r = e.spur("node", "drain", "g[2-3]", "--reason", "disk swap")
+        assert "drained g[2-3] (reason: disk swap)" in r.stdout
+        assert _sinfo(e, "%t") == {"g1": "idle", "g2": "drain", "g3": "drain"}
+        assert "disk swap" in e.cluster.cli("sinfo", "-R", "-h").stdout
+        job = e.cluster.cli("sbatch", "--parsable", "-w", "g2", "--wrap", "true").stdout.strip()
+        assert e.cluster.cli("squeue", "-h", "-j", job, "-o", "%t").stdout.strip() == "PD"
+        assert node_line(e.status(), "g2")[1:4] == ["worker", "active", "enabled=true"]
+        assert _k0s_enabled(e, "g2")
+        r = e.spur("node", "resume", "g2")
+        assert r.stdout.strip() == "resumed g2"
+        e.cluster.wait_job(int(job), "COMPLETED")
+
+        # unknown nodes and bad hostlists: one clear error, nothing changed
+        r = e.spur("node", "drain", "g2,nosuch", check=False)
+        assert r.returncode == 1 and "Invalid node name specified: nosuch" in r.stderr
+        assert _sinfo(e, "%t")["g2"] == "idle"
+        r = e.spur("node", "remove", "g[1", check=False)
+        assert r.returncode == 2 and "spur node remove: error:" in r.stderr
+        r = e.spur("node", "remove", "nosuch", check=False)
+        assert r.returncode == 1 and "Invalid node name specified: nosuch" in r.stderr
+
+        # remove refuses a node that runs jobs
+        job = e.cluster.cli("sbatch", "--parsable", "-w", "g1", "--wrap", "exec sleep 300").stdout.strip()
+        e.cluster.wait_job(int(job), "RUNNING")
+        r = e.spur("node", "remove", "g1", check=False)
+        assert r.returncode == 1 and "g1 still run jobs" in r.stderr
+        e.cluster.cli("scancel", job)
+        e.cluster.wait_job(int(job), "CANCELLED")
+
+        # remove is inventory only: a cluster member's k0s keeps running
+        e.hosts["g2"].proc.kill()  # its spurd would register again otherwise; k0s survives spurd
+        r = e.spur("node", "remove", "g2")
+        assert "removed g2 from the inventory" in r.stdout
+        assert "g2" not in _sinfo(e, "%t")
+        assert _k0s_enabled(e, "g2")
+    finally:
+        e.stop()
