@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from integration.harness import wait_for
 from integration.test_k8s_cluster import Env, node_line
 
 pytestmark = pytest.mark.integration
@@ -81,3 +82,41 @@ def test_selector_scopes_up_and_node_verbs_leave_k0s_alone(tmp_path):
         assert _k0s_enabled(e, "g2")
     finally:
         e.stop()
+
+
+def test_gpu_worker_advertises_amd_gpus_as_an_extended_resource(tmp_path):
+    """Once the GPU worker is active, the leader PATCHes its Node's status through the Kubernetes API
+    (the double) with amd.com/gpu = the GPUs spurd discovered; the real kubectl reads it back."""
+    from pathlib import Path
+
+    from integration.k8s_harness import kubeapi_process
+    from integration.kubeapi.kubectl import Kubectl
+    from integration.kubeapi.kubelet import HttpKubelet
+
+    sysfs = Path(__file__).resolve().parent.parent / "tests/fixtures/sysfs/amd-mi250x"
+    e = Env(tmp_path)
+    with kubeapi_process(tmp_path) as url:
+        kubelet = HttpKubelet(url)
+        try:
+            e.host("c1", extra_env={"FAKE_K0S_API_URL": url})
+            e.host("gw", extra_env={"FAKE_K0S_API_URL": url}, spurd_extra=["--sysfs-root", str(sysfs)])
+            e.cluster.wait_nodes("c1", "gw")
+            gpus = {n.name: len(n.gpus) for n in e.cluster.nodes()}
+            assert gpus["gw"] >= 1 and gpus["c1"] == 0
+            for n in ("c1", "gw"):  # what each kubelet does when it registers its Node
+                kubelet.add_node(n, {"cpu": "2", "memory": "4Gi"})
+            assert "phase: ready" in e.spur("k8s", "up").stdout
+            kubectl = Kubectl(url, tmp_path / "kube", cwd=tmp_path)
+
+            def capacity(node: str, field: str = "capacity") -> str:
+                path = "{.status." + field + r".amd\.com/gpu}"
+                return kubectl("get", "node", node, "-o", f"jsonpath={path}").stdout.strip()
+
+            wait_for(lambda: capacity("gw") == str(gpus["gw"]), timeout=30, what="gw to advertise amd.com/gpu")
+            assert capacity("gw", "allocatable") == str(gpus["gw"])
+            assert kubectl("get", "node", "gw", "-o", r"jsonpath={.status.allocatable.cpu}").stdout == "2"
+            assert capacity("c1") == ""  # the controller runs no workloads and has no GPUs
+            assert "nvidia.com/gpu" not in kubectl("get", "node", "gw", "-o", "json").stdout
+        finally:
+            kubelet.close()
+            e.stop()

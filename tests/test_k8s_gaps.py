@@ -153,3 +153,28 @@ async def test_no_mesh_no_pod_cidr_updates(autojump_clock: trio.testing.MockCloc
         await trio.sleep(5)
         nursery.cancel_scope.cancel()
     assert state.domains["mesh"].entry("solo").pod_cidr == ""
+
+
+# ---------------------------------------------------------------------------- GPU extended resources
+
+
+def test_extended_resources_count_gpus_per_vendor():
+    from spur.k8s.cluster.gpu_resources import extended_resources, status_patch
+
+    assert extended_resources(["amd", "amd", "nvidia", "intel"]) == {"amd.com/gpu": "2", "nvidia.com/gpu": "1"}
+    assert extended_resources([]) == {}
+    assert status_patch({"amd.com/gpu": "8"}) == {
+        "status": {"capacity": {"amd.com/gpu": "8"}, "allocatable": {"amd.com/gpu": "8"}}}
+
+
+def test_only_active_workload_nodes_with_gpus_not_yet_advertised():
+    from spur.k8s.cluster.gpu_resources import to_advertise
+
+    nodes = {"cp": ("controller", "active"), "w1": ("worker", "active"), "w2": ("worker", "activating"),
+             "w3": ("worker", "active"), "solo": ("single", "active")}
+    vendors = {"cp": ["amd"], "w1": ["amd", "amd"], "w2": ["nvidia"], "w3": [], "solo": ["nvidia"]}
+    assert to_advertise("ready", nodes, vendors, {}) == {
+        "solo": {"nvidia.com/gpu": "1"}, "w1": {"amd.com/gpu": "2"}}
+    assert to_advertise("ready", nodes, vendors, {"w1": {"amd.com/gpu": "2"}}) == {"solo": {"nvidia.com/gpu": "1"}}
+    assert to_advertise("ready", nodes, vendors, {"w1": {"amd.com/gpu": "1"}})["w1"] == {"amd.com/gpu": "2"}
+    assert to_advertise("down", nodes, vendors, {}) == {}
