@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from integration.harness import wait_for
-from integration.test_k8s_cluster import Env, node_line
+from integration.test_k8s_cluster import CLUSTER_ON, Env, node_line
 
 pytestmark = pytest.mark.integration
+
+CLUSTER_MESH = CLUSTER_ON + '[network]\nwg_enabled = true\nwg_cidr = "10.44.0.0/24"\n'
 
 
 def _sinfo(e: Env, fmt: str) -> dict[str, str]:
@@ -120,3 +122,50 @@ def test_gpu_worker_advertises_amd_gpus_as_an_extended_resource(tmp_path):
         finally:
             kubelet.close()
             e.stop()
+
+
+def test_cluster_pod_cidrs_ride_the_mesh_until_down(tmp_path):
+    """With [network] wg_enabled, the pod /24 of each cluster node reaches every other meshed node's
+    member set (so its peer's AllowedIPs); ``down`` takes it away again. The agents' Mesh/Join calls
+    are made as spurd makes them (no tunnels on loopback)."""
+    import base64
+
+    import trio
+
+    from spur.net.model import Member, allowed_ips
+    from spur.rpc.channel import open_channel
+    from spur.rpc.proto import mesh_pb2
+    from spur.rpc.stub import Stub
+
+    mesh = mesh_pb2.DESCRIPTOR.services_by_name["Mesh"]
+    e = Env(tmp_path, conf_extra=CLUSTER_MESH)
+
+    def call(method: str, request):  # noqa: ANN001, ANN202
+        async def run():  # noqa: ANN202
+            async with open_channel(e.cluster.address) as ch:
+                return await getattr(Stub(ch, mesh), method)(request, timeout=10)
+
+        return trio.run(run)
+
+    def peers_of(node: str) -> dict[str, tuple[str, ...]]:
+        got = call("Members", mesh_pb2.MembersRequest(node=node)).members
+        return {
+            m.node: allowed_ips(Member(m.node, m.public_key, m.endpoint, m.address, m.pod_cidr))
+            for m in got
+            if m.node != node
+        }
+
+    try:
+        e.hosts_up("m1", "m2")
+        for i, name in enumerate(("m1", "m2"), 1):
+            key = base64.b64encode(bytes([i]) * 32).decode()
+            call("Join", mesh_pb2.JoinRequest(node=name, public_key=key, endpoint=f"192.0.2.{i}:51820"))
+        assert peers_of("m2") == {"m1": ("10.44.0.1/32",)}
+        assert "phase: ready" in e.spur("k8s", "up", "--nodes", "m1").stdout
+        wait_for(lambda: peers_of("m2") == {"m1": ("10.44.0.1/32", "10.42.0.0/24")}, timeout=20,
+                 what="m1's pod /24 in m2's peer list")
+        assert peers_of("m1") == {"m2": ("10.44.0.2/32",)}  # m2 is outside the scoped cluster
+        e.spur("k8s", "down")
+        wait_for(lambda: peers_of("m2") == {"m1": ("10.44.0.1/32",)}, timeout=20, what="the /24 withdrawn")
+    finally:
+        e.stop()
