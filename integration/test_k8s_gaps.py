@@ -73,6 +73,9 @@ def test_selector_scopes_up_and_node_verbs_leave_k0s_alone(tmp_path):
         e.cluster.wait_job(int(job), "RUNNING")
         r = e.spur("node", "remove", "g1", check=False)
         assert r.returncode == 1 and "g1 still run jobs" in r.stderr
+        e.hosts["g3"].proc.kill()
+        r = e.spur("node", "remove", "g3")  # not a cluster member: no note
+        assert r.stderr == ""
         e.cluster.cli("scancel", job)
         e.cluster.wait_job(int(job), "CANCELLED")
 
@@ -80,6 +83,7 @@ def test_selector_scopes_up_and_node_verbs_leave_k0s_alone(tmp_path):
         e.hosts["g2"].proc.kill()  # its spurd would register again otherwise; k0s survives spurd
         r = e.spur("node", "remove", "g2")
         assert "removed g2 from the inventory" in r.stdout
+        assert "g2 still run k0s as members of the Spur-managed Kubernetes cluster" in r.stderr
         assert "g2" not in _sinfo(e, "%t")
         assert _k0s_enabled(e, "g2")
     finally:

@@ -114,12 +114,33 @@ def cmd_remove(args: list[str]) -> int:
         request = inventory_pb2.RemoveNodesRequest(nodes=opts.nodes)
         return await wrap(stub.channel, service).RemoveNodes(request, timeout=30)
 
+    members = _k8s_members()
     resp = with_controller(body)
     print(
         f"removed {','.join(resp.removed)} from the inventory (k0s and pods untouched; "
         "stop spurd there or the node registers again)"
     )
+    still = [n for n in resp.removed if n in members]
+    if still:
+        print(
+            f"{PROG} remove: note: {','.join(still)} still run k0s as members of the Spur-managed Kubernetes "
+            "cluster; spur k8s remove-nodes drains and resets a worker",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _k8s_members() -> set[str]:
+    """Nodes of the Spur-managed Kubernetes cluster (empty when it is off, down or not answering)."""
+    from spur.cli.client import CliError
+    from spur.cli.k8s import _call
+    from spur.rpc.proto import k8s_pb2
+
+    try:
+        st = _call("Status", k8s_pb2.K8sStatusRequest(), timeout=10.0)
+    except CliError:
+        return set()
+    return {n.name for n in st.nodes} if st.phase != "down" else set()
 
 
 COMMANDS = {"drain": cmd_drain, "resume": cmd_resume, "remove": cmd_remove}
