@@ -178,3 +178,25 @@ def test_only_active_workload_nodes_with_gpus_not_yet_advertised():
     assert to_advertise("ready", nodes, vendors, {"w1": {"amd.com/gpu": "2"}}) == {"solo": {"nvidia.com/gpu": "1"}}
     assert to_advertise("ready", nodes, vendors, {"w1": {"amd.com/gpu": "1"}})["w1"] == {"amd.com/gpu": "2"}
     assert to_advertise("down", nodes, vendors, {}) == {}
+
+
+# ---------------------------------------------------------------------------- spur node (no controller needed)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "Usage: spur node drain NODES"),
+        (["bogus"], "unknown command 'bogus' (commands: drain, resume, remove)"),
+        (["drain"], "the following arguments are required: NODES"),
+        (["drain", "n1", "--reason", " "], "--reason must not be empty"),
+        (["resume", "n[1-"], "spur node resume: error:"),
+        (["remove", "n1", "n2"], "unrecognized arguments: n2"),
+    ],
+)
+def test_spur_node_usage_errors_exit_2_before_calling_anyone(argv, message, capsys, monkeypatch):
+    from spur.cli import node
+
+    monkeypatch.setenv("SPUR_CONTROLLER", "127.0.0.1:1")  # nothing listens there: nothing may be sent
+    assert node.main(argv) == 2
+    assert message in capsys.readouterr().err
