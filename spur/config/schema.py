@@ -218,7 +218,13 @@ class NodeSchema(SectionSchema):
         ),
         metadata=doc('Generic resources, "name[:type][:count]".', ["gpu:a100:4"]),
     )
-    features = f.StrList(metadata=doc("Feature tags matched by --constraint.", ["a100", "ib"]))
+    features = f.StrList(
+        metadata=doc(
+            "Features spurd registers for these nodes (Slurm's Features=): matched by --constraint and by "
+            "spur k8s up --selector K=V; spurd --features overrides.",
+            ["a100", "zone=z1"],
+        )
+    )
     address = f.Str(metadata=doc("Address to reach the agent; unset = the node name.", "10.0.0.11"))
     port = f.Int(validate=f.port_range(), metadata=doc("Agent port; unset = controller.agent_port."))
 

@@ -90,6 +90,7 @@ async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio
             wg_enabled=ctl.cfg.network.wg_enabled,
             now=ctl.clock.wall,
             metrics=getattr(getattr(ctl, "metrics", None), "k8s", None),
+            on_mesh_change=lambda: ctl.mesh_changed.set(),
         )
         ctl.k8s_reconciler = reconciler
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, Protocol
@@ -28,8 +29,10 @@ import trio
 
 from spur.k8s.cluster import reconcile as r
 from spur.k8s.cluster import starter as s
+from spur.k8s.cluster.gpu_resources import status_patch, to_advertise
 from spur.k8s.cluster.mesh_link import mesh_ip
 from spur.k8s.cluster.planner import carve_pod_cidrs
+from spur.k8s.cluster.pod_routes import pod_cidr_changes, wanted_pod_cidrs
 from spur.rpc.proto import k0s_pb2
 from spur.rpc.status import RpcError
 from spur.state import k8s_cluster as k
@@ -62,6 +65,7 @@ class K8sReconciler:
         now: Callable[[], float] = time.time,
         interval: float = 2.0,
         metrics: Any = None,
+        on_mesh_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.state = state
         self.propose = propose
@@ -71,10 +75,15 @@ class K8sReconciler:
         self.now = now
         self.interval = interval
         self.metrics = metrics
+        self.on_mesh_change = on_mesh_change
         self._busy: set[str] = set()
         self.starts: dict[str, s.StartState] = {}
         self._down: set[str] = set()
         self.wake = trio.Event()
+        # GPU extended resources this leader patched onto Nodes, and per node (retry at, failures, last error)
+        self._advertised: dict[str, dict[str, str]] = {}
+        self._gpu_retry: dict[str, tuple[float, int, str]] = {}
+        self._gpu_busy = False
 
     @property
     def record(self) -> k.K8sClusterRecord:
@@ -125,6 +134,91 @@ class K8sReconciler:
                     nursery.start_soon(self._apply, action, name=f"k8s-apply-{action.node}")
                 else:
                     nursery.start_soon(self._teardown, action, name=f"k8s-teardown-{action.node}")
+        if self.wg_enabled and self.cfg.cni == "calico":
+            # Only Calico (bird, no overlay) routes pod traffic over the mesh; kube-router carries it in
+            # its own IPIP tunnel, where a /24 route on spur0 would take those packets away from it.
+            await self._sync_mesh_pod_cidrs()
+        self._start_gpu_advertising(nursery)
+
+    # ------------------------------------------------------------------ GPU extended resources
+
+    def _start_gpu_advertising(self, nursery: trio.Nursery) -> None:
+        """Patch GPU workers' Nodes with amd.com/gpu / nvidia.com/gpu (:mod:`.gpu_resources`) in the
+        background, one batch at a time; a failed node is retried with a growing delay (up to 5 min)."""
+        rec = self.record
+        for gone in [n for n in self._advertised if n not in rec.nodes]:
+            del self._advertised[gone]
+        if self._gpu_busy:
+            return
+        now = self.now()
+        wanted = to_advertise(
+            rec.phase,
+            {n: (node.role, node.component_state) for n, node in rec.nodes.items()},
+            {n: [g.vendor for g in node.gpus] for n, node in self.state.nodes.items()},
+            self._advertised,
+        )
+        wanted = {n: res for n, res in wanted.items() if self._gpu_retry.get(n, (0.0, 0, ""))[0] <= now}
+        if wanted:
+            self._gpu_busy = True
+            nursery.start_soon(self._advertise_gpus, wanted, name="k8s-gpu-resources")
+
+    async def _advertise_gpus(self, wanted: dict[str, dict[str, str]]) -> None:
+        from spur.k8s.cluster.kubeclient import KubeClient, KubeError, parse_kubeconfig
+
+        try:
+            rec = self.record
+            try:
+                source = next(cp for cp in rec.control_planes if rec.nodes[cp].component_state == "active")
+                resp = await self.call_agent(
+                    source, "AdminKubeconfig", k0s_pb2.K0sKubeconfigRequest(), CALL_TIMEOUT
+                )
+                client = KubeClient(parse_kubeconfig(resp.kubeconfig))
+            except (RpcError, OSError, KubeError, StopIteration, KeyError) as exc:
+                reason = getattr(exc, "message", None) or str(exc) or "no control plane is running"
+                for node in wanted:
+                    self._gpu_failed(node, f"no Kubernetes API client: {reason}")
+                return
+            for node, resources in wanted.items():
+                path = f"/api/v1/nodes/{urllib.parse.quote(node)}/status"
+                try:
+                    await trio.to_thread.run_sync(
+                        client.request, "PATCH", path, status_patch(resources), "application/merge-patch+json"
+                    )
+                except KubeError as exc:
+                    self._gpu_failed(node, str(exc))
+                    continue
+                self._advertised[node] = dict(resources)
+                self._gpu_retry.pop(node, None)
+                log.info("k8s: node %s advertises %s", node, ", ".join(f"{k}={v}" for k, v in resources.items()))
+        finally:
+            self._gpu_busy = False
+
+    def _gpu_failed(self, node: str, reason: str) -> None:
+        _at, failures, last = self._gpu_retry.get(node, (0.0, 0, ""))
+        delay = min(self.interval * 2**failures, 300.0)
+        self._gpu_retry[node] = (self.now() + delay, failures + 1, reason)
+        # a Node not registered with the API yet (404) is expected right after k0s starts
+        level = logging.DEBUG if reason == last or ": 404 " in reason else logging.WARNING
+        log.log(level, "k8s: cannot advertise the GPUs of %s yet (retry in %gs): %s", node, delay, reason)
+
+    async def _sync_mesh_pod_cidrs(self) -> None:
+        """Attach each cluster node's pod /24 to its mesh entry, clear those no longer in the cluster
+        (:mod:`spur.k8s.cluster.pod_routes`), and wake the mesh reconcile when anything changed."""
+        from spur.state.mesh import SetMeshPodCidr
+
+        mesh = getattr(self.state, "domains", {}).get("mesh")
+        if mesh is None:
+            return
+        rec = self.record
+        wanted = wanted_pod_cidrs(rec.phase, {n: node.pod_cidr for n, node in rec.nodes.items()})
+        meshed = {m.node: m.pod_cidr for m in mesh.members()}
+        changes = pod_cidr_changes(wanted, meshed, self.cfg.pod_cidr)
+        for node, cidr in changes:
+            await self.propose(SetMeshPodCidr(node, cidr))
+            log.info("k8s: mesh %s pod CIDR of %s%s", "routes" if cidr else "no longer routes", node,
+                     f" ({cidr})" if cidr else "")
+        if changes:
+            self.on_mesh_change()
 
     async def _refresh(self, rec: k.K8sClusterRecord) -> dict[str, tuple[str, str]]:
         """Read every applied node's k0s; returns node -> (component state, detail) as read."""
