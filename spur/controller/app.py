@@ -315,14 +315,20 @@ class Controller:
             self.cfg, scheduler=new.scheduler, partitions=new.partitions, controller=controller
         )
         self.cfg = replace(self.cfg, accounting=new.accounting, priority=new.priority)
+        # the drift sweep reads this flag from self.cfg on every tick
+        drift = replace(self.cfg.cluster, k8s_drift_correction=new.cluster.k8s_drift_correction)
+        self.cfg = replace(self.cfg, cluster=drift)
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))
         await self._configure_accounting()
         self.kick_scheduler()
         log.info(
-            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority",
+            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority, k8s drift correction",
             self.config_path,
         )
-        return ["scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority"]
+        return [
+            "scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority",
+            "cluster.k8s_drift_correction",
+        ]
 
     async def _configure_accounting(self) -> None:
         """Propose the ``[accounting]``/``[priority]`` settings the replicated state must agree on."""

@@ -76,7 +76,8 @@ class AgentCalls:
 
 
 async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """Leader duty: the reconcile task with its agent channels (cancelled on step-down)."""
+    """Leader duty: the reconcile task and the drift sweep with their agent channels (cancelled on
+    step-down)."""
     from spur.controller.pool import ChannelPool
     from spur.k8s.cluster.task import K8sReconciler
 
@@ -92,7 +93,11 @@ async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio
         )
         ctl.k8s_reconciler = reconciler
         try:
-            await reconciler.run(task_status=task_status)
+            async with trio.open_nursery() as nursery:
+                from spur.k8s.cluster.drift_task import drift_duty
+
+                await nursery.start(drift_duty, ctl, reconciler.call_agent, name="k8s-drift-sweep")
+                await reconciler.run(task_status=task_status)
         finally:
             ctl.k8s_reconciler = None
 
