@@ -319,9 +319,15 @@ class DriftTracker:
         """A node whose agent did not answer: no reading (its readings are kept), read again next sweep."""
         self.track(name).last_read = now
 
-    def in_view(self) -> list[str]:
-        """Nodes whose last two readings confirm a stoppable stray."""
-        return sorted(n for n, t in self.tracks.items() if t.confirmed and t.last is not None and t.last.stoppable)
+    def in_view(self, rec: K8sClusterRecord | None = None) -> list[str]:
+        """Nodes whose last two readings confirm a stoppable stray (and, given the record, that are
+        still outside the scoped cluster with no role)."""
+        members = set(rec.members) if rec is not None else set()
+        return sorted(
+            n for n, t in self.tracks.items()
+            if t.confirmed and t.last is not None and t.last.stoppable
+            and (rec is None or (rec.scoped and n not in rec.nodes and n not in members))
+        )
 
     def compared(self, rec: K8sClusterRecord) -> int:
         """Rule 7: nodes with a role + nodes outside the cluster whose last reading found k0s running."""
@@ -334,7 +340,7 @@ class DriftTracker:
 
     def choose_stop(self, rec: K8sClusterRecord, now: float, correction: bool) -> StopDecision | None:
         """Rules 5-8 and 10: the stray to stop this tick, if any (call at most once per tick)."""
-        strays = self.in_view()
+        strays = self.in_view(rec)
         self.blocked = ""
         if not strays or rec.phase not in ACTIVE_PHASES:
             return None
