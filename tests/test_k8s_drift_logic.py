@@ -347,3 +347,61 @@ def test_limits_are_the_contracts_numbers():
     assert (lim.tick, lim.reads_per_tick, lim.sweep_min) == (30, 16, 600)
     assert (lim.stops_per_window, lim.window, lim.hold_min, lim.hold_fraction) == (5, 600, 3, 0.25)
     assert (lim.backoff_first, lim.backoff_max, lim.checks_to_confirm_stop) == (600, 3600, 2)
+
+
+def test_status_shows_each_nodes_drift_line_and_the_nodes_outside():
+    from spur.cli.k8s import format_status
+    from spur.rpc.proto import k8s_pb2 as kpb
+
+    st = kpb.K8sClusterStatus(
+        phase="ready", control_planes=["cp"], scoped=True,
+        nodes=[
+            kpb.K8sNodeInfo(name="cp", role="controller", component_state="active", enabled=True),
+            kpb.K8sNodeInfo(name="w1", role="worker", component_state="active", enabled=True,
+                            drift="drift role_mismatch: recorded worker, running controller"),
+        ],
+        outside=[kpb.K8sNodeInfo(name="s1", drift="drift out_of_scope: recorded no role, running worker")],
+    )
+    assert format_status(st).splitlines() == [
+        "phase: ready",
+        "control-plane: cp",
+        "scope: scoped",
+        "  cp    controller  active        enabled=true",
+        "  w1    worker      active        enabled=true",
+        "        drift role_mismatch: recorded worker, running controller",
+        "outside the cluster:",
+        "  s1    drift out_of_scope: recorded no role, running worker",
+    ]
+
+
+# --------------------------------------------------------------------------- agent side
+
+
+def test_agent_reads_the_role_a_unit_runs_from_its_execstart():
+    from spur.agent.k0s import exec_role, render_unit
+
+    assert exec_role(render_unit(["/usr/local/bin/k0s", "worker", "--token-file", "/t"], "worker")) == "worker"
+    assert exec_role("[Service]\nExecStart=/usr/local/bin/k0s controller --single=true\n") == "single"
+    assert exec_role("[Service]\nExecStart=/usr/local/bin/k0s controller --single\n") == "single"
+    assert exec_role("[Service]\nExecStart=-/usr/bin/k0s controller --config=/etc/k0s/k0s.yaml\n") == "controller"
+    assert exec_role("[Service]\nExecStart=/bin/sleep 100\n") == ""
+    assert exec_role("[Service]\nExecStart=/bin/k0s 'unterminated\n") == ""
+
+
+def test_an_older_agent_never_claims_and_its_running_unit_is_read_from_its_state():
+    from spur.k8s.cluster.drift_task import reading_of
+    from spur.rpc.proto import k0s_pb2
+
+    old = k0s_pb2.K0sStatus(component_state="active", role="worker", spur_owned=True)  # no fields >= 150
+    assert reading_of(old) == Reading(running=True, role="worker", claimed=False)
+    new = k0s_pb2.K0sStatus(component_state="inactive", running=True, running_role="controller",
+                            running_unit="k0scontroller.service")
+    assert reading_of(new) == Reading(running=True, role="controller", claimed=False)
+    assert reading_of(k0s_pb2.K0sStatus(component_state="absent")) == Reading(running=False)
+
+
+def test_test_only_limits_come_from_the_environment():
+    from spur.k8s.cluster.drift_task import LIMITS_ENV, limits_from_env
+
+    assert limits_from_env({}) == Limits()
+    assert limits_from_env({LIMITS_ENV: '{"tick": 0.5, "sweep_min": 1.0}'}) == Limits(tick=0.5, sweep_min=1.0)

@@ -116,7 +116,8 @@ def exec_role(text: str) -> str:
             if word == "worker":
                 return "worker"
             if word == "controller":
-                return "single" if "--single" in argv else "controller"
+                single = any(a == "--single" or a == "--single=true" for a in argv)
+                return "single" if single else "controller"
     return ""
 
 

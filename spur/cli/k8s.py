@@ -115,7 +115,9 @@ def _scope_args(parser: argparse.ArgumentParser) -> None:
 
 
 def format_status(st: Any) -> str:
-    """``spur k8s status`` text: phase, control plane(s), one line per node."""
+    """``spur k8s status`` text: phase, control plane(s), one line per node (plus an indented line
+    with its drift/stray state when the leader's drift sweep has one), then the nodes outside the
+    cluster that have drift."""
     lines = [f"phase: {st.phase}"]
     lines.append(f"control-plane: {','.join(st.control_planes) or '-'}")
     if st.phase != "down":
@@ -126,6 +128,12 @@ def format_status(st: Any) -> str:
         if n.reason:
             line += f"  reason: {n.reason}"
         lines.append(line)
+        if n.drift:
+            lines.append(f"  {'':<{width}}  {n.drift}")
+    if st.outside:
+        lines.append("outside the cluster:")
+        for n in st.outside:
+            lines.append(f"  {n.name:<{width}}  {n.drift}")
     return "\n".join(lines)
 
 

@@ -193,15 +193,34 @@ class K8sClusterService:
                 for name in nodes:
                     if rec.nodes[name].component_state != "pending":
                         nursery.start_soon(ask, name)
+        outside = self._drift_lines(rec, nodes)
         return kpb.K8sClusterStatus(
             phase=rec.phase,
             control_planes=rec.control_planes,
             scoped=rec.scoped,
             nodes=list(nodes.values()),
+            outside=outside,
             phase_since=rec.phase_since,
             reset=rec.reset,
             message=message,
         )
+
+    def _drift_lines(self, rec: k.K8sClusterRecord, nodes: dict[str, kpb.K8sNodeInfo]) -> list[kpb.K8sNodeInfo]:
+        """Fill each node's drift/stray state from this leader's drift sweep; return the nodes
+        outside the cluster that have some (leader-local: the status RPC is served by the leader)."""
+        tracker = getattr(self.ctl, "k8s_drift", None)
+        if tracker is None or rec.phase == k.DOWN:
+            return []
+        now = trio.current_time()
+        for name, info in nodes.items():
+            info.drift = tracker.describe(name, now)
+        outside = []
+        for name in sorted(tracker.tracks):
+            if name not in nodes:
+                text = tracker.describe(name, now)
+                if text:
+                    outside.append(kpb.K8sNodeInfo(name=name, drift=text))
+        return outside
 
     # ------------------------------------------------------------------ methods
 
