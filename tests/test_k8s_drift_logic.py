@@ -339,6 +339,11 @@ def test_describe_names_the_drift_and_the_stray_state():
     text = t.describe("s", 700)
     assert "stray: stopped 1x, 0 done, 0 return(s), verifying (2 stopped reading(s) to go)" in text
     assert "next stop not before 500s" in text
+    t.observe(rec, "s", STOPPED, 1200)
+    t.observe(rec, "s", STOPPED, 1800)
+    assert t.describe("s", 1800) == "stray: stopped 1x, 1 done, 0 return(s), stopped"
+    t.observe(rec, "s", WORKER, 2400)
+    assert t.describe("s", 2400).endswith("stray: stopped 1x, 1 done, 1 return(s), running again")
     assert t.describe("never-seen", 0) == ""
 
 

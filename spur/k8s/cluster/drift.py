@@ -407,7 +407,7 @@ class DriftTracker:
         if t.stops:
             state = (
                 f"verifying ({t.verifying} stopped reading(s) to go)" if t.verifying
-                else "stopped" if t.done and not t.confirmed else "running again"
+                else "running again" if t.running else "stopped"
             )
             parts.append(f"stray: stopped {t.stops}x, {t.done} done, {t.returns} return(s), {state}")
             nxt = self.next_stop_at(name)
