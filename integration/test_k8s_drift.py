@@ -6,6 +6,7 @@ doubles, driven through the spur CLI.
   the unit up); when it comes back outside the re-created scoped cluster, the sweep reports it and
   stops (and disables) its unit within two checks, without ``k0s reset``.
 - A k0s controller running outside the cluster is only reported.
+- ``[cluster] k8s_drift_correction = false`` makes it report-only, switched by ``scontrol reconfigure``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from integration.harness import wait_for
-from integration.test_k8s_cluster import Env, node_line
+from integration.test_k8s_cluster import CLUSTER_ON, Env, node_line
 from spur.k8s.cluster.drift_task import LIMITS_ENV
 from spur.rpc.proto import k0s_pb2
 
@@ -61,8 +62,17 @@ def test_node_left_behind_by_down_is_stopped_and_an_outside_controller_only_repo
         # d4 runs a k0s controller outside the cluster (reported, never stopped)
         e.hosts["d4"].k0s_call("Apply", k0s_pb2.K0sApplyRequest(role="controller", control_plane_count=1))
 
+        # report-only first, switched by scontrol reconfigure (no restart)
+        e.cluster.conf_extra = CLUSTER_ON + "k8s_drift_correction = false\n"
+        e.cluster.write_conf()
+        assert "cluster.k8s_drift_correction" in e.cluster.cli("scontrol", "reconfigure").stdout
         left.start()  # back, outside the cluster, worker still running
         e.cluster.wait_nodes("d3")
+        wait_for(lambda: "stop waits: report-only" in e.status(), timeout=30, what="d3 reported, not stopped")
+        assert k0s_state(left).running
+        e.cluster.conf_extra = CLUSTER_ON
+        e.cluster.write_conf()
+        e.cluster.cli("scontrol", "reconfigure")
         log = e.cluster.root / "spurctld.log"
         wait_for(lambda: "stopping the stray k0s worker on d3" in log.read_text(), timeout=30,
                  what="the stray stopped")

@@ -287,7 +287,8 @@ class Controller:
         """Re-read the config file and apply its live sections (leader only; followers keep theirs).
 
         Live: [scheduler] (interval, max_job_test; the plugin is fixed at start), [[partitions]],
-        the node heartbeat/timeout settings, [accounting] enforce and [priority]. A bad file changes nothing and raises an RpcError
+        the node heartbeat/timeout settings, [accounting] enforce, [priority] and [cluster]
+        k8s_drift_correction. A bad file changes nothing and raises an RpcError
         naming the problem.
         """
         from dataclasses import replace
