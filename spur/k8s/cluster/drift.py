@@ -105,20 +105,12 @@ def candidates(rec: K8sClusterRecord, node_states: Mapping[str, str]) -> list[st
     """Rule 1: the nodes the sweep checks, sorted. ``node_states``: registered node -> its state."""
     if rec.phase not in ACTIVE_PHASES:
         return []
-    names = set(rec.nodes)
+    usable = {n for n, st in node_states.items() if st not in SKIPPED_STATES}  # unregistered: unknown
+    names = usable.intersection(rec.nodes)
     if rec.scoped:
-        members = set(rec.members)
-        names |= {n for n in node_states if n not in members}
-    out = []
-    for name in names:
-        node = rec.nodes.get(name)
-        if node is not None and node.removing:
-            continue
-        if node_states.get(name, "unknown") in SKIPPED_STATES:
-            continue
-        out.append(name)
-    out.sort()
-    return out
+        names |= usable.difference(rec.members)
+    names.difference_update(n for n, node in rec.nodes.items() if node.removing)
+    return sorted(names)
 
 
 def sweep_period(n_candidates: int, limits: Limits = Limits()) -> float:
