@@ -109,6 +109,15 @@ def test_rule3_not_running_only_in_degraded_clusters_for_nodes_that_ran():
     assert d.classify(rec, "w", STOPPED, ran_at_degrade=False) is None
 
 
+def test_rule3_not_running_compares_with_the_nodes_running_when_the_cluster_degraded():
+    rec = scoped({"cp": "controller", "w1": "worker", "w2": "worker"}, phase=DEGRADED, phase_since=100.0)
+    rec.nodes["w2"].component_state = "failed"  # never came up: the reason the cluster degraded
+    t = DriftTracker()
+    t.plan_reads(rec, idle("cp", "w1", "w2"), 130)
+    assert confirmed(t, rec, "w1", STOPPED).kind == d.NOT_RUNNING
+    assert confirmed(t, rec, "w2", STOPPED) is None
+
+
 # --------------------------------------------------------------------------- rule 4
 
 

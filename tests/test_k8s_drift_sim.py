@@ -240,6 +240,10 @@ def test_fleet_with_strays_mismatches_flapping_down_and_drained_nodes():
     assert stopped["n150"] == stopped["n151"] == stopped["n152"] == 1
     assert sim.fleet.units["n153"].running and sim.fleet.units["n154"].running  # left alone
     assert max(per_tick(sim.fleet.stops).values()) == 1
+    # sweep reads stay within 16 a tick; the re-read right before a stop is the stop's own
+    reads, confirms = per_tick(sim.fleet.reads), per_tick([(t, "") for t in sim.leader.confirms])
+    assert max(reads[tick] - confirms[tick] for tick in reads) == 16
+    assert max(reads.values()) <= 17
     times = [t for t, _ in sim.fleet.stops]
     assert all(sum(1 for u in times if t - 600 < u <= t) <= 5 for t in times)
     assert {n for _, n in sim.done} == {"n150", "n151", "n152"}

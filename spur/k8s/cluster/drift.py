@@ -16,7 +16,9 @@ rules (each has a unit test named after it in tests/test_k8s_drift_logic.py):
 3. *Kinds*: ``out_of_scope`` (k0s running on a node outside a scoped cluster's members; never for a
    whole-inventory cluster), ``role_mismatch`` (the running role differs from the recorded one; a
    recorded ``single`` running ``controller`` is not a mismatch), ``not_running`` (degraded clusters
-   only: a node running when the cluster degraded that no longer runs).
+   only: a node running when the cluster degraded that no longer runs; "running when it degraded" is
+   the record's ``active`` nodes as this tracker first sees the degraded phase, so a leader that
+   takes over a degraded cluster compares with the nodes running at its takeover).
 4. *Report once*: a disagreement is reported when two successive readings of the node agree on it,
    once per episode (an episode ends with a reading that agrees with the record, or a different
    disagreement). Readings start over when a node stops being a candidate, when the cluster leaves

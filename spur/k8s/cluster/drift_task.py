@@ -7,8 +7,9 @@ on ``spur_k8s_drift_detected_total{kind}``, and performs at most one stray stop:
 
 - just before the stop, a quorum round (``confirm_leader``, the Raft read barrier) confirms this
   controller still leads, and the Raft term must equal the one of the tick's decision;
-- the cluster record and the node's Slurm state are re-read and the node's agent is asked again; any
-  change (or an answer that is no longer a stoppable stray) abandons the stop;
+- the cluster record and the node's Slurm state are re-read and the node's agent is asked again (this
+  re-read belongs to the stop: a tick makes at most 16 sweep reads plus it); any change (or an answer
+  that is no longer a stoppable stray) abandons the stop;
 - the stop is the agent's ``Stop`` (stop + disable spurd's unit; never ``k0s reset``).
 
 Stops confirmed by two stopped readings count on ``spur_k8s_stray_stops_total``; units that come
