@@ -419,3 +419,22 @@ def test_test_only_limits_come_from_the_environment():
 
     assert limits_from_env({}) == Limits()
     assert limits_from_env({LIMITS_ENV: '{"tick": 0.5, "sweep_min": 1.0}'}) == Limits(tick=0.5, sweep_min=1.0)
+
+
+def test_drift_metrics_names():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from spur.metrics.k8s import K8sMetrics
+    from spur.state.machine import ClusterState
+
+    registry = CollectorRegistry()
+    m = K8sMetrics(registry, ClusterState)
+    m.drift_detected("out_of_scope")
+    m.drift_detected("role_mismatch")
+    m.stray_stop()
+    m.stray_return()
+    text = generate_latest(registry).decode()
+    assert 'spur_k8s_drift_detected_total{kind="out_of_scope"} 1.0' in text
+    assert 'spur_k8s_drift_detected_total{kind="role_mismatch"} 1.0' in text
+    assert "spur_k8s_stray_stops_total 1.0" in text
+    assert "spur_k8s_stray_returns_total 1.0" in text
