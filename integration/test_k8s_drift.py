@@ -100,3 +100,41 @@ def test_node_left_behind_by_down_is_stopped_and_an_outside_controller_only_repo
         assert "d1" in status and node_line(status, "d1")[1:3] == ["controller", "active"]
     finally:
         e.stop()
+
+
+def test_agent_reports_a_foreign_k0s_unit_as_running_and_unclaimed(tmp_path):
+    """What the sweep needs from spurd: whether k0s runs, which role, and whether the unit is
+    spurd's own (a unit ``k0s install`` wrote is never claimed; spurd's own is)."""
+    import subprocess
+
+    from integration.doubles import fake_systemd
+    from integration.harness import Cluster
+    from integration.k0s_harness import DOUBLES, K0sHost, cleanup_hosts
+
+    (tmp_path / "ctl").mkdir()
+    cluster = Cluster(tmp_path / "ctl")
+    cluster.start_controller()
+    host = K0sHost(name="f1", root=tmp_path / "f1", cluster=cluster)
+    try:
+        host.start()
+        assert not k0s_state(host).running
+        (host.unit_dir / "k0sworker.service").write_text(
+            "[Unit]\nDescription=k0s - Zero Friction Kubernetes\n[Service]\n"
+            "ExecStart=/bin/sh -c 'exec sleep 600' k0s worker --token-file=/etc/k0s/token\n"
+            "[Install]\nWantedBy=multi-user.target\n"
+        )
+        for args in (["daemon-reload"], ["start", "k0sworker.service"]):
+            subprocess.run([str(DOUBLES / "bin/systemctl"), *args], env=host.env(), check=True)
+        wait_for(lambda: k0s_state(host).running, timeout=20, what="the foreign unit running")
+        st = k0s_state(host)
+        assert (st.running_role, st.claimed, st.running_unit) == ("worker", False, "k0sworker.service")
+        assert st.component_state == "absent"  # spurd's own unit is still absent
+        subprocess.run([str(DOUBLES / "bin/systemctl"), "stop", "k0sworker.service"], env=host.env(), check=True)
+        host.k0s_call("Apply", k0s_pb2.K0sApplyRequest(role="controller", control_plane_count=1))
+        wait_for(lambda: k0s_state(host).running, timeout=20, what="spurd's controller running")
+        st = k0s_state(host)
+        assert (st.running_role, st.claimed, st.running_unit) == ("controller", True, "spur-k0s.service")
+    finally:
+        cleanup_hosts([host])
+        fake_systemd.shutdown(host.systemd_root)
+        cluster.stop()
