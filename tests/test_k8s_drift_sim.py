@@ -356,6 +356,24 @@ def test_record_change_between_decision_and_stop_abandons_it():
     assert len(sim.leader.confirms) == 1 and not sim.fleet.stops
 
 
+def test_node_that_changed_between_decision_and_stop_is_left_alone():
+    sim = Sim()
+    sim.stray("n150")
+
+    async def confirm():  # the unit goes away by itself while the quorum round runs
+        sim.leader.confirms.append(trio.current_time())
+        sim.fleet.units["n150"].running = False
+
+    sim.leader.confirm = confirm
+
+    async def main():
+        await sim.run_for(HOUR)
+
+    run(main)
+    assert len(sim.leader.confirms) == 1 and not sim.fleet.stops
+    assert sim.tracker.tracks["n150"].stops == 0
+
+
 def test_remove_nodes_during_a_leader_change_surfaces_at_most_one_out_of_scope():
     sim = Sim()
 

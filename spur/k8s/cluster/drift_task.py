@@ -182,6 +182,8 @@ class DriftSweep:
         again = classify(self.record, name, reading) if reading is not None else None
         if again is None or not again.stoppable:
             log.info("k8s drift: not stopping %s: its agent no longer reports a stray worker", name)
+            if reading is not None:  # a reading like any other: the stray is out of view until confirmed again
+                self._emit(name, self.tracker.observe(self.record, name, reading, now))
             return
         log.warning(
             "k8s drift: stopping the stray k0s %s on %s (outside the scoped cluster, no role recorded; "
