@@ -79,9 +79,11 @@ def test_node_left_behind_by_down_is_stopped_and_an_outside_controller_only_repo
         text = log.read_text()
         assert "k8s drift on d3: out_of_scope (recorded role: none; running: worker); a stray" in text
         # within two checks: the report and the stop come from the same (second) reading's tick
-        wait_for(lambda: k0s_state(left).component_state == "inactive", timeout=30, what="d3's unit stopped")
-        st = k0s_state(left)
-        assert not st.enabled and not st.running
+        def stopped_and_disabled() -> bool:
+            st = k0s_state(left)
+            return st.component_state == "inactive" and not st.enabled and not st.running
+
+        wait_for(stopped_and_disabled, timeout=30, what="d3's unit stopped and disabled")
         assert (left.unit_dir / "spur-k0s.service").exists() and left.data_dir.exists(), "stop, not reset"
 
         wait_for(lambda: "k8s drift on d4: out_of_scope (recorded role: none; running: controller); reported only"
