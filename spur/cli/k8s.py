@@ -136,7 +136,8 @@ def format_start(n: Any) -> str:
 
 def format_status(st: Any) -> str:
     """``spur k8s status`` text: phase, control plane(s), one line per node (its start state, then
-    its reason, last)."""
+    its reason, last; plus an indented line with its drift/stray state when the leader's drift sweep
+    has one), then the nodes outside the cluster that have drift."""
     lines = [f"phase: {st.phase}"]
     lines.append(f"control-plane: {','.join(st.control_planes) or '-'}")
     if st.phase != "down":
@@ -150,6 +151,12 @@ def format_status(st: Any) -> str:
         if n.reason:
             line += f"  reason: {n.reason}"
         lines.append(line)
+        if n.drift:
+            lines.append(f"  {'':<{width}}  {n.drift}")
+    if st.outside:
+        lines.append("outside the cluster:")
+        for n in st.outside:
+            lines.append(f"  {n.name:<{width}}  {n.drift}")
     return "\n".join(lines)
 
 

@@ -361,7 +361,13 @@ class ClusterSchema(SectionSchema):
     k8s_provisioning_timeout_secs = f.Int(
         validate=f.at_least(1), metadata=doc("Seconds before a provisioning step is given up.")
     )
-    k8s_drift_correction = f.Bool(metadata=doc("Periodically re-apply cluster membership and config."))
+    k8s_drift_correction = f.Bool(
+        metadata=doc(
+            "Stop a spurd-installed k0s worker left running on a node outside a scoped cluster with no "
+            "role (see docs/managed-k8s.md, Membership drift); false reports drift only. Applied on "
+            "scontrol reconfigure."
+        )
+    )
     allow_admin_kubeconfig = f.Bool(metadata=doc("Let admins fetch the cluster-admin kubeconfig."))
 
     def check(self, obj: ClusterConfig) -> None:

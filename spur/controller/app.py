@@ -287,7 +287,8 @@ class Controller:
         """Re-read the config file and apply its live sections (leader only; followers keep theirs).
 
         Live: [scheduler] (interval, max_job_test; the plugin is fixed at start), [[partitions]],
-        the node heartbeat/timeout settings, [accounting] enforce and [priority]. A bad file changes nothing and raises an RpcError
+        the node heartbeat/timeout settings, [accounting] enforce, [priority] and [cluster]
+        k8s_drift_correction. A bad file changes nothing and raises an RpcError
         naming the problem.
         """
         from dataclasses import replace
@@ -315,14 +316,20 @@ class Controller:
             self.cfg, scheduler=new.scheduler, partitions=new.partitions, controller=controller
         )
         self.cfg = replace(self.cfg, accounting=new.accounting, priority=new.priority)
+        # the drift sweep reads this flag from self.cfg on every tick
+        drift = replace(self.cfg.cluster, k8s_drift_correction=new.cluster.k8s_drift_correction)
+        self.cfg = replace(self.cfg, cluster=drift)
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))
         await self._configure_accounting()
         self.kick_scheduler()
         log.info(
-            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority",
+            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority, k8s drift correction",
             self.config_path,
         )
-        return ["scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority"]
+        return [
+            "scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority",
+            "cluster.k8s_drift_correction",
+        ]
 
     async def _configure_accounting(self) -> None:
         """Propose the ``[accounting]``/``[priority]`` settings the replicated state must agree on."""

@@ -8,6 +8,9 @@
 - ``spur_k8s_start_failures_total{role}``: starts that failed (refused, unanswered within 900 s, or
   the node not running afterwards), including those of a ready cluster's restarts (the starter).
 - ``spur_k8s_reconcile_duration_seconds``: duration of one reconcile pass.
+- ``spur_k8s_drift_detected_total{kind}``: membership drift reported (out_of_scope, role_mismatch,
+  not_running), once per episode; ``spur_k8s_stray_stops_total``: stray workers stopped and found
+  stopped by the next two checks; ``spur_k8s_stray_returns_total``: strays running again after a stop.
 """
 
 from __future__ import annotations
@@ -64,6 +67,16 @@ class K8sMetrics:
             "spur_k8s_reconcile_duration_seconds", "Duration of one k8s reconcile pass", buckets=_BUCKETS,
             registry=registry,
         )
+        self.drift = Counter(
+            "spur_k8s_drift_detected", "Membership drift reported by the drift sweep, by kind", ["kind"],
+            registry=registry,
+        )
+        self.stray_stops = Counter(
+            "spur_k8s_stray_stops", "Stray k0s workers stopped (confirmed by two stopped checks)", registry=registry
+        )
+        self.stray_returns = Counter(
+            "spur_k8s_stray_returns", "Stray k0s workers found running again after a stop", registry=registry
+        )
         registry.register(_ClusterCollector(state_of))
 
     def observe_k8s_reconcile(self, seconds: float, record: Any = None) -> None:
@@ -77,3 +90,11 @@ class K8sMetrics:
 
     def k8s_start_failure(self, role: str) -> None:
         self.start_failures.labels(role).inc()
+    def drift_detected(self, kind: str) -> None:
+        self.drift.labels(kind).inc()
+
+    def stray_stop(self) -> None:
+        self.stray_stops.inc()
+
+    def stray_return(self) -> None:
+        self.stray_returns.inc()

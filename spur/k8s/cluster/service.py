@@ -77,7 +77,8 @@ class AgentCalls:
 
 
 async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """Leader duty: the reconcile task with its agent channels (cancelled on step-down)."""
+    """Leader duty: the reconcile task and the drift sweep with their agent channels (cancelled on
+    step-down)."""
     from spur.controller.pool import ChannelPool
     from spur.k8s.cluster.task import K8sReconciler
 
@@ -94,7 +95,11 @@ async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio
         )
         ctl.k8s_reconciler = reconciler
         try:
-            await reconciler.run(task_status=task_status)
+            async with trio.open_nursery() as nursery:
+                from spur.k8s.cluster.drift_task import drift_duty
+
+                await nursery.start(drift_duty, ctl, reconciler.call_agent, name="k8s-drift-sweep")
+                await reconciler.run(task_status=task_status)
         finally:
             ctl.k8s_reconciler = None
 
@@ -198,15 +203,34 @@ class K8sClusterService:
                 for name in nodes:
                     if rec.nodes[name].component_state != "pending":
                         nursery.start_soon(ask, name)
+        outside = self._drift_lines(rec, nodes)
         return kpb.K8sClusterStatus(
             phase=rec.phase,
             control_planes=rec.control_planes,
             scoped=rec.scoped,
             nodes=list(nodes.values()),
+            outside=outside,
             phase_since=rec.phase_since,
             reset=rec.reset,
             message=message,
         )
+
+    def _drift_lines(self, rec: k.K8sClusterRecord, nodes: dict[str, kpb.K8sNodeInfo]) -> list[kpb.K8sNodeInfo]:
+        """Fill each node's drift/stray state from this leader's drift sweep; return the nodes
+        outside the cluster that have some (leader-local: the status RPC is served by the leader)."""
+        tracker = getattr(self.ctl, "k8s_drift", None)
+        if tracker is None or rec.phase == k.DOWN:
+            return []
+        now = trio.current_time()
+        for name, info in nodes.items():
+            info.drift = tracker.describe(name, now)
+        outside = []
+        for name in sorted(tracker.tracks):
+            if name not in nodes:
+                text = tracker.describe(name, now)
+                if text:
+                    outside.append(kpb.K8sNodeInfo(name=name, drift=text))
+        return outside
 
     # ------------------------------------------------------------------ methods
 
