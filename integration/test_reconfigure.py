@@ -81,7 +81,7 @@ def test_live_keys_apply_on_reconfigure_restart_keys_on_restart(single: Cluster)
     out = scontrol(single.env, single.address, "reconfigure").stdout
     assert out.splitlines() == [
         "reconfigured by controller 1: scheduler, partitions, controller.node_timeouts, "
-        "accounting.enforce, priority",
+        "accounting.enforce, priority, cluster.k8s_drift_correction",
         "not applied until a restart: cluster_name (restart spurctld and spurd), "
         "rest.max_body_bytes (restart spurctld)",
     ]

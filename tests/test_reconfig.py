@@ -54,6 +54,8 @@ max_body_bytes = 4096
 enabled = false
 [network]
 wg_port = 51000
+[cluster]
+k8s_drift_correction = false
 """
 
 

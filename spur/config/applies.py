@@ -90,11 +90,11 @@ APPLIES: dict[str, Mark] = {
     "partitions.max_time": LIVE,
     "partitions.default_time": LIVE,
     # [[nodes]]
-    "nodes.name": UNUSED,
+    "nodes.name": Mark(Applies.SPURD, "spurd looks up its own entry for its features"),
     "nodes.cpus": UNUSED,
     "nodes.memory_mb": UNUSED,
     "nodes.gres": UNUSED,
-    "nodes.features": UNUSED,
+    "nodes.features": SPURD,
     "nodes.address": UNUSED,
     "nodes.port": UNUSED,
     # [accounting]
@@ -144,7 +144,7 @@ APPLIES: dict[str, Mark] = {
     "cluster.systemd_unit_dir": SPURD,
     "cluster.cdi_dir": SPURD,
     "cluster.k8s_provisioning_timeout_secs": CTLD,
-    "cluster.k8s_drift_correction": UNUSED,
+    "cluster.k8s_drift_correction": LIVE,
     "cluster.allow_admin_kubeconfig": CTLD,
     # [agent]
     "agent.controller": Mark(Applies.SPURD, _CLI),

@@ -302,7 +302,7 @@ class Controller:
         await self._configure_accounting()
         self.kick_scheduler()
         log.info(
-            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority",
+            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority, k8s drift correction",
             self.config_path,
         )
         if outcome.not_applied:

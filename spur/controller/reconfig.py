@@ -26,7 +26,14 @@ __all__ = ["Outcome", "apply_live", "load_for_reconfigure", "reread_for_leadersh
 
 log = logging.getLogger("spur.controller.reconfig")
 
-APPLIED_SECTIONS = ["scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority"]
+APPLIED_SECTIONS = [
+    "scheduler",
+    "partitions",
+    "controller.node_timeouts",
+    "accounting.enforce",
+    "priority",
+    "cluster.k8s_drift_correction",
+]
 """What a reconfigure reports as applied (the sections holding live keys)."""
 
 
@@ -45,7 +52,8 @@ class PluginChanged(ValueError):
 
 def apply_live(running: SpurConfig, new: SpurConfig) -> SpurConfig:
     """``running`` with the live keys of ``new``: [scheduler], [[partitions]], [priority],
-    ``accounting.enforce`` and the controller's node heartbeat, timeout and kill grace.
+    ``accounting.enforce``, ``cluster.k8s_drift_correction`` (the drift sweep reads it on every tick)
+    and the controller's node heartbeat, timeout and kill grace.
     Raises :class:`PluginChanged` when ``scheduler.plugin`` differs."""
     if new.scheduler.plugin != running.scheduler.plugin:
         raise PluginChanged("scheduler.plugin cannot change while running; restart spurctld")
@@ -56,6 +64,7 @@ def apply_live(running: SpurConfig, new: SpurConfig) -> SpurConfig:
         kill_grace_secs=new.controller.kill_grace_secs,
     )
     accounting = replace(running.accounting, enforce=new.accounting.enforce)
+    cluster = replace(running.cluster, k8s_drift_correction=new.cluster.k8s_drift_correction)
     return replace(
         running,
         scheduler=new.scheduler,
@@ -63,6 +72,7 @@ def apply_live(running: SpurConfig, new: SpurConfig) -> SpurConfig:
         priority=new.priority,
         controller=controller,
         accounting=accounting,
+        cluster=cluster,
     )
 
 
