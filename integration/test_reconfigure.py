@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from integration.ha_harness import HACluster
@@ -36,6 +37,19 @@ def scontrol(env: dict[str, str], address: str, *args: str) -> subprocess.Comple
     )
     assert proc.returncode == 0, f"scontrol {args} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+def submit_status(c: Cluster, body_bytes: int) -> int:
+    """HTTP status of a REST job submission whose body is ``body_bytes`` long; the body has no ``job``
+    object, so within the size limit it is refused with 400 and nothing is submitted."""
+    body = b'{"script": "' + b"x" * (body_bytes - 14) + b'"}'
+    r = httpx.post(
+        f"http://127.0.0.1:{c.rest_port}/slurm/v0.0.38/job/submit",
+        content=body,
+        headers={"Content-Type": "application/json", "X-SLURM-USER-NAME": "root"},
+        timeout=30,
+    )
+    return r.status_code
 
 
 def edit(path: Path, *pairs: tuple[str, str]) -> None:
@@ -66,6 +80,8 @@ def test_live_keys_apply_on_reconfigure_restart_keys_on_restart(single: Cluster)
     assert before["PriorityWeightAge"] == "1000"
     assert before["ClusterName"] == "itest"
     assert before["SLURM_CONF"] == str(conf)
+    single.wait_rest()
+    assert submit_status(single, 8000) == 400  # under max_body_bytes = 1048576 (a bad job: 400)
 
     edit(
         conf,
@@ -93,9 +109,20 @@ def test_live_keys_apply_on_reconfigure_restart_keys_on_restart(single: Cluster)
     assert after["ClusterName"] == "itest"  # not live
     partitions = scontrol(single.env, single.address, "show", "partition", "gpu").stdout
     assert partitions.startswith("PartitionName=gpu")
+    assert submit_status(single, 8000) == 400  # rest.max_body_bytes waits for a restart
+
+    # A changed scheduler plugin is refused as a whole: nothing else of that file is applied.
+    good = conf.read_text()
+    edit(conf, ("max_job_test = 7", 'max_job_test = 8\nplugin = "other"'))
+    refused = subprocess.run(
+        [str(BIN / "scontrol"), "reconfigure"], env=single.env, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode != 0
+    assert "scheduler.plugin cannot change while running; restart spurctld" in refused.stderr
+    assert show_config(single.env, single.address)["SchedulerParameters"].startswith("bf_max_job_test=7,")
 
     # A bad file changes nothing and names the problem.
-    good = conf.read_text()
+    conf.write_text(good)
     edit(conf, ("node_timeout_secs = 9", "node_timeout_secs = -1"))
     bad = subprocess.run(
         [str(BIN / "scontrol"), "reconfigure"], env=single.env, capture_output=True, text=True, timeout=60
@@ -117,6 +144,8 @@ def test_live_keys_apply_on_reconfigure_restart_keys_on_restart(single: Cluster)
     )
     assert restarted["SlurmdTimeout"] == "9 sec"
     assert restarted["SchedulerParameters"] == "bf_max_job_test=7,sched_interval=0.25"
+    single.wait_rest()
+    assert submit_status(single, 8000) == 413  # now over max_body_bytes = 4096
     again = scontrol(single.env, single.address, "reconfigure").stdout
     assert "not applied until a restart" not in again
 
