@@ -81,6 +81,9 @@ class ClusterState:
             for cmd_cls in domain.commands:
                 self._domain_of[cmd_cls] = domain
         self._summaries: dict[tuple[str, str], Any] = {}  # derived: see partition_summary
+        from spur.state.sched_index import SchedIndex
+
+        self.sched_index = SchedIndex()  # derived: the scheduler's incremental views
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -97,7 +100,9 @@ class ClusterState:
         if domain is not None:
             return domain.apply(cmd)
         handler = getattr(self, f"_apply_{type(cmd).__name__}")
-        return handler(cmd)
+        result = handler(cmd)
+        self.sched_index.after_command(self, cmd)
+        return result
 
     def snapshot(self) -> bytes:
         body = {
@@ -129,6 +134,7 @@ class ClusterState:
     def _rebuild_derived(self) -> None:
         self._summaries = {}
         self._usage = {name: Usage() for name in self.nodes}
+        self.sched_index.reset(self)
         for job in self.jobs.values():
             if job.state.holds_resources:
                 self._hold(job)
@@ -210,6 +216,7 @@ class ClusterState:
             u.gpus.update(a.gpus)
             u.jobs.add(job.job_id)
             u.exclusive = u.exclusive or job.spec.exclusive
+        self.sched_index.held(job)
 
     def _release(self, job: Job) -> None:
         for a in job.allocation:
@@ -220,6 +227,7 @@ class ClusterState:
             u.jobs.discard(job.job_id)
             if job.spec.exclusive:
                 u.exclusive = False
+        self.sched_index.released(job)
 
     def _finish(self, job: Job, state: JobState, end_time: float, reason: str | None = None) -> None:
         if job.state.holds_resources:
@@ -356,6 +364,7 @@ class ClusterState:
                 job.array_task_max = task_ids[-1]
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
+            self.sched_index.maybe_pending(job)
         return first
 
     def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
@@ -527,6 +536,7 @@ class ClusterState:
         job.allocation = []
         job.launched = False
         job.state = JobState.PENDING  # holds nothing now, so _finish below releases nothing
+        self.sched_index.maybe_pending(job)
         if job.restarts >= 3:
             self._finish(job, JobState.FAILED, cmd.time, f"launch failed: {cmd.message}")
         else:
@@ -566,6 +576,7 @@ class ClusterState:
     def _requeue(self, job: Job, hold: bool) -> None:
         """Back to PENDING for a fresh allocation (resources already released)."""
         job.state = JobState.PENDING
+        self.sched_index.maybe_pending(job)
         job.pending_final_state = None
         job.allocation = []
         job.launched = False
