@@ -151,6 +151,7 @@ class SchedIndex:
             self._refresh_layout(state)
             self._stale_nodes = set(state.nodes)
             self._nodes = {}
+            self._node_tuple = None
         if self._stale_nodes:
             for name in self._stale_nodes:
                 if name in state.nodes:
