@@ -41,9 +41,7 @@ class K8sNode:
     role: str
     pod_cidr: str = ""
     mesh_ip: str = ""
-    component_state: str = (
-        "pending"  # pending (never applied) | absent | activating | starting | active | failed ...
-    )
+    component_state: str = "pending"  # pending (never applied) | absent | activating | starting | active | failed ...
     reason: str = ""
     since: float = 0.0  # when component_state last changed
     removing: bool = False  # remove-nodes is draining/resetting it
@@ -165,9 +163,7 @@ class K8sClusterDomain(StateDomain):
             members=sorted(cmd.members) if cmd.scoped else [],
             reset=False,
             nodes={
-                n: K8sNode(
-                    role=r, pod_cidr=cmd.pod_cidrs.get(n, ""), mesh_ip=cmd.mesh_ips.get(n, ""), since=cmd.time
-                )
+                n: K8sNode(role=r, pod_cidr=cmd.pod_cidrs.get(n, ""), mesh_ip=cmd.mesh_ips.get(n, ""), since=cmd.time)
                 for n, r in cmd.roles.items()
             },
         )
@@ -187,10 +183,7 @@ class K8sClusterDomain(StateDomain):
             if name in rec.nodes:
                 continue
             rec.nodes[name] = K8sNode(
-                role=role,
-                pod_cidr=cmd.pod_cidrs.get(name, ""),
-                mesh_ip=cmd.mesh_ips.get(name, ""),
-                since=cmd.time,
+                role=role, pod_cidr=cmd.pod_cidrs.get(name, ""), mesh_ip=cmd.mesh_ips.get(name, ""), since=cmd.time
             )
             if rec.scoped:
                 rec.members = sorted(set(rec.members) | {name})
