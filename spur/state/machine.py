@@ -8,8 +8,8 @@ applies the same log holds the same state, and a restart replays to the same pla
 
 from __future__ import annotations
 
-import copy
 import json
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +84,9 @@ class ClusterState:
         from spur.state.sched_index import SchedIndex
 
         self.sched_index = SchedIndex()  # derived: the scheduler's incremental views
+        from spur.state.compact import Interner
+
+        self.interner = Interner()  # shares repeated strings and environments between jobs
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -121,7 +124,8 @@ class ClusterState:
         body = json.loads(data)
         self.next_job_id = body["next_job_id"]
         self.applied_index = body.get("applied_index", 0)
-        self.jobs = {j["job_id"]: from_plain(Job, j) for j in body["jobs"]}
+        interner = self.interner
+        self.jobs = {j["job_id"]: interner.job(from_plain(Job, j)) for j in body["jobs"]}
         self.nodes = {n["name"]: from_plain(Node, n) for n in body["nodes"]}
         self.partitions = {p["name"]: from_plain(Partition, p) for p in body["partitions"]}
         self.controllers = {int(k): v for k, v in body.get("controllers", {}).items()}
@@ -341,15 +345,19 @@ class ClusterState:
                 return Rejected("INVALID_ARGUMENT", refused)
         first = self.next_job_id
         self.next_job_id += len(task_ids)
+        from spur.state.compact import task_spec
+
+        self.interner.spec(spec)
+        user, group = sys.intern(cmd.user), sys.intern(cmd.group)
         for offset, task_id in enumerate(task_ids):
             job_id = first + offset
             job = Job(
                 job_id=job_id,
-                spec=spec if offset == 0 else copy.deepcopy(spec),
-                user=cmd.user,
+                spec=spec if offset == 0 else task_spec(spec),
+                user=user,
                 uid=cmd.uid,
                 gid=cmd.gid,
-                group=cmd.group,
+                group=group,
                 partition=part.name,
                 time_limit_secs=limit,
                 submit_time=cmd.submit_time,

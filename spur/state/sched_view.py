@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spur.core.job import Job, PartitionState
+from spur.core.job import Job, JobState, PartitionState
 from spur.core.scheduling import LimitGate, PartitionView, PendingView, SchedSnapshot
 from spur.state.machine import ClusterState
 
@@ -52,19 +52,34 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
             running_per_array[job.array_job_id] = running_per_array.get(job.array_job_id, 0) + 1
     offered = dict(running_per_array)
     summaries = {name: state.partition_summary(p) for name, p in state.partitions.items()}
+    # A one-node, one-task job fits a partition whose biggest node has its CPUs (partition_reason's
+    # verdict, without its arithmetic: this loop runs over every pending job of every pass).
+    small_ok = {name: (s.nodes == 0 or s.max_cpus) for name, s in summaries.items()}
     eligible: list[Job] = []
     blocked: dict[int, str] = {}
-    for job_id in index.pending_ids(state):
-        job = jobs[job_id]
+    pending = index.pending
+    for job_id in sorted(pending):
+        job = jobs.get(job_id)
+        if job is None or job.state is not JobState.PENDING:
+            pending.discard(job_id)
+            continue
         spec = job.spec
         if job.priority == 0 or spec.begin_time or spec.dependency or job.array_max_running:
             reason = ineligible_reason(job, jobs, state.array_tasks, running_per_array, now)
         else:
             reason = None  # ineligible_reason's checks, all of them trivially passed
         if reason is None:
-            # Beyond its partition's nodes or CPUs: pends with Slurm's reason until the partition grows.
-            summary = summaries.get(job.partition)
-            reason = partition_reason(spec, summary) if summary is not None else None
+            limit = small_ok.get(job.partition)
+            if (
+                limit is True
+                or (limit and spec.num_nodes <= 1 and not (spec.num_tasks or spec.ntasks_per_node))
+                and spec.cpus_per_task <= limit
+            ):
+                pass
+            else:
+                # Beyond its partition's nodes or CPUs: pends with Slurm's reason until it grows.
+                summary = summaries.get(job.partition)
+                reason = partition_reason(spec, summary) if summary is not None else None
         if reason is None and job.array_max_running:
             if offered.get(job.array_job_id, 0) >= job.array_max_running:
                 reason = ARRAY_LIMIT
