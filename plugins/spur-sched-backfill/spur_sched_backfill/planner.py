@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -551,7 +551,7 @@ class BackfillPlanner:
             if t_next > t:
                 t = t_next
                 continue
-            chosen = self._select_at(t, req, [i for i in pool if lower[i] <= t], required)
+            chosen = self._select_at(t, req, (i for i in pool if lower[i] <= t), required)
             if chosen is not None:
                 memo.start = t
                 self.searches[key] = memo
@@ -564,8 +564,10 @@ class BackfillPlanner:
         return None
 
     def _select_at(
-        self, t: float, req: Request, pool: list[int], required: tuple[int, ...]
+        self, t: float, req: Request, pool: Iterable[int], required: tuple[int, ...]
     ) -> list[tuple[int, int]] | None:
+        """Nodes for ``req`` starting at ``t``: the required ones, then ``pool`` in order (consumed
+        lazily, only as far as needed)."""
         picked = self._pick_required(t, req, required)
         if picked is None:
             return None
