@@ -76,7 +76,7 @@ def curve(sizes: list[int]) -> None:
         "RSS growth (MiB) / bytes per job",
         ["pending jobs", "RSS growth MiB", "bytes per pending job"],
         rows,
-        title=f"controller state RSS vs pending jobs ({os.cpu_count()} cores; target <= 3072 B/job)",
+        title="controller state: RSS growth vs pending jobs (target <= 3072 B per job)",
         log_x=True,
     )
     print("wrote " + ", ".join(paths))
