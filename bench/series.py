@@ -24,8 +24,11 @@ def write_series(
     *,
     title: str = "",
     log_x: bool = False,
+    right: Sequence[str] = (),
+    right_label: str = "",
 ) -> list[str]:
-    """Write ``stem``.csv and ``stem``.png; returns the paths written."""
+    """Write ``stem``.csv and ``stem``.png; returns the paths written. Columns named in ``right``
+    are plotted against a second y axis labelled ``right_label``."""
     os.makedirs(os.path.dirname(stem) or ".", exist_ok=True)
     written = [f"{stem}.csv"]
     with open(written[0], "w", newline="") as f:
@@ -42,8 +45,15 @@ def write_series(
         return written
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
     xs = [r[0] for r in rows]
+    ax2 = ax.twinx() if right else None
+    lines = []
     for k, name in enumerate(header[1:], start=1):
-        ax.plot(xs, [r[k] for r in rows], marker="o", label=name)
+        target = ax2 if ax2 is not None and name in right else ax
+        style = "s--" if target is ax2 else "o-"
+        lines += target.plot(xs, [r[k] for r in rows], style, color=f"C{k - 1}", label=name)
+    if ax2 is not None:
+        ax2.set_ylabel(right_label)
+        ax2.set_ylim(bottom=0)
     if log_x:
         ax.set_xscale("log")
     ax.set_xlabel(x_label)
@@ -51,7 +61,7 @@ def write_series(
     ax.set_title(title, fontsize=9)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(lines, [line.get_label() for line in lines], fontsize=8)
     fig.tight_layout()
     fig.savefig(f"{stem}.png")
     plt.close(fig)

@@ -52,12 +52,14 @@ def fill(jobs: int, finished: float) -> ClusterState:
     return state
 
 
-def curve(sizes: list[int]) -> None:
-    """RSS growth per number of pending jobs, each size measured in a fresh interpreter."""
+def curve(sizes: list[int], rows: list[tuple[int, float, int]] | None = None) -> None:
+    """RSS growth per number of pending jobs, each size measured in a fresh interpreter (or the
+    given ``rows``: pending jobs, MiB, bytes per job, to redraw a measured series)."""
     from bench.series import RESULTS, write_series
 
-    rows = []
-    for jobs in sizes:
+    measured = rows is None
+    rows = rows or []
+    for jobs in sizes if measured else ():
         out = subprocess.run(
             [sys.executable, "-m", "bench.state_memory", "--jobs", str(jobs), "--finished", "0", "--json"],
             check=True,
@@ -73,11 +75,12 @@ def curve(sizes: list[int]) -> None:
     paths = write_series(
         os.path.join(RESULTS, "rss_vs_jobs"),
         "pending jobs",
-        "RSS growth (MiB) / bytes per job",
+        "RSS growth (MiB)",
         ["pending jobs", "RSS growth MiB", "bytes per pending job"],
         rows,
         title="controller state: RSS growth vs pending jobs (target <= 3072 B per job)",
-        log_x=True,
+        right=["bytes per pending job"],
+        right_label="bytes per pending job",
     )
     print("wrote " + ", ".join(paths))
 
