@@ -237,8 +237,7 @@ class ClusterState:
         if job.state.holds_resources:
             self._release(job)
         job.state = state
-        if state is JobState.PENDING:  # a requeue cut short by a node failure
-            self.sched_index.maybe_pending(job)
+        self.sched_index.finished(job)  # PENDING again when a node failure cut a requeue short
         job.end_time = end_time
         job.pending_final_state = None
         if reason is not None:

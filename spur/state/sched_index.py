@@ -49,7 +49,9 @@ class SchedIndex:
     """Indices and cached views for the scheduler; see the module docstring.
 
     Contract: every change to a job's resources goes through ``held``/``released``, every job that
-    becomes PENDING is passed to ``maybe_pending``, and every applied command to ``after_command``.
+    becomes PENDING is passed to ``maybe_pending``, every job that ends to ``finished``, and every
+    applied command to ``after_command``. Every mark is bounded, so a follower that never plans
+    does not accumulate them.
     """
 
     # Stale running-view marks kept before giving up on precision (a follower never consumes them).
@@ -83,6 +85,7 @@ class SchedIndex:
 
     def held(self, job: Job) -> None:
         self.holding[job.job_id] = None
+        self.pending.discard(job.job_id)
         self._mark_job(job)
 
     def released(self, job: Job) -> None:
@@ -91,7 +94,13 @@ class SchedIndex:
 
     def maybe_pending(self, job: Job) -> None:
         self.pending.add(job.job_id)
-        self._stale_pending.add(job.job_id)
+
+    def finished(self, job: Job) -> None:
+        """``job`` reached its final state (or, requeued by a node failure, PENDING again)."""
+        if job.state is JobState.PENDING:
+            self.pending.add(job.job_id)
+        else:
+            self.pending.discard(job.job_id)
 
     def _mark_job(self, job: Job) -> None:
         for a in job.allocation:
@@ -111,6 +120,9 @@ class SchedIndex:
             for job in state.resolve_targets(cmd.job_id, cmd.array_task_id):
                 self._stale_running.add(job.job_id)
                 self._stale_pending.add(job.job_id)
+            if len(self._stale_pending) > self.MAX_MARKS:  # never consumed on a follower
+                self._stale_pending.clear()
+                self._pending_views = {}
             return
         if kind == "RegisterNode":
             self._stale_nodes.add(cmd.node.name)
