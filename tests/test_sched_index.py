@@ -47,6 +47,8 @@ def assert_views_match(state: ClusterState, now: float) -> None:
     assert set(state.sched_index.holding) == {
         j.job_id for j in state.jobs.values() if j.state.holds_resources
     }
+    in_use = sorted(set().union(*(state.usage(n).jobs for n in state.nodes)))
+    assert [j.job_id for j in state.active_jobs()] == in_use
     prio = {j.job_id: 7 + j.job_id for j in eligible[::2]}  # a multifactor override on some jobs
     fresh = build_snapshot(state, now, eligible=eligible, priorities=prio)
     incremental = snapshot(state, now, eligible=eligible, priorities=prio)

@@ -201,11 +201,9 @@ class ClusterState:
         return node is not None and not node.down and not node.drain
 
     def active_jobs(self) -> list[Job]:
-        """Jobs holding resources (running, completing, suspended), found through node usage."""
-        ids: set[int] = set()
-        for used in self._usage.values():
-            ids |= used.jobs
-        return [self.jobs[i] for i in sorted(ids) if i in self.jobs]
+        """Jobs holding resources (running, completing, suspended) in job id order (from the
+        scheduler index of holding jobs: no scan of the nodes)."""
+        return [self.jobs[i] for i in sorted(self.sched_index.holding) if i in self.jobs]
 
     def finished_job_ids(self) -> list[int]:
         return list(self._finished)
