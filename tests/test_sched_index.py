@@ -167,3 +167,21 @@ def test_unknown_command_marks_every_view_stale() -> None:
     state.nodes["n1"].drain = True  # a change the index was not told about...
     state.sched_index.after_command(state, object())  # ...by a command it does not know
     assert snapshot(state, 1.0, eligible=[]).nodes == build_snapshot(state, 1.0, eligible=[]).nodes
+
+
+def test_views_recover_after_too_many_unconsumed_marks() -> None:
+    """Past ``MAX_MARKS`` (a follower that never plans) the index gives up on precision, not on
+    correctness: the next pass rebuilds every view, even the running views of jobs now gone."""
+    log = Log()
+    register(log, "n1", cpus=4)
+    job_id = log(c.SubmitJob(spec(), "alice", 1000, 1000, "alice", 1.0))
+    log(c.StartJob(job_id, [NodeAllocation("n1", 1, 100, [], 1)], 2.0, 1))
+    state = log.state
+    assert len(snapshot(state, 3.0, eligible=[]).running) == 1
+    state.sched_index.MAX_MARKS = 1  # type: ignore[misc]
+    log(c.JobExited(job_id, "n1", 0, 0, 4.0))
+    other = log(c.SubmitJob(spec(), "alice", 1000, 1000, "alice", 5.0))
+    log(c.StartJob(other, [NodeAllocation("n1", 1, 100, [], 1)], 6.0, 1))
+    log(c.JobExited(other, "n1", 0, 0, 7.0))
+    assert_views_match(state, 8.0)
+    assert snapshot(state, 8.0, eligible=[]).running == ()

@@ -158,6 +158,7 @@ class SchedIndex:
             self._running = {}
             self._pending_views = {}
             self._stale_running = set(self.holding)
+            self._running_tuple = None
         if self._layout_stale:
             self._layout_stale = False
             self._refresh_layout(state)
