@@ -39,8 +39,7 @@ _SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
 def spec_to_proto(spec: JobSpec, *, include_script: bool = True) -> pb.JobSpec:
     """The wire JobSpec; without ``include_script`` the script and environment are left out.
     Only set (non-default) fields are passed: the message constructor is much faster than setattr."""
-    values = spec.__dict__
-    kwargs = {name: value for name in _SPEC_FIELDS if (value := values[name])}
+    kwargs = {name: value for name in _SPEC_FIELDS if (value := getattr(spec, name))}
     if not include_script:
         kwargs.pop("script", None)
         kwargs.pop("environment", None)

@@ -8,8 +8,8 @@ applies the same log holds the same state, and a restart replays to the same pla
 
 from __future__ import annotations
 
-import copy
 import json
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +81,12 @@ class ClusterState:
             for cmd_cls in domain.commands:
                 self._domain_of[cmd_cls] = domain
         self._summaries: dict[tuple[str, str], Any] = {}  # derived: see partition_summary
+        from spur.state.sched_index import SchedIndex
+
+        self.sched_index = SchedIndex()  # derived: the scheduler's incremental views
+        from spur.state.compact import Interner
+
+        self.interner = Interner()  # shares repeated strings and environments between jobs
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -97,7 +103,9 @@ class ClusterState:
         if domain is not None:
             return domain.apply(cmd)
         handler = getattr(self, f"_apply_{type(cmd).__name__}")
-        return handler(cmd)
+        result = handler(cmd)
+        self.sched_index.after_command(self, cmd)
+        return result
 
     def snapshot(self) -> bytes:
         body = {
@@ -116,7 +124,8 @@ class ClusterState:
         body = json.loads(data)
         self.next_job_id = body["next_job_id"]
         self.applied_index = body.get("applied_index", 0)
-        self.jobs = {j["job_id"]: from_plain(Job, j) for j in body["jobs"]}
+        interner = self.interner
+        self.jobs = {j["job_id"]: interner.job(from_plain(Job, j)) for j in body["jobs"]}
         self.nodes = {n["name"]: from_plain(Node, n) for n in body["nodes"]}
         self.partitions = {p["name"]: from_plain(Partition, p) for p in body["partitions"]}
         self.controllers = {int(k): v for k, v in body.get("controllers", {}).items()}
@@ -129,6 +138,7 @@ class ClusterState:
     def _rebuild_derived(self) -> None:
         self._summaries = {}
         self._usage = {name: Usage() for name in self.nodes}
+        self.sched_index.reset(self)
         for job in self.jobs.values():
             if job.state.holds_resources:
                 self._hold(job)
@@ -191,11 +201,9 @@ class ClusterState:
         return node is not None and not node.down and not node.drain
 
     def active_jobs(self) -> list[Job]:
-        """Jobs holding resources (running, completing, suspended), found through node usage."""
-        ids: set[int] = set()
-        for used in self._usage.values():
-            ids |= used.jobs
-        return [self.jobs[i] for i in sorted(ids) if i in self.jobs]
+        """Jobs holding resources (running, completing, suspended) in job id order (from the
+        scheduler index of holding jobs: no scan of the nodes)."""
+        return [self.jobs[i] for i in sorted(self.sched_index.holding) if i in self.jobs]
 
     def finished_job_ids(self) -> list[int]:
         return list(self._finished)
@@ -210,6 +218,7 @@ class ClusterState:
             u.gpus.update(a.gpus)
             u.jobs.add(job.job_id)
             u.exclusive = u.exclusive or job.spec.exclusive
+        self.sched_index.held(job)
 
     def _release(self, job: Job) -> None:
         for a in job.allocation:
@@ -220,11 +229,13 @@ class ClusterState:
             u.jobs.discard(job.job_id)
             if job.spec.exclusive:
                 u.exclusive = False
+        self.sched_index.released(job)
 
     def _finish(self, job: Job, state: JobState, end_time: float, reason: str | None = None) -> None:
         if job.state.holds_resources:
             self._release(job)
         job.state = state
+        self.sched_index.finished(job)  # PENDING again when a node failure cut a requeue short
         job.end_time = end_time
         job.pending_final_state = None
         if reason is not None:
@@ -331,15 +342,19 @@ class ClusterState:
                 return Rejected("INVALID_ARGUMENT", refused)
         first = self.next_job_id
         self.next_job_id += len(task_ids)
+        from spur.state.compact import task_spec
+
+        self.interner.spec(spec)
+        user, group = sys.intern(cmd.user), sys.intern(cmd.group)
         for offset, task_id in enumerate(task_ids):
             job_id = first + offset
             job = Job(
                 job_id=job_id,
-                spec=spec if offset == 0 else copy.deepcopy(spec),
-                user=cmd.user,
+                spec=spec if offset == 0 else task_spec(spec),
+                user=user,
                 uid=cmd.uid,
                 gid=cmd.gid,
-                group=cmd.group,
+                group=group,
                 partition=part.name,
                 time_limit_secs=limit,
                 submit_time=cmd.submit_time,
@@ -356,6 +371,7 @@ class ClusterState:
                 job.array_task_max = task_ids[-1]
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
+            self.sched_index.maybe_pending(job)
         return first
 
     def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
@@ -527,6 +543,7 @@ class ClusterState:
         job.allocation = []
         job.launched = False
         job.state = JobState.PENDING  # holds nothing now, so _finish below releases nothing
+        self.sched_index.maybe_pending(job)
         if job.restarts >= 3:
             self._finish(job, JobState.FAILED, cmd.time, f"launch failed: {cmd.message}")
         else:
@@ -566,6 +583,7 @@ class ClusterState:
     def _requeue(self, job: Job, hold: bool) -> None:
         """Back to PENDING for a fresh allocation (resources already released)."""
         job.state = JobState.PENDING
+        self.sched_index.maybe_pending(job)
         job.pending_final_state = None
         job.allocation = []
         job.launched = False
