@@ -1,6 +1,7 @@
 """CLI cost as scripts see it: ``sbatch``/``squeue``/``scontrol`` against ``python -c pass``.
 
     python -m bench.cli_loop [--queued 600] [--calls 40] [--repeat 3] [--top 12] [--no-profile]
+                             [--baseline DIR]
 
 Starts a real spurctld (no agents, so jobs stay PENDING), fills its queue to ``--queued`` jobs
 (pipelined SubmitJob calls, not timed), then times fresh processes exactly as a shell loop starts
@@ -8,8 +9,11 @@ them: ``python -c pass`` (the floor), ``sbatch --wrap true``, ``squeue`` and ``s
 The four commands take turns call by call (so load from other work on the machine falls on all of
 them alike), ``--calls`` calls each per loop, ``--repeat`` loops. Printed: the machine's core count,
 the median wall time per call of each command over all its calls, the median of each loop, and each
-command's ratio to the floor (target: <= 2.0). Then each Slurm command runs once under
-``python -X importtime``: its total import time and the heaviest top-level imports.
+command's ratio to the floor (target: <= 2.0). ``--baseline DIR`` (a checkout of another commit,
+e.g. ``git worktree add /tmp/base main``) adds the three Slurm commands run from that tree's ``spur``
+package (``PYTHONPATH=DIR``, same interpreter, same controller) to the same rotation: before/after
+figures from one run. Then each Slurm command runs once under ``python -X importtime``: its total
+import time and the heaviest top-level imports.
 Figures only; nothing here asserts.
 """
 
@@ -110,6 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=3, help="loops")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--no-profile", action="store_true", help="skip the -X importtime tables")
+    ap.add_argument("--baseline", type=Path, help="a checkout whose spur package to time alongside")
     args = ap.parse_args(argv)
     with controller(wal_fsync=True, scheduler_interval_secs=60) as ctl:
         env = _env(ctl.address)
@@ -121,14 +126,20 @@ def main(argv: list[str] | None = None) -> None:
             f"squeue ({args.queued}+ jobs queued)": [str(BIN / "squeue")],
             f"scontrol show job {last_id}": [str(BIN / "scontrol"), "show", "job", str(last_id)],
         }
-        for cmd in commands.values():  # warm the page cache and .pyc files; not timed
-            timed_call(cmd, env, cwd)
+        envs = {label: env for label in commands}
+        if args.baseline:
+            base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            for label in list(commands)[1:]:
+                commands[f"{label} (baseline)"] = commands[label]
+                envs[f"{label} (baseline)"] = base_env
+        for label, cmd in commands.items():  # warm the page cache and .pyc files; not timed
+            timed_call(cmd, envs[label], cwd)
         samples: dict[str, list[list[float]]] = {label: [] for label in commands}
         for _ in range(args.repeat):
             loop_samples: dict[str, list[float]] = {label: [] for label in commands}
             for _ in range(args.calls):
                 for label, cmd in commands.items():
-                    loop_samples[label].append(timed_call(cmd, env, cwd))
+                    loop_samples[label].append(timed_call(cmd, envs[label], cwd))
             for label, values in loop_samples.items():
                 samples[label].append(values)
         medians = {label: median([v for loop in runs for v in loop]) for label, runs in samples.items()}
@@ -145,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         if args.no_profile:
             return
-        for label, cmd in list(commands.items())[1:]:
+        for label, cmd in list(commands.items())[1:4]:
             total, ranked = import_profile(cmd, env, cwd)
             print_table(
                 ["module (as imported by the program)", "cumulative ms", "self ms"],
