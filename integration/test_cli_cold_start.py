@@ -33,6 +33,7 @@ FORBIDDEN = (
     "quart",
     "hypercorn",
     "prometheus_client",
+    "google.protobuf.text_format",  # protobuf's pure-Python runtime (spur.rpc.pbruntime defers it)
 )
 
 _REPORT = "\nLOADED-MODULES "
