@@ -241,8 +241,8 @@ _H2_ERRORS = (
 
 
 def _error_name(code: int) -> str:
-    """An HTTP/2 error code as h2 named it (``ErrorCodes.CANCEL``), or its number."""
-    return f"ErrorCodes.{_H2_ERRORS[code]}" if 0 <= code < len(_H2_ERRORS) else str(code)
+    """An HTTP/2 error code's name (``CANCEL``, as the Trio channel words it), or its number."""
+    return _H2_ERRORS[code] if 0 <= code < len(_H2_ERRORS) else str(code)
 
 
 def _remaining(deadline: float | None) -> float | None:
