@@ -115,7 +115,7 @@ def main(argv: list[str]) -> int:
 
 
 def submit(spec) -> int:
-    from spur.controller.convert import spec_to_proto
+    from spur.rpc.convert import spec_to_proto
     from spur.rpc.proto import spur_pb2 as pb
 
     async def body(stub):

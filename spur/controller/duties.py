@@ -204,7 +204,7 @@ class Dispatcher:
         return targets
 
     async def _launch(self, pool: ChannelPool, job_id: int) -> None:
-        from spur.controller.convert import job_to_proto
+        from spur.rpc.convert import job_to_proto
 
         ctl = self.ctl
         try:

@@ -11,8 +11,8 @@ import trio
 
 from spur.auth.admin import is_admin, permission_denied
 from spur.auth.identity import Identity, IdentityError, require_identity
-from spur.controller import convert
 from spur.core.job import JobState
+from spur.rpc import convert
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode

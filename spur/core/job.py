@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-UNLIMITED = -1
+from spur.core.units import UNLIMITED as UNLIMITED  # re-exported: spur.core.job.UNLIMITED
 
 
 class JobState(enum.StrEnum):
