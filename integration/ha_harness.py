@@ -374,6 +374,21 @@ class HACluster:
 
         return wait_for(same, timeout=timeout, interval=0.1, what=f"members {ids} to converge")
 
+    def wait_caught_up(self, leader: int, among: Sequence[int] | None = None, timeout: float = 30) -> int:
+        """Wait until every member of `among` has applied at least the leader's commit index as it is
+        now; returns that index. Unlike :meth:`wait_converged` this holds while jobs still run (each
+        start and exit commits a new entry, so the members' indexes need never be equal at one instant)."""
+        ids = list(among or [m.node_id for m in self.members])
+        target = wait_for(lambda: (s := self.status(leader)) and s.commit_index, timeout=timeout,
+                          what=f"controller {leader}'s commit index")
+
+        def caught_up() -> bool:
+            st = self.statuses(ids)
+            return len(st) == len(ids) and all(s.applied_index >= target for s in st.values())
+
+        wait_for(caught_up, timeout=timeout, interval=0.1, what=f"members {ids} to apply index {target}")
+        return target
+
     def local_jobs(self, node_id: int) -> dict[int, Any]:
         """The jobs in controller `node_id`'s own applied state (GetJobs answered locally, no forwarding)."""
         from spur.rpc.proto import spur_pb2 as pb
