@@ -193,9 +193,15 @@ def test_reconfigure_on_a_follower_runs_on_the_leader_and_a_restarted_follower_c
     new_leader = ha.wait_leader(among=[follower, other])
     stale = follower if new_leader == other else other
     na = ha.member(new_leader).address
-    on_new_leader = show_config(ha.env, na)
-    assert on_new_leader["SchedulerParameters"] == "bf_max_job_test=9,sched_interval=0.2"
-    assert scontrol(ha.env, na, "show", "partition", "gpu").stdout.startswith("PartitionName=gpu")
+    # (it re-reads the file as its leader duties start, a moment after it wins the election)
+    on_new_leader = wait_for(
+        lambda: (rows := show_config(ha.env, na))["SchedulerParameters"] == "bf_max_job_test=9,sched_interval=0.2"
+        and rows,
+        timeout=20, what="the new leader's re-read settings",
+    )
+    assert on_new_leader["PriorityWeightAge"] == "7"
+    wait_for(lambda: scontrol(ha.env, na, "show", "partition", "gpu").stdout.startswith("PartitionName=gpu"),
+             timeout=20, what="partition gpu on the new leader")
     sa = ha.member(stale).address
     assert show_config(ha.env, sa)["SchedulerParameters"] == "bf_max_job_test=50,sched_interval=0.2"
 
