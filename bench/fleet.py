@@ -222,6 +222,9 @@ def fleet_phase(args: argparse.Namespace) -> None:
     if args.profile:
         print("\nprofile of spurctld under load (py-spy):")
         prof.print_top(40)
+        if args.profile_out:
+            Path(args.profile_out).write_text(prof.text)
+            print(f"(raw py-spy samples written to {args.profile_out})")
 
 
 async def _rss_load(ctl: BenchController, jobs: int, clients: int) -> list[tuple[str, float]]:
@@ -282,6 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-fsync", action="store_true", help="controller.wal_fsync = false in the fleet phase")
     ap.add_argument("--skip-fleet", action="store_true")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
+    ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")
     args = ap.parse_args(argv)
     if not args.skip_fleet:
         fleet_phase(args)

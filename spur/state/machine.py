@@ -65,6 +65,9 @@ class ClusterState:
         self.next_job_id = 1
         self.applied_index = 0
         self._usage: dict[str, Usage] = {}
+        # Derived index: ids of the jobs holding resources (kept by _hold/_release), so finding the
+        # active jobs costs O(active jobs) rather than a walk over every node's usage.
+        self._active_ids: set[int] = set()
         self._finished: deque[int] = deque()
         self.array_tasks: dict[int, list[Job]] = {}
         # Raft node id -> the address clients use for that controller.
@@ -93,6 +96,8 @@ class ClusterState:
         return self.apply_command(cmd)
 
     def apply_command(self, cmd: Any) -> Any:
+        if type(cmd) is c.Batch:
+            return [self.apply_command(inner) for inner in cmd.commands]
         domain = self._domain_of.get(type(cmd))
         if domain is not None:
             return domain.apply(cmd)
@@ -129,6 +134,7 @@ class ClusterState:
     def _rebuild_derived(self) -> None:
         self._summaries = {}
         self._usage = {name: Usage() for name in self.nodes}
+        self._active_ids = set()
         for job in self.jobs.values():
             if job.state.holds_resources:
                 self._hold(job)
@@ -191,11 +197,12 @@ class ClusterState:
         return node is not None and not node.down and not node.drain
 
     def active_jobs(self) -> list[Job]:
-        """Jobs holding resources (running, completing, suspended), found through node usage."""
-        ids: set[int] = set()
-        for used in self._usage.values():
-            ids |= used.jobs
-        return [self.jobs[i] for i in sorted(ids) if i in self.jobs]
+        """Jobs holding resources (running, completing, suspended), in job id order (from an index)."""
+        return [self.jobs[i] for i in sorted(self._active_ids) if i in self.jobs]
+
+    def live_job_count(self) -> int:
+        """Jobs not finished (pending, running, completing, suspended): O(1), from the history index."""
+        return max(0, len(self.jobs) - len(self._finished))
 
     def finished_job_ids(self) -> list[int]:
         return list(self._finished)
@@ -203,6 +210,8 @@ class ClusterState:
     # ------------------------------------------------------------------ resource bookkeeping
 
     def _hold(self, job: Job) -> None:
+        if job.allocation:
+            self._active_ids.add(job.job_id)
         for a in job.allocation:
             u = self.usage(a.node)
             u.cpus += a.cpus
@@ -212,6 +221,7 @@ class ClusterState:
             u.exclusive = u.exclusive or job.spec.exclusive
 
     def _release(self, job: Job) -> None:
+        self._active_ids.discard(job.job_id)
         for a in job.allocation:
             u = self.usage(a.node)
             u.cpus -= a.cpus
