@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ import trio
 from bench.common import BenchController, Profiler, controller, percentile, print_table
 from integration.harness import wait_for
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError, StatusCode
 
 SPEC = pb.JobSpec(name="fleet", script="#!/bin/sh\ntrue\n", work_dir="/tmp", cpus_per_task=1)
 
@@ -80,26 +82,41 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
     client = _Client(ctl.address)
     submit_lat: list[float] = []
     submit_errors = 0
+    refused = 0
     samples: list[tuple[float, int, int]] = []  # (t, pending, down)
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
 
         async def submit() -> None:
-            nonlocal submit_errors
-            began = trio.current_time()
-            try:
-                await client.call("SubmitJob", pb.SubmitJobRequest(spec=SPEC))
-                submit_lat.append(trio.current_time() - began)
-            except Exception:
-                submit_errors += 1
+            # A client as Spur's sbatch is: refused with RESOURCE_EXHAUSTED, it backs off and retries.
+            nonlocal submit_errors, refused
+            for attempt in range(1, 16):
+                began = trio.current_time()
+                try:
+                    await client.call("SubmitJob", pb.SubmitJobRequest(spec=SPEC))
+                    submit_lat.append(trio.current_time() - began)
+                    return
+                except RpcError as exc:
+                    if exc.code is not StatusCode.RESOURCE_EXHAUSTED:
+                        submit_errors += 1
+                        return
+                    refused += 1
+                    await trio.sleep(attempt * (0.5 + random.random()))
+                except Exception:
+                    submit_errors += 1
+                    return
+            submit_errors += 1
 
         async def sampler() -> None:
             # Sparse on purpose: GetNodes/GetJobs over thousands of records are costly for the controller
             # (GetNodes grows with nodes x partition size), so frequent samples would skew what is measured.
             while True:
                 await trio.sleep(15)
-                jobs = await client.call("GetJobs", pb.GetJobsRequest(states=["PENDING"]))
-                nodes = await client.call("GetNodes", pb.GetNodesRequest())
+                try:
+                    jobs = await client.call("GetJobs", pb.GetJobsRequest(states=["PENDING"]))
+                    nodes = await client.call("GetNodes", pb.GetNodesRequest())
+                except RpcError:  # an overloaded controller may miss a sample; the run goes on
+                    continue
                 down = sum("down" in n.state.lower() for n in nodes.nodes)
                 samples.append((trio.current_time(), len(jobs.jobs), down))
 
@@ -128,6 +145,7 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         "rss_mb": rss,
         "submitted": total - submit_errors,
         "submit_errors": submit_errors,
+        "refused": refused,
         "submit_p50_ms": 1000 * percentile(submit_lat, 0.5),
         "submit_p99_ms": 1000 * percentile(submit_lat, 0.99),
         "completed_per_s": (after.get("completed", 0) - before.get("completed", 0)) / elapsed,
@@ -214,6 +232,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         ("false DOWN nodes (max sampled / end)", f"{r['down_max']} / {r['down_end']} of {r['nodes']}"),
         ("submit latency p50/p99", f"{r['submit_p50_ms']:.1f} / {r['submit_p99_ms']:.1f} ms"),
         ("jobs submitted (errors)", f"{r['submitted']} ({r['submit_errors']})"),
+        ("submissions refused (RESOURCE_EXHAUSTED, retried)", f"{r['refused']}"),
         ("jobs completed/s", f"{r['completed_per_s']:.1f}"),
         ("scheduler backlog (PENDING) max / end", f"{r['backlog_max']} / {r['backlog_end']}"),
         ("job states at end", " ".join(f"{k}={v}" for k, v in sorted(r["by_state"].items()))),
