@@ -250,6 +250,9 @@ class Controller:
         )
         service = ControllerService(self)
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], service)
+        from spur.controller.batch_service import CONTROLLER_BATCH, ControllerBatchService
+
+        server.add_service(CONTROLLER_BATCH, ControllerBatchService(service))
         from spur.controller.admission import AdmissionService
         from spur.rpc.proto import admission_pb2
 
