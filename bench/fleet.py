@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -160,6 +161,60 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
     }
 
 
+def _squeue(address: str) -> list[str]:
+    """The lines of a real ``squeue -h`` against the benchmark's controller."""
+    env = dict(os.environ, SPUR_CONTROLLER=address)
+    env.pop("SPUR_CONF", None)
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "squeue"), "-h"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return out.stdout.splitlines()
+
+
+async def _array_workload(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> dict[str, Any]:
+    """One ``--array 1-N`` job of ``true``: makespan from submission to its last task's report, and what
+    ``squeue`` showed meanwhile (one line for all pending tasks, one per running task)."""
+    n = args.array
+    client = _Client(ctl.address, channels=1)
+    views: list[tuple[float, list[str]]] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        before = _fleet_stats(stats_file).get("completed", 0)
+        cpu0 = ctl.cpu_secs()
+        began = time.monotonic()
+        spec = pb.JobSpec(name="arr", script="#!/bin/sh\ntrue\n", work_dir="/tmp", array=f"1-{n}")
+        job_id = (await client.call("SubmitJob", pb.SubmitJobRequest(spec=spec))).job_id
+        done = trio.Event()
+
+        async def watch_squeue() -> None:
+            while not done.is_set():
+                lines = await trio.to_thread.run_sync(_squeue, ctl.address)
+                views.append((time.monotonic() - began, lines))
+                await trio.sleep(2)
+
+        nursery.start_soon(watch_squeue)
+        while _fleet_stats(stats_file).get("completed", 0) - before < n:
+            await trio.sleep(0.2)
+            if time.monotonic() - began > 600:
+                break
+        makespan = time.monotonic() - began
+        done.set()
+        cpu = ctl.cpu_secs() - cpu0
+        nursery.cancel_scope.cancel()
+    compact = [(t, len(lines), next((x for x in lines if f"{job_id}_[" in x), "")) for t, lines in views]
+    return {
+        "job_id": job_id,
+        "makespan": makespan,
+        "cpu": cpu,
+        "views": compact,
+        "completed": _fleet_stats(stats_file).get("completed", 0) - before,
+    }
+
+
 def fleet_phase(args: argparse.Namespace) -> None:
     with controller(
         wal_fsync=not args.no_fsync, heartbeat_interval_secs=int(args.heartbeat), node_timeout_secs=90
@@ -199,15 +254,41 @@ def fleet_phase(args: argparse.Namespace) -> None:
             register_secs = time.monotonic() - began
             register_cpu = ctl.cpu_secs() - cpu_before
             rss_idle = ctl.rss_mb()
+            workload = _array_workload if args.array else _workload
             if args.profile:
                 with Profiler(ctl.pid, args.duration) as prof:
-                    r = trio.run(_workload, ctl, args, stats_file)
+                    r = trio.run(workload, ctl, args, stats_file)
             else:
-                r = trio.run(_workload, ctl, args, stats_file)
+                r = trio.run(workload, ctl, args, stats_file)
         finally:
             fleet.kill()
             fleet.wait()
             log.close()
+    if args.array:
+        print(
+            f"\narray: {args.array} tasks of `true` on {args.nodes} virtual nodes ({os.cpu_count()} cores here)"
+        )
+        rows = [
+            ("tasks completed", f"{r['completed']} of {args.array}"),
+            ("makespan (submit to last report)", f"{r['makespan']:.1f} s"),
+            (
+                "controller CPU meanwhile",
+                f"{r['cpu']:.1f} s ({r['cpu'] / r['makespan'] * 100:.0f}% of one core)",
+            ),
+            (
+                "squeue samples (lines max)",
+                f"{len(r['views'])} ({max((v[1] for v in r['views']), default=0)})",
+            ),
+        ]
+        rows += [
+            (f"squeue at {t:.0f} s: {count} lines", line.strip()[:70]) for t, count, line in r["views"][:8]
+        ]
+        print_table(["figure", "value"], rows)
+        if args.profile:
+            prof.print_top(40)
+            if args.profile_out:
+                Path(args.profile_out).write_text(prof.text)
+        return
     f = r["fleet"]
     print(
         f"\nfleet: {args.nodes} virtual nodes, heartbeat every {args.heartbeat:g}s, {args.rate:g} jobs/s for "
@@ -304,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-fsync", action="store_true", help="controller.wal_fsync = false in the fleet phase")
     ap.add_argument("--skip-fleet", action="store_true")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
+    ap.add_argument("--array", type=int, default=0, help="instead of the steady load: one --array 1-N job")
     ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")
     args = ap.parse_args(argv)
     if not args.skip_fleet:
