@@ -136,6 +136,14 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         jobs = (await client.call("GetJobs", pb.GetJobsRequest(include_finished=True))).jobs
         nodes = (await client.call("GetNodes", pb.GetNodesRequest())).nodes
         nursery.cancel_scope.cancel()
+    # backlog trend over the last two thirds of the window (jobs/s; about 0 when sustained)
+    late = [(t, p) for t, p, _ in samples if t >= t0 + args.duration / 3]
+    slope = 0.0
+    if len(late) >= 2:
+        mt = sum(t for t, _ in late) / len(late)
+        mp = sum(p for _, p in late) / len(late)
+        var = sum((t - mt) ** 2 for t, _ in late)
+        slope = sum((t - mt) * (p - mp) for t, p in late) / var if var else 0.0
     by_state: dict[str, int] = {}
     for j in jobs:
         by_state[j.state] = by_state.get(j.state, 0) + 1
@@ -152,6 +160,7 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         "completed_per_s": (after.get("completed", 0) - before.get("completed", 0)) / elapsed,
         "by_state": by_state,
         "backlog_max": max((p for _, p, _ in samples), default=0),
+        "backlog_slope": slope,
         "backlog_end": by_state.get("PENDING", 0),
         "down_max": max((d for _, _, d in samples), default=0),
         "down_end": sum("down" in n.state.lower() for n in nodes),
@@ -215,6 +224,43 @@ async def _array_workload(ctl: BenchController, args: argparse.Namespace, stats_
     }
 
 
+def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> None:
+    """Steady windows of ``--duration`` s at each offered rate of ``--rates``, one after another on the
+    same controller and fleet; prints (and with ``--csv`` writes) one row per rate."""
+    rows = []
+    for rate in [float(x) for x in args.rates.split(",")]:
+        window = argparse.Namespace(**{**vars(args), "rate": rate})
+        r = trio.run(_workload, ctl, window, stats_file)
+        f = r["fleet"]
+        rows.append(
+            {
+                "nodes": args.nodes,
+                "offered_per_s": rate,
+                "completed_per_s": round(r["completed_per_s"], 1),
+                "accepted_per_s": round(r["submitted"] / r["elapsed"], 1),
+                "refused": r["refused"],
+                "backlog_end": r["backlog_end"],
+                "backlog_slope_per_s": round(r["backlog_slope"], 2),
+                "heartbeat_recent_p99_ms": round(f.get("heartbeat_recent_p99_ms", 0), 1),
+                "submit_p99_ms": round(r["submit_p99_ms"], 1),
+                "false_down_end": r["down_end"],
+                "controller_cpu_pct": round(r["cpu_share"] * 100),
+                "controller_rss_mib": round(r["rss_mb"]),
+            }
+        )
+        print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
+    print(f"\nsweep: {args.nodes} virtual nodes, {args.duration:g} s per rate, {os.cpu_count()} cores here")
+    print_table(list(rows[0]), [tuple(r.values()) for r in rows])
+    if args.csv:
+        import csv
+
+        with open(args.csv, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        print(f"(written to {args.csv})")
+
+
 def fleet_phase(args: argparse.Namespace) -> None:
     with controller(
         wal_fsync=not args.no_fsync, heartbeat_interval_secs=int(args.heartbeat), node_timeout_secs=90
@@ -255,6 +301,9 @@ def fleet_phase(args: argparse.Namespace) -> None:
             register_cpu = ctl.cpu_secs() - cpu_before
             rss_idle = ctl.rss_mb()
             workload = _array_workload if args.array else _workload
+            if args.rates:
+                sweep(ctl, args, stats_file)
+                return
             if args.profile:
                 with Profiler(ctl.pid, args.duration) as prof:
                     r = trio.run(workload, ctl, args, stats_file)
@@ -385,6 +434,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-fsync", action="store_true", help="controller.wal_fsync = false in the fleet phase")
     ap.add_argument("--skip-fleet", action="store_true")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
+    ap.add_argument("--rates", default="", help="comma-separated offered rates: one window each (a sweep)")
+    ap.add_argument("--csv", default="", help="with --rates: write the sweep's rows to this CSV file")
     ap.add_argument("--array", type=int, default=0, help="instead of the steady load: one --array 1-N job")
     ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")
     args = ap.parse_args(argv)

@@ -126,6 +126,11 @@ class FleetStats:
         lat = sorted(self.heartbeat_latencies)
         for name, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
             out[f"heartbeat_{name}_ms"] = 1000 * lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0.0
+        # the last heartbeat round (one per node): what the latest load did to heartbeats
+        recent = sorted(self.heartbeat_latencies[-max(1, self.registered) :])
+        out["heartbeat_recent_p99_ms"] = (
+            1000 * recent[min(len(recent) - 1, int(0.99 * len(recent)))] if recent else 0.0
+        )
         return out
 
 
