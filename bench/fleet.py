@@ -365,6 +365,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         ("submissions refused (RESOURCE_EXHAUSTED, retried)", f"{r['refused']}"),
         ("jobs completed/s", f"{r['completed_per_s']:.1f}"),
         ("scheduler backlog (PENDING) max / end", f"{r['backlog_max']} / {r['backlog_end']}"),
+        ("backlog trend over the last 2/3 (jobs/s; ~0 = flat)", f"{r['backlog_slope']:+.2f}"),
         ("job states at end", " ".join(f"{k}={v}" for k, v in sorted(r["by_state"].items()))),
     ]
     print_table(["figure", "value"], rows)
