@@ -72,3 +72,31 @@ def test_retry_while_busy_gives_up_after_fifteen_retries(monkeypatch) -> None:
     with pytest.raises(Busy):
         retry_while_busy(attempt, "sbatch", sleep=slept.append)
     assert len(slept) == 15
+
+
+async def test_submit_retrying_backs_off_on_resource_exhausted_only(capsys, monkeypatch) -> None:
+    from spur.cli.busy import submit_retrying
+
+    monkeypatch.delenv("SPUR_BUSY_RETRY_SCALE", raising=False)
+    slept: list[float] = []
+    answers = iter([RpcError(StatusCode.RESOURCE_EXHAUSTED, BUSY), 7])
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    async def call() -> int:
+        a = next(answers)
+        if isinstance(a, RpcError):
+            raise a
+        return a
+
+    assert await submit_retrying(call, "srun", sleep=sleep) == 7
+    assert slept == [1.0]
+    assert capsys.readouterr().err == f"srun: error: {BUSY_RETRY_MESSAGE}\n"
+
+    async def refused() -> int:
+        raise RpcError(StatusCode.PERMISSION_DENIED, "no")
+
+    with pytest.raises(RpcError):  # other refusals are not retried
+        await submit_retrying(refused, "srun", sleep=sleep)
+    assert slept == [1.0]

@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
-__all__ = ["BUSY_RETRY_MESSAGE", "Busy", "backoff_delays", "retry_while_busy"]
+__all__ = ["BUSY_RETRY_MESSAGE", "Busy", "backoff_delays", "retry_while_busy", "submit_retrying"]
 
 T = TypeVar("T")
 
@@ -41,11 +41,7 @@ def retry_while_busy(
 ) -> T:
     """Call ``attempt()`` until it does not raise :class:`Busy`, sleeping between tries and saying so on
     stderr; after the last retry the final :class:`Busy` propagates (its message is Slurm's EAGAIN)."""
-    try:
-        scale = float(os.environ.get("SPUR_BUSY_RETRY_SCALE", "1"))
-    except ValueError:
-        scale = 1.0
-    for delay in backoff_delays(scale=max(0.0, scale)):
+    for delay in backoff_delays(scale=_scale()):
         try:
             return attempt()
         except Busy:
@@ -53,3 +49,34 @@ def retry_while_busy(
             sys.stderr.flush()
             sleep(delay)
     return attempt()
+
+
+def _scale() -> float:
+    try:
+        return max(0.0, float(os.environ.get("SPUR_BUSY_RETRY_SCALE", "1")))
+    except ValueError:
+        return 1.0
+
+
+async def submit_retrying(
+    call: Callable[[], Awaitable[T]], prog: str, *, sleep: Callable[[float], Awaitable[None]] | None = None
+) -> T:
+    """The async form for commands that run under Trio (srun, salloc): ``await call()`` until it is
+    not refused with RESOURCE_EXHAUSTED, sleeping (``trio.sleep`` by default) and saying so between
+    tries; after the last retry the refusal (an RpcError) propagates."""
+    from spur.rpc.status import RpcError, StatusCode
+
+    if sleep is None:
+        import trio
+
+        sleep = trio.sleep
+    for delay in backoff_delays(scale=_scale()):
+        try:
+            return await call()
+        except RpcError as exc:
+            if exc.code is not StatusCode.RESOURCE_EXHAUSTED:
+                raise
+            print(f"{prog}: error: {BUSY_RETRY_MESSAGE}", file=sys.stderr)
+            sys.stderr.flush()
+            await sleep(delay)
+    return await call()
