@@ -1,11 +1,24 @@
-"""CLI cost as scripts see it: ``sbatch``/``squeue`` in a loop, and what their cold start imports.
+"""CLI cost as scripts see it: ``sbatch``/``squeue``/``scontrol`` against ``python -c pass``.
 
-    python -m bench.cli_loop [--calls 200] [--squeue-calls 30] [--repeat 2] [--top 15]
+    python -m bench.cli_loop [--queued 600] [--calls 40] [--repeat 3] [--top 12] [--no-profile]
+                             [--baseline DIR]
 
-Starts a real spurctld (no agents), then runs ``sbatch --wrap true`` ``--calls`` times one after
-another (a fresh interpreter each time, exactly as a shell loop does) and ``squeue`` ``--squeue-calls``
-times, and prints ms/call (median over ``--repeat`` loops). Then runs each command once under
-``python -X importtime`` and prints its total import time and the top modules by cumulative time.
+Starts a real spurctld (no agents, so jobs stay PENDING), fills its queue to ``--queued`` jobs
+(pipelined SubmitJob calls, not timed), then times fresh processes exactly as a shell loop starts
+them: ``python -c pass`` (the floor), ``sbatch --wrap true``, ``squeue`` and ``scontrol show job N``.
+The four commands take turns call by call (so load from other work on the machine falls on all of
+them alike), ``--calls`` calls each per loop, ``--repeat`` loops. Printed: the machine's core count,
+the median wall time per call of each command over all its calls, the median of each loop, and each
+command's ratio to the floor (target: <= 2.0). ``--baseline DIR`` (a checkout of another commit,
+e.g. ``git worktree add /tmp/base main``) adds the three Slurm commands run from that tree's ``spur``
+package (``PYTHONPATH=DIR``, same interpreter, same controller) to the same rotation: before/after
+figures from one run. Then each Slurm command runs once under ``python -X importtime``: its total
+import time and the heaviest top-level imports.
+
+Both trees are byte-compiled first (``compileall``), as ``pip install`` leaves an installed package:
+an editable install under ``PYTHONDONTWRITEBYTECODE=1`` (as in this project's dev environment)
+would otherwise compile every Spur module from source on every call, 30-80 ms that no installed
+``sbatch`` pays.
 Figures only; nothing here asserts.
 """
 
@@ -25,6 +38,13 @@ from integration.harness import BIN
 _LINE = re.compile(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(\s*)(\S+)")
 
 
+def byte_compile(package_dir: Path) -> None:
+    """Write the .pyc files of a package tree (what pip does at install time)."""
+    import compileall
+
+    compileall.compile_dir(str(package_dir), quiet=1)
+
+
 def _env(address: str) -> dict[str, str]:
     env = dict(os.environ)
     env["SPUR_CONTROLLER"] = address
@@ -32,14 +52,14 @@ def _env(address: str) -> dict[str, str]:
     return env
 
 
-def loop(cmd: list[str], calls: int, env: dict[str, str], cwd: Path) -> float:
-    """Run ``cmd`` ``calls`` times in sequence; ms per call. A failing call stops the loop (reported)."""
+def timed_call(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall ms of one fresh process running ``cmd``; a failure raises (with its stderr)."""
     began = time.perf_counter()
-    for _ in range(calls):
-        proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{cmd} exited {proc.returncode}: {proc.stderr.strip()}")
-    return 1000 * (time.perf_counter() - began) / calls
+    proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    ms = 1000 * (time.perf_counter() - began)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd} exited {proc.returncode}: {proc.stderr.strip()}")
+    return ms
 
 
 def import_profile(
@@ -65,38 +85,100 @@ def import_profile(
     return total, ranked
 
 
+def fill_queue(address: str, count: int) -> int:
+    """Submit ``count`` one-CPU ``true`` jobs (32 in flight on one connection); the last job id."""
+    import trio
+
+    from spur.rpc.proto import spur_pb2 as pb
+
+    spec = pb.JobSpec(
+        name="fill", script="#!/bin/sh\ntrue\n", work_dir="/tmp", num_nodes=1, num_tasks=1, cpus_per_task=1
+    )
+    ids: list[int] = []
+
+    async def run() -> None:
+        from spur.auth.identity import identity_metadata
+        from spur.rpc.channel import open_channel
+        from spur.rpc.stub import controller_stub
+
+        md = identity_metadata()
+        async with open_channel(address, metadata_provider=lambda: md) as ch:
+            stub = controller_stub(ch)
+            sem = trio.Semaphore(32)
+
+            async def one() -> None:
+                async with sem:
+                    resp = await stub.SubmitJob(pb.SubmitJobRequest(spec=spec), timeout=60)
+                    ids.append(resp.job_id)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(count):
+                    nursery.start_soon(one)
+
+    trio.run(run)
+    return max(ids) if ids else 0
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--calls", type=int, default=200)
-    ap.add_argument("--squeue-calls", type=int, default=30)
-    ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--queued", type=int, default=600, help="jobs in the queue while timing")
+    ap.add_argument("--calls", type=int, default=40, help="calls of each command per loop")
+    ap.add_argument("--repeat", type=int, default=3, help="loops")
+    ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--no-profile", action="store_true", help="skip the -X importtime tables")
+    ap.add_argument("--baseline", type=Path, help="a checkout whose spur package to time alongside")
     args = ap.parse_args(argv)
+    import spur
+
+    byte_compile(Path(spur.__file__).parent)
+    if args.baseline:
+        byte_compile(args.baseline / "spur")
     with controller(wal_fsync=True, scheduler_interval_secs=60) as ctl:
         env = _env(ctl.address)
         cwd = ctl.root
-        sbatch = [str(BIN / "sbatch"), "--wrap", "true"]
-        squeue = [str(BIN / "squeue")]
-        python = [sys.executable, "-c", "pass"]
+        last_id = fill_queue(ctl.address, args.queued)
+        commands = {
+            "python -c pass (floor)": [sys.executable, "-c", "pass"],
+            "sbatch --wrap true": [str(BIN / "sbatch"), "--wrap", "true"],
+            f"squeue ({args.queued}+ jobs queued)": [str(BIN / "squeue")],
+            f"scontrol show job {last_id}": [str(BIN / "scontrol"), "show", "job", str(last_id)],
+        }
+        envs = {label: env for label in commands}
+        if args.baseline:
+            base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            for label in list(commands)[1:]:
+                commands[f"{label} (baseline)"] = commands[label]
+                envs[f"{label} (baseline)"] = base_env
+        for label, cmd in commands.items():  # warm the page cache and .pyc files; not timed
+            timed_call(cmd, envs[label], cwd)
+        samples: dict[str, list[list[float]]] = {label: [] for label in commands}
+        for _ in range(args.repeat):
+            loop_samples: dict[str, list[float]] = {label: [] for label in commands}
+            for _ in range(args.calls):
+                for label, cmd in commands.items():
+                    loop_samples[label].append(timed_call(cmd, envs[label], cwd))
+            for label, values in loop_samples.items():
+                samples[label].append(values)
+        medians = {label: median([v for loop in runs for v in loop]) for label, runs in samples.items()}
+        floor = medians["python -c pass (floor)"]
         rows = []
-        for label, cmd, calls in (
-            ("python -c pass (floor)", python, args.squeue_calls),
-            ("sbatch --wrap true", sbatch, args.calls),
-            (f"squeue ({args.calls}+ jobs queued)", squeue, args.squeue_calls),
-        ):
-            runs = [loop(cmd, calls, env, cwd) for _ in range(args.repeat)]
-            rows.append((label, calls, median(runs), " ".join(f"{r:.0f}" for r in runs)))
+        for label, runs in samples.items():
+            loops = " ".join(f"{median(loop):.0f}" for loop in runs)
+            rows.append((label, args.calls * args.repeat, medians[label], medians[label] / floor, loops))
+        print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}, {sys.executable}")
         print_table(
-            ["command", "calls/loop", "ms/call (median)", "loops"],
+            ["command", "calls", "ms/call (median)", "x floor", "median of each loop"],
             rows,
-            title="CLI in a shell-style loop (fresh interpreter per call), controller on loopback",
+            title="CLI: fresh process per call (as a shell loop runs it), controller on loopback, same run",
         )
-        for name, cmd in (("squeue", squeue), ("sbatch --wrap true", sbatch)):
-            total, ranked = import_profile([cmd[0], *cmd[1:]], env, cwd)
+        if args.no_profile:
+            return
+        for label, cmd in list(commands.items())[1:4]:
+            total, ranked = import_profile(cmd, env, cwd)
             print_table(
                 ["module (as imported by the program)", "cumulative ms", "self ms"],
                 [(m, cum, own) for m, cum, own in ranked[: args.top]],
-                title=f"{name}: python -X importtime, {total:.0f} ms of imports in total",
+                title=f"{label}: python -X importtime, {total:.0f} ms of imports in total",
             )
 
 

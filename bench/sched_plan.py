@@ -1,6 +1,7 @@
 """Backfill plan time and the controller's snapshot cost for large queues and clusters.
 
     python -m bench.sched_plan [--full] [--sizes 1000x100,10000x1000] [--repeat 3] [--no-state]
+    python -m bench.sched_plan --curve [--nodes 10000] [--pending 1000,3000,10000,30000,100000]
 
 For each ``JOBSxNODES`` size, a synthetic busy cluster (about 90% of CPUs used by running jobs; a fifth
 of the nodes have 8 GPUs) and a pending queue of mixed jobs: 1-16 nodes, 1-64 CPUs, time limits from
@@ -11,7 +12,14 @@ half of them in array-like groups (consecutive ids, same shape, priority and sub
   1000 and uncapped (0). The plugin gives reservations to the first ``reservation_depth`` (default 100)
   blocked jobs only; later jobs can start now but hold nothing (see the plugin's README).
 - ``build_snapshot``: ``spur.state.sched_view.build_snapshot`` over a ClusterState holding the same
-  nodes, running and pending jobs (the controller-side cost paid before every pass).
+  nodes, running and pending jobs: the from-scratch build the controller used to pay before every pass.
+- ``pass``: the controller's whole scheduler pass on that ClusterState (``SchedulerLoop.cycle``
+  without the Raft proposals): eligibility over every pending job, priorities, the ``max_job_test``
+  cut, the incrementally maintained snapshot (``spur.state.sched_view.snapshot``) and the plan, with
+  a little churn between passes (a few jobs end and a few are submitted, so the views have something
+  to refresh). CPU seconds of this process (the 2-core machine is shared; wall time varies more).
+- ``--curve``: the pass at ``--nodes`` nodes for a growing pending queue (one state, pending jobs
+  added between points); writes ``bench/results/plan_vs_pending.{csv,png}``.
 
 Default sizes fit in a few minutes on 2 cores; ``--full`` runs the whole matrix 1k/10k/100k jobs x
 100/1k/10k nodes. Figures are medians over ``--repeat`` runs; nothing here asserts.
@@ -197,6 +205,104 @@ def cluster_state(jobs: int, nodes: int, seed: int):
     return state
 
 
+def churn(state, rng: random.Random, now: float, count: int = 10) -> None:
+    """Between passes: ``count`` running jobs end and as many small jobs are submitted."""
+    from spur.state import commands as c
+
+    running = [state.jobs[i] for i in list(state.sched_index.holding)[:count]]
+    for job in running:
+        state.apply_command(c.JobExited(job.job_id, job.allocation[0].node, 0, 0, now))
+    for _ in range(count):
+        spec = JobSpec(name="p", script="#!/bin/sh\n", work_dir="/tmp", cpus_per_task=rng.choice([1, 4, 16]))
+        state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", now))
+
+
+def controller_pass(state, now: float, cap: int) -> tuple[dict[str, float], object]:
+    """One scheduler pass as ``SchedulerLoop.cycle`` runs it, minus Raft: CPU seconds per phase."""
+    from spur_sched_backfill import plan
+
+    from spur.accounting.priority import PriorityWeights
+    from spur.state.sched_view import eligible_jobs, snapshot
+
+    acct = state.domains["accounting"]
+    t0 = time.process_time()
+    eligible, _reasons = eligible_jobs(state, now)
+    prio = acct.priorities(eligible, PriorityWeights(), now)
+    if cap and len(eligible) > cap:
+        eligible.sort(key=lambda j: (-prio.get(j.job_id, j.priority), j.submit_time, j.job_id))
+        eligible = eligible[:cap]
+    t1 = time.process_time()
+    snap = snapshot(
+        state, now, max_job_test=cap, eligible=eligible, priorities=prio, limits=acct.scheduling_gate()
+    )
+    t2 = time.process_time()
+    result = plan(snap, {})
+    t3 = time.process_time()
+    return {"eligible": t1 - t0, "snapshot": t2 - t1, "plan": t3 - t2, "pass": t3 - t0}, result
+
+
+def time_passes(state, repeat: int, cap: int = 1000, seed: int = 1) -> tuple[dict[str, float], object]:
+    """Median CPU seconds per phase over ``repeat`` passes (churn between them; the first, which
+    builds every view, is not counted)."""
+    rng = random.Random(seed)
+    controller_pass(state, NOW, cap)
+    runs, result = [], None
+    for _ in range(repeat):
+        churn(state, rng, NOW)
+        times, result = controller_pass(state, NOW, cap)
+        runs.append(times)
+    return {k: median([r[k] for r in runs]) for k in runs[0]}, result
+
+
+def curve(nodes: int, sizes: list[int], repeat: int, seed: int) -> None:
+    """The pass at ``nodes`` nodes for each pending queue size; writes CSV + PNG."""
+    import os
+
+    from bench.series import RESULTS, write_series
+    from spur.state import commands as c
+
+    rng = random.Random(seed)
+    state = cluster_state(0, nodes, seed)
+    have = 0
+    rows = []
+    for size in sizes:
+        for s in _shapes(size - have, rng):
+            spec = JobSpec(
+                name="p",
+                script="#!/bin/sh\n",
+                work_dir="/tmp",
+                partition="gpu" if s.gpu else "cpu",
+                num_nodes=s.num_nodes,
+                cpus_per_task=s.cpus,
+                mem_per_cpu_mb=s.mem_per_cpu,
+                gres=[f"gpu:{s.gpu_type}:{s.gpus_per_node}" if s.gpu_type else f"gpu:{s.gpus_per_node}"]
+                if s.gpu
+                else [],
+                time_limit_secs=s.time_limit,
+                exclusive=s.exclusive,
+            )
+            state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", s.submit_time))
+        have = size
+        times, result = time_passes(state, repeat, seed=seed)
+        rows.append([size] + [round(times[k] * 1000, 1) for k in ("pass", "eligible", "snapshot", "plan")])
+        print(
+            f"{size:>7} pending x {nodes} nodes: pass {times['pass'] * 1000:.0f} ms (eligible+priority "
+            f"{times['eligible'] * 1000:.0f}, snapshot {times['snapshot'] * 1000:.0f}, plan "
+            f"{times['plan'] * 1000:.0f}), {len(result.assignments)} started",  # type: ignore[attr-defined]
+            flush=True,
+        )
+    paths = write_series(
+        os.path.join(RESULTS, "plan_vs_pending"),
+        "pending jobs",
+        "CPU ms per pass",
+        ["pending jobs", "whole pass", "eligibility+priority", "snapshot", "plan"],
+        rows,
+        title=f"scheduler pass, {nodes} nodes, max_job_test 1000, median of {repeat}, {os.cpu_count()} cores",
+        log_x=True,
+    )
+    print("wrote " + ", ".join(paths))
+
+
 def _time(fn, repeat: int) -> tuple[float, object]:
     times, result = [], None
     for _ in range(repeat):
@@ -214,7 +320,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-state", action="store_true", help="skip the build_snapshot timing")
     ap.add_argument("--depth", type=int, default=None, help="reservation_depth option (plugin default 100)")
+    ap.add_argument("--curve", action="store_true", help="pass time vs pending jobs (CSV + PNG)")
+    ap.add_argument("--nodes", type=int, default=10_000, help="nodes for --curve")
+    ap.add_argument("--pending", default="1000,3000,10000,30000,100000", help="queue sizes for --curve")
     args = ap.parse_args(argv)
+    if args.curve:
+        curve(args.nodes, [int(x) for x in args.pending.split(",")], args.repeat, args.seed)
+        return None
     from spur_sched_backfill import plan
 
     from spur.state.sched_view import build_snapshot
@@ -229,13 +341,14 @@ def main(argv: list[str] | None = None) -> None:
             took, result = _time(lambda snap=snap: plan(snap, options), args.repeat)
             row += [took * 1000, f"{len(result.assignments)}/{result.jobs_tested}"]  # type: ignore[attr-defined]
         if args.no_state:
-            row += ["-", "-"]
+            row += ["-", "-", "-"]
         else:
             t0 = time.perf_counter()
             state = cluster_state(jobs, nodes, args.seed)
             setup = time.perf_counter() - t0
             took, snap = _time(lambda state=state: build_snapshot(state, NOW, max_job_test=1000), args.repeat)
-            row += [took * 1000, f"{setup:.1f}"]
+            times, _result = time_passes(state, args.repeat, seed=args.seed)
+            row += [took * 1000, times["pass"] * 1000, f"{setup:.1f}"]
         rows.append(row)
         print(f"  done {jobs}x{nodes}", file=sys.stderr, flush=True)
     print_table(
@@ -247,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
             "plan ms (uncapped)",
             "started/tested",
             "build_snapshot ms",
+            "controller pass CPU ms",
             "state setup s",
         ],
         rows,

@@ -201,6 +201,8 @@ def fake_release() -> Iterator[Release]:
     rel = Release()
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        timeout = 10  # a client that connects and goes quiet cannot hold a handler thread forever
+
         def log_message(self, *args):
             return
 
@@ -229,8 +231,13 @@ def fake_release() -> Iterator[Release]:
             self.end_headers()
             self.wfile.write(body)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    class Server(http.server.ThreadingHTTPServer):
+        # Closing never waits for handler threads: a stuck one must not hang the test's teardown.
+        daemon_threads = True
+        block_on_close = False
+
+    server = Server(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, name="fake-k0s-release", daemon=True).start()
     rel.url = f"http://127.0.0.1:{server.server_address[1]}/k0s/releases"
     try:
         yield rel

@@ -29,6 +29,7 @@ from spur.rpc.proto import (
     accounting_pb2,
     admission_pb2,
     auth_pb2,
+    config_report_pb2,
     inventory_pb2,
     k0s_pb2,
     k8s_pb2,
@@ -211,6 +212,7 @@ def _services() -> list[tuple[str, Any]]:
         ("agent", mesh_pb2.DESCRIPTOR.services_by_name["MeshAgent"]),
         ("agent", k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"]),
         ("controller", k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"]),
+        ("controller", config_report_pb2.DESCRIPTOR.services_by_name["ConfigReport"]),
     ]
 
 

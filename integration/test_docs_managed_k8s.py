@@ -23,10 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "managed-k8s.md"
 
 RUN = "run"
-SELECTOR = (
-    "spurd registers no node features on these hosts; the selector scope is covered by "
-    "tests/test_k8s_cluster_logic.py::test_scope_is_the_union_resolved_once"
-)
 PROTOBUF = "kubectl sends a new Deployment as protobuf, which the Kubernetes API double does not decode"
 ATTACH = "needs kubectl attach (interactive pod), which the Kubernetes API double does not serve"
 
@@ -38,12 +34,15 @@ PLAN: list[tuple[str, str]] = [
     ("spur k8s up", RUN),
     ('spur k8s up --nodes "node[1-3]"', RUN),
     ("spur k8s up --partition batch", RUN),
-    ("spur k8s up --selector zone=z1 --selector gpu=mi300", SELECTOR),
+    ("spur k8s up --selector zone=z1 --selector gpu=mi300", RUN),
     ("spur k8s up --replicas 3", RUN),
     ("spur k8s up --control-plane-nodes node1,node2,node3", RUN),
     ("spur k8s status", RUN),
     ("spur k8s add-nodes --nodes node4", RUN),
     ("spur k8s remove-nodes --nodes node4 --drain-timeout 180", RUN),
+    ('spur node drain node3 --reason "disk swap"', RUN),
+    ("spur node resume node3", RUN),
+    ("spur node remove node4", RUN),
     ("spur k8s down", RUN),
     ("spur k8s down --reset", RUN),
     ("spur k8s kubeconfig > mine.conf", RUN),
@@ -82,9 +81,11 @@ class Walk:
         )
         self.cluster = Cluster(tmp / "ctl", conf_extra=conf)
         self.cluster.start_controller()
+        # node2 and node3 carry the features the guide's --selector example asks for
         self.hosts = [
             K0sHost(name=f"node{i}", root=tmp / f"node{i}", cluster=self.cluster,
-                    extra_env={"FAKE_K0S_API_URL": api_url}).start()
+                    extra_env={"FAKE_K0S_API_URL": api_url},
+                    spurd_extra=["--features", "zone=z1,gpu=mi300"] if i in (2, 3) else []).start()
             for i in range(1, 5)
         ]
         self.cluster.wait_nodes(*(h.name for h in self.hosts))
@@ -168,6 +169,9 @@ def _walk(walk: Walk, tmp: Path) -> None:
                 assert "control-plane: node1,node2,node3" in out
             if "batch" in command:
                 assert "node3" not in out.split("phase: ready", 1)[1]
+            if "--selector" in command:
+                ready = out.split("phase: ready", 1)[1]
+                assert "node2" in ready and "node3" in ready and "node1" not in ready and "node4" not in ready
         elif command == "spur k8s status":
             out = walk.sh(command).stdout
             assert out.startswith("phase: ready") and "enabled=true" in out
@@ -178,6 +182,17 @@ def _walk(walk: Walk, tmp: Path) -> None:
             wait_for(lambda: "node4  worker      active" in walk.sh("spur k8s status").stdout, what="node4")
         elif command.startswith("spur k8s remove-nodes"):
             assert "removed node4" in walk.sh(command).stdout
+        elif command.startswith("spur node drain"):
+            assert "drained node3 (reason: disk swap)" in walk.sh(command).stdout
+            assert "disk swap" in walk.sh("sinfo -R -h").stdout
+            assert "node3  worker      active" in walk.sh("spur k8s status").stdout  # k0s untouched
+        elif command == "spur node resume node3":
+            walk.sh(command)
+            assert "State=IDLE " in walk.sh("scontrol show node node3").stdout
+        elif command == "spur node remove node4":
+            walk.hosts[3].proc.kill()  # the guide: stop its spurd first, or it registers again
+            assert "removed node4 from the inventory" in walk.sh(command).stdout
+            assert "NodeName=node4" not in walk.sh("scontrol show node").stdout
         elif command.startswith("spur k8s down"):
             assert "spur k8s down:" in walk.sh(command).stdout
             assert walk.phase() == "down"

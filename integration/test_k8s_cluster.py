@@ -310,3 +310,31 @@ def test_whole_inventory_cluster_enrolls_a_new_node(env):
     assert r.returncode == 1 and "spans the whole inventory" in r.stderr
     r = env.spur("k8s", "remove-nodes", "--nodes", "w3", check=False)
     assert r.returncode == 1 and "node w3 is not in a scoped cluster" in r.stderr
+
+
+def test_a_ready_workers_stopped_unit_is_started_again(env):
+    """The starter: a worker whose k0s unit stops (here: ``systemctl stop`` through the double) is
+    started again by the leader at its next pass, with no wait."""
+    import os
+    import sys
+
+    from integration.k0s_harness import DOUBLES
+    from spur.rpc.proto import k0s_pb2
+
+    env.hosts_up("r1", "r2")
+    assert "phase: ready" in env.spur("k8s", "up").stdout
+    worker = env.hosts["r2"]
+    before = worker.k0s_call("Status", k0s_pb2.K0sStatusRequest()).main_pid
+    subprocess.run(
+        [sys.executable, str(DOUBLES / "bin/systemctl"), "stop", "spur-k0s.service"],
+        env={**os.environ, "FAKE_SYSTEMD_ROOT": str(worker.systemd_root)}, check=True, timeout=60,
+    )
+    assert worker.k0s_call("Status", k0s_pb2.K0sStatusRequest()).component_state == "inactive"
+
+    def running_again() -> bool:
+        st = worker.k0s_call("Status", k0s_pb2.K0sStatusRequest())
+        return st.component_state == "active" and st.main_pid not in (0, before)
+
+    wait_for(running_again, timeout=30, interval=0.2, what="r2's k0s started again")
+    wait_for(lambda: node_line(env.status(), "r2")[1:3] == ["worker", "active"], what="status shows r2 active")
+    assert "start=" not in node_line(env.status(), "r2"), "no wait, nothing in flight once it runs"

@@ -38,7 +38,7 @@ def test_install_pinned_version_verified_and_executable(tmp_path, release):
     target = tmp_path / "bin/k0s"
     assert f"installed k0s {TAG} at {target}" in r.stdout and "verified" in r.stdout
     assert stat.S_IMODE(target.stat().st_mode) == 0o755
-    assert subprocess.run([str(target)], capture_output=True, text=True).stdout.strip() == TAG
+    assert subprocess.run([str(target)], capture_output=True, text=True, timeout=30).stdout.strip() == TAG
     # the checksums are fetched before the binary
     downloads = [p for p in release.requests if "/download/" in p]
     assert downloads[0].endswith("/sha256sums.txt") and downloads[1].endswith(f"k0s-{TAG}-{arch_of(platform.machine())}")
@@ -52,10 +52,10 @@ def test_latest_and_explicit_path_and_force(tmp_path, release):
     assert f"installed k0s {NEWEST} at {other}" in r.stdout
     r = spur_k8s(tmp_path, release, "install-k0s", "--version", TAG, "--path", str(other))
     assert r.returncode == 0 and "already installed" in r.stdout and "--force" in r.stdout
-    assert subprocess.run([str(other)], capture_output=True, text=True).stdout.strip() == NEWEST
+    assert subprocess.run([str(other)], capture_output=True, text=True, timeout=30).stdout.strip() == NEWEST
     r = spur_k8s(tmp_path, release, "install-k0s", "--version", TAG, "--path", str(other), "--force")
     assert r.returncode == 0, r.stderr
-    assert subprocess.run([str(other)], capture_output=True, text=True).stdout.strip() == TAG
+    assert subprocess.run([str(other)], capture_output=True, text=True, timeout=30).stdout.strip() == TAG
 
 
 def test_checksum_mismatch_installs_nothing(tmp_path, release):

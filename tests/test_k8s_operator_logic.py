@@ -139,7 +139,7 @@ def test_finalizer_helpers() -> None:
 
 def _job(nodes_: int = 2, gpus: int = 8) -> pb.JobInfo:
     spec = sj.build_spec(TRAINING, default_image="img:1")
-    from spur.controller.convert import spec_to_proto
+    from spur.rpc.convert import spec_to_proto
 
     return pb.JobInfo(
         job_id=42,

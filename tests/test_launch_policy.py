@@ -92,7 +92,7 @@ async def test_dispatcher_requeues_a_launch_no_agent_acknowledged(tmp_path, mock
     assert record.reason == "launch failed requeued"
     assert record.restarts == 1
     from spur.cli.jobfields import scontrol_job
-    from spur.controller.convert import job_to_proto
+    from spur.rpc.convert import job_to_proto
 
     assert "JobState=PENDING Reason=launch_failed_requeued " in scontrol_job(job_to_proto(record), 0.0)
     # the retries waited out the backoff (0.5 s + 1 s) on the mock clock, not in real time

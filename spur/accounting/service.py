@@ -48,7 +48,7 @@ class AccountingDbService:
     async def GetJobRecords(
         self, request: apb.JobRecordsRequest, context: CallContext
     ) -> apb.JobRecordsResponse:
-        from spur.controller.convert import job_to_proto
+        from spur.rpc.convert import job_to_proto
 
         store = self._store()
         query = JobQuery(

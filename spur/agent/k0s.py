@@ -26,7 +26,7 @@ import logging
 import os
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
@@ -41,6 +41,9 @@ UNIT_NAME = "spur-k0s.service"
 OWNER_MARK = "X-Spur-Owner=spurd"
 ROLE_KEY = "X-Spur-K0s-Role="
 CDI_FILES = {"amd": "spur-amd-gpu.json", "nvidia": "spur-nvidia-gpu.json"}
+#: Units ``k0s install`` writes (never spurd's): looked at when spurd's own unit is not running.
+FOREIGN_UNITS = ("k0scontroller.service", "k0sworker.service")
+RUNNING_STATES = ("active", "activating", "reloading")
 
 
 class K0sError(Exception):
@@ -95,6 +98,26 @@ def unit_role(text: str) -> str:
     for line in text.splitlines():
         if line.strip().startswith(ROLE_KEY):
             return line.strip()[len(ROLE_KEY):]
+    return ""
+
+
+def exec_role(text: str) -> str:
+    """The k0s role a unit's ``ExecStart=`` runs (``single`` for ``controller --single``; "" when
+    the unit does not run k0s controller/worker)."""
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if not sep or key != "ExecStart":
+            continue
+        try:
+            argv = shlex.split(value.lstrip("-@+!:"))
+        except ValueError:
+            return ""
+        for word in argv[1:]:
+            if word == "worker":
+                return "worker"
+            if word == "controller":
+                single = any(a == "--single" or a == "--single=true" for a in argv)
+                return "single" if single else "controller"
     return ""
 
 
@@ -158,6 +181,10 @@ class Status:
     component_state: str
     main_pid: int
     detail: str = ""
+    running: bool = False  # a k0s unit (spurd's or another) is active/activating
+    running_role: str = ""  # the role it runs
+    claimed: bool = False  # the running unit is spurd's own (its marker)
+    running_unit: str = ""
 
 
 
@@ -215,7 +242,32 @@ class K0sManager:
         except InstallError as exc:
             raise K0sError(f"installing k0s: {exc}") from None
 
+    async def _foreign_running(self) -> tuple[str, str] | None:
+        """(unit, role) of a running k0s unit spurd did not write (``k0s install``'s), if any."""
+        for name in FOREIGN_UNITS:
+            try:
+                text = (self.cluster.systemd_unit_dir / name).read_text()
+            except OSError:
+                continue
+            props = parse_show(await self._systemctl("show", name, "-p", "ActiveState", check=False))
+            if props.get("ActiveState") in RUNNING_STATES:
+                return name, exec_role(text) or ("worker" if "worker" in name else "controller")
+        return None
+
     async def status(self) -> Status:
+        """The unit's state, plus what runs k0s on this node (spurd's unit or a foreign one)."""
+        status = await self._own_status()
+        if status.active_state in RUNNING_STATES:
+            text = self._unit_text() or ""
+            owned = status.spur_owned
+            role = (status.role if owned else "") or exec_role(text)
+            return replace(status, running=True, running_role=role, claimed=owned, running_unit=UNIT_NAME)
+        foreign = await self._foreign_running()
+        if foreign is not None:
+            return replace(status, running=True, running_role=foreign[1], claimed=False, running_unit=foreign[0])
+        return status
+
+    async def _own_status(self) -> Status:
         text = self._unit_text()
         installed = self.cluster.k0s_binary.exists()
         if text is None:

@@ -27,6 +27,10 @@ def _status_pb(s: Status) -> k0s_pb2.K0sStatus:
         component_state=s.component_state,
         main_pid=s.main_pid,
         detail=s.detail,
+        running=s.running,
+        running_role=s.running_role,
+        claimed=s.claimed,
+        running_unit=s.running_unit,
     )
 
 

@@ -120,6 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--join-token-file", type=Path, metavar="PATH", help="file holding the join token (mode 0600)"
     )
+    p.add_argument(
+        "--features",
+        action="append",
+        metavar="A,B",
+        help="node features, e.g. ib,zone=z1 (repeatable; default: this node's [[nodes]] features)",
+    )
     return p
 
 
@@ -186,6 +192,12 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
     opts.name = opts.name or socket.gethostname().split(".")[0]
     if not opts.name or any(c.isspace() or c in ",[]" for c in opts.name):
         raise UsageError(f"invalid --name {opts.name!r}: a node name has no spaces, commas or brackets")
+    from spur.agent.features import FeatureError, node_features
+
+    try:
+        opts.features = node_features(args.features, cfg.nodes if cfg is not None else (), opts.name)
+    except FeatureError as e:
+        raise UsageError(str(e)) from None
     opts.address = args.address or ""
     opts.state_dir = args.state_dir or (agent_cfg.state_dir if agent_cfg else DEFAULT_STATE_DIR)
     if args.cpus is not None and args.cpus < 1:

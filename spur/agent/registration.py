@@ -2,7 +2,8 @@
 
 ``Registrar.run`` registers (retrying with capped exponential backoff while no controller answers,
 one log line per failure), then heartbeats every interval with the running job ids. The interval is
-the controller's ``heartbeat_interval_secs`` unless overridden. A heartbeat answered ``known=false``
+the controller's ``heartbeat_interval_secs`` unless overridden, as the last heartbeat answer states it
+(so ``scontrol reconfigure`` of that key reaches running agents). A heartbeat answered ``known=false``
 (the controller lost or dropped this node) or refused (PERMISSION_DENIED: no valid node credential in
 ``[admission] mode = "token"``) triggers a new registration; a failed heartbeat is logged and the next
 one is tried on schedule. A refused registration is retried with the same backoff, one line per attempt.
@@ -80,8 +81,9 @@ class Registrar:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         response = await self.register()
+        leader_interval = 0  # the leader's current setting, from its last heartbeat answer
         while True:
-            interval = self._override or response.heartbeat_interval_secs or DEFAULT_HEARTBEAT
+            interval = self._override or leader_interval or response.heartbeat_interval_secs or DEFAULT_HEARTBEAT
             await trio.sleep(interval)
             beat = spur_pb2.HeartbeatRequest(
                 name=self._name, running_job_ids=self._running(), unreported_job_ids=self._unreported()
@@ -101,6 +103,7 @@ class Registrar:
                 log.warning("heartbeat of node %s failed (%s)", self._name, e)
                 continue
             assert isinstance(answer, spur_pb2.HeartbeatResponse)
+            leader_interval = answer.heartbeat_interval_secs  # 0 from a controller that does not say
             if not answer.known:
                 log.warning("controller does not know node %s; registering again", self._name)
                 response = await self.register()

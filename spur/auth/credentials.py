@@ -19,8 +19,8 @@ import os
 import socket
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 __all__ = [
     "Credential",
@@ -39,8 +39,7 @@ class CredentialError(Exception):
     """A credential source exists but may not be used; the message says why and how to fix it."""
 
 
-@dataclass(frozen=True)
-class Credential:
+class Credential(NamedTuple):
     token: str = ""
     source: str = ""  # "SLURM_JWT", "SPUR_AUTH_TOKEN", "~/.spur/token" or "broker"
 
@@ -130,9 +129,9 @@ def client_metadata(
     broker_socket: str | Path | Callable[[], str | Path | None] | None = None,
 ) -> dict[str, str]:
     """Identity headers plus ``authorization: Bearer <token>`` when a credential is found."""
-    from spur.auth.identity import identity_metadata
+    from spur.auth.headers import process_identity_metadata
 
-    md = identity_metadata()
+    md = process_identity_metadata()
     cred = find_credential(broker_socket=broker_socket)
     if cred is not None:
         md["authorization"] = f"Bearer {cred.token}"

@@ -7,13 +7,13 @@ identity and a mismatch is refused (see :mod:`spur.auth.policy`).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-UID_KEY = "x-spur-uid"
-GID_KEY = "x-spur-gid"
-USER_KEY = "x-spur-user"
-GROUP_KEY = "x-spur-group"
+from spur.auth.headers import GID_KEY as GID_KEY  # the header names are re-exported from here
+from spur.auth.headers import GROUP_KEY as GROUP_KEY
+from spur.auth.headers import UID_KEY as UID_KEY
+from spur.auth.headers import USER_KEY as USER_KEY
+from spur.auth.headers import process_names
 
 
 @dataclass(frozen=True)
@@ -54,19 +54,7 @@ def require_identity(ident: Identity | None, metadata: dict[str, str]) -> Identi
 
 def current_identity() -> Identity:
     """The identity of this process (what the CLI sends)."""
-    import grp
-    import pwd
-
-    uid, gid = os.getuid(), os.getgid()
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    try:
-        group = grp.getgrgid(gid).gr_name
-    except KeyError:
-        group = str(gid)
-    return Identity(uid, gid, user, group)
+    return Identity(*process_names())
 
 
 def identity_metadata(ident: Identity | None = None) -> dict[str, str]:

@@ -9,6 +9,17 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+
+def _defer_protobuf_python_runtime() -> None:
+    """Every CLI command imports this module before its first ``spur_pb2`` import: keep protobuf's
+    unused pure-Python runtime out of its start-up (:mod:`spur.rpc.pbruntime`, ~10 ms)."""
+    from spur.rpc.pbruntime import defer_pure_python_runtime
+
+    defer_pure_python_runtime()
+
+
+_defer_protobuf_python_runtime()
+
 DEFAULT_CONTROLLER = "localhost:6817"
 
 

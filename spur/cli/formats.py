@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _SPEC = re.compile(r"%(\.)?(-)?(\d+)?([a-zA-Z])")
 _LONG = re.compile(r"(\.)?(\d*)(.*)", re.DOTALL)
@@ -25,8 +25,7 @@ class FormatError(ValueError):
     """An unknown field name in a -O format; the message is Slurm's."""
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     letter: str
     width: int | None
     right: bool

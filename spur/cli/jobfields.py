@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from spur.core.timespec import format_elapsed, format_hms, format_time_limit, format_timestamp
 
@@ -149,8 +149,7 @@ SQUEUE_LONG_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True)
-class ArrayGroup:
+class ArrayGroup(NamedTuple):
     """Pending tasks of one array shown as a single squeue line: ``job`` is the lowest task."""
 
     job: object

@@ -32,7 +32,7 @@ USAGE = """Usage: spur k8s up [--nodes HOSTLIST] [--partition P] [--selector K=V
        spur k8s install-k0s [--version TAG|latest] [--path PATH] [--force]"""
 SUBCOMMANDS = {
     "up": "Provision and start the cluster (idempotent; admin). Shows progress until ready unless --no-wait.",
-    "status": "Cluster phase, control plane(s) and each node's role, live k0s state, enabled flag, reason.",
+    "status": "Cluster phase, control plane(s) and each node's role, live k0s state, enabled flag, start, reason.",
     "down": "Stop and disable k0s on every node (admin); --reset also runs k0s reset (wipes cluster state).",
     "add-nodes": "Add worker nodes to a running scoped cluster (admin).",
     "remove-nodes": "Cordon, drain (PDB-aware), stop and k0s reset workers, then forget them (admin).",
@@ -114,8 +114,30 @@ def _scope_args(parser: argparse.ArgumentParser) -> None:
                         help="nodes with feature K=V (repeatable, ANDed)")
 
 
+def _when(ts: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def format_start(n: Any) -> str:
+    """The leader's start state of one node, as ``key=value`` words ("" when there is none):
+    ``start=in-flight since=T``, or ``start=waiting failures=N retry=T`` (no start before T), then
+    ``start-failure: why`` when it differs from the node's reason (which the last failure sets)."""
+    words = []
+    if n.start_in_flight_since:
+        words.append(f"start=in-flight since={_when(n.start_in_flight_since)}")
+    elif n.start_retry_at:
+        words.append(f"start=waiting failures={n.start_failures} retry={_when(n.start_retry_at)}")
+    if n.start_failure and n.start_failure != n.reason:
+        words.append(f"start-failure: {n.start_failure}")
+    return "  ".join(words)
+
+
 def format_status(st: Any) -> str:
-    """``spur k8s status`` text: phase, control plane(s), one line per node."""
+    """``spur k8s status`` text: phase, control plane(s), one line per node (its start state, then
+    its reason, last; plus an indented line with its drift/stray state when the leader's drift sweep
+    has one), then the nodes outside the cluster that have drift."""
     lines = [f"phase: {st.phase}"]
     lines.append(f"control-plane: {','.join(st.control_planes) or '-'}")
     if st.phase != "down":
@@ -123,9 +145,18 @@ def format_status(st: Any) -> str:
     width = max([len(n.name) for n in st.nodes] + [4])
     for n in st.nodes:
         line = f"  {n.name:<{width}}  {n.role:<10}  {n.component_state:<12}  enabled={str(n.enabled).lower()}"
+        start = format_start(n)
+        if start:
+            line += f"  {start}"
         if n.reason:
             line += f"  reason: {n.reason}"
         lines.append(line)
+        if n.drift:
+            lines.append(f"  {'':<{width}}  {n.drift}")
+    if st.outside:
+        lines.append("outside the cluster:")
+        for n in st.outside:
+            lines.append(f"  {n.name:<{width}}  {n.drift}")
     return "\n".join(lines)
 
 

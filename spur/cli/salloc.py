@@ -136,8 +136,8 @@ async def _run(spec, command: list[str], ntasks_given: bool) -> int:
 
     import trio
 
-    from spur.controller.convert import spec_to_proto
     from spur.rpc.channel import open_channel
+    from spur.rpc.convert import spec_to_proto
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
     from spur.rpc.stub import controller_stub

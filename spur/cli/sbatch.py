@@ -116,7 +116,7 @@ def main(argv: list[str]) -> int:
 
 def submit(spec) -> int:
     from spur.cli.busy import Busy, retry_while_busy
-    from spur.controller.convert import spec_to_proto
+    from spur.rpc.convert import spec_to_proto
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError, StatusCode
 

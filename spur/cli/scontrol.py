@@ -176,6 +176,27 @@ def show_config_text(info, now: float, extra: list[tuple[str, str]] | None = Non
     return f"Configuration data as of {stamp}\n" + "".join(f"{k:<23} = {v}\n" for k, v in rows)
 
 
+async def _status_and_config(stub):  # -> (ControllerInfo, [(key, value)])
+    """The answering controller's status and the configuration it runs with (no rows from a
+    controller without the ConfigReport service)."""
+    from spur.rpc.blocking import BlockingStub
+    from spur.rpc.proto import config_report_pb2 as cpb
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError, StatusCode
+    from spur.rpc.stub import Stub
+
+    info = await stub.GetControllerStatus(pb.Empty(), timeout=10)
+    wrap = BlockingStub if isinstance(stub, BlockingStub) else Stub
+    report = wrap(stub.channel, cpb.DESCRIPTOR.services_by_name["ConfigReport"])
+    try:
+        eff = await report.GetEffectiveConfig(cpb.EffectiveConfigRequest(), timeout=10)
+    except RpcError as exc:
+        if exc.code is not StatusCode.UNIMPLEMENTED:
+            raise
+        return info, []
+    return info, [(r.key, r.value) for r in eff.rows]
+
+
 def show_cluster_text(info) -> str:
     """``spur show cluster``: the cluster's identity, one ``Key=value`` line like ``show job``."""
     leader = info.leader_address or info.address
@@ -283,8 +304,25 @@ def reconfigure() -> int:
         resp = with_controller(lambda stub: stub.Reconfigure(pb.Empty(), timeout=30))
     except CliError as exc:
         return _err(f"slurm_reconfigure error: {exc.message}")
-    print(f"reconfigured by controller {resp.node_id}: {', '.join(resp.applied)}")
+    for line in reconfigure_lines(resp):
+        print(line)
     return 0
+
+
+def reconfigure_lines(resp) -> list[str]:  # resp: spur_pb2.ReconfigureResponse
+    """What ``scontrol reconfigure`` prints: who applied what, that a follower forwarded it to the
+    leader (reconfigure runs there only), and the changed keys that need a restart."""
+    lines = []
+    if resp.received_by and resp.received_by != resp.node_id:
+        lines.append(
+            f"reconfigure runs on the leader only: controller {resp.received_by} forwarded it to "
+            f"controller {resp.node_id} (leader); controller {resp.received_by} keeps the configuration "
+            "it read until it restarts or leads"
+        )
+    lines.append(f"reconfigured by controller {resp.node_id}: {', '.join(resp.applied)}")
+    if resp.not_applied:
+        lines.append(f"not applied until a restart: {', '.join(resp.not_applied)}")
+    return lines
 
 
 def show(rest: list[str]) -> int:
@@ -345,13 +383,14 @@ def show(rest: list[str]) -> int:
         if what in ("controllers", "controller"):
             return ping()
         if what in ("config", "cluster"):
-            info = with_controller(lambda stub: stub.GetControllerStatus(pb.Empty(), timeout=10))
             if what == "config":
                 from spur.cli.sdiag import accounting_config_rows
 
-                sys.stdout.write(show_config_text(info, now, accounting_config_rows()))
-            else:
-                sys.stdout.write(show_cluster_text(info))
+                info, rows = with_controller(_status_and_config)
+                sys.stdout.write(show_config_text(info, now, rows + accounting_config_rows()))
+                return 0
+            info = with_controller(lambda stub: stub.GetControllerStatus(pb.Empty(), timeout=10))
+            sys.stdout.write(show_cluster_text(info))
             return 0
         if what in ("partition", "partitions"):
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -209,6 +208,8 @@ def jobs_json(jobs, now: float) -> str:
         "errors": [],
         "jobs": [job_json(j, now) for j in sorted(jobs, key=lambda j: j.job_id)],
     }
+    import json
+
     return json.dumps(doc, indent=2) + "\n"
 
 

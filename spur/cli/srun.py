@@ -157,9 +157,9 @@ async def _run(spec, label: bool) -> int:
 
     import trio
 
-    from spur.controller.convert import spec_to_proto
     from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
+    from spur.rpc.convert import spec_to_proto
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
     from spur.rpc.stub import controller_stub

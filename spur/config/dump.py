@@ -109,25 +109,36 @@ def _default_cell(name: str, value: Any, required: bool) -> str:
 
 
 def reference_markdown() -> str:
-    """Markdown tables of every key (default and meaning), as embedded in docs/configuration.md."""
+    """Markdown tables of every key (default, meaning, and when a change takes effect: see
+    ``spur.config.applies``), as embedded in docs/configuration.md."""
+    from spur.config.applies import mark_of
+
     defaults = SpurConfig()
     blocks: list[str] = []
 
-    def table(title: str, schema: type[Schema], obj: Any, overrides: dict[str, str]) -> None:
-        rows = [f"### {title}", "", "| Key | Default | Meaning |", "| --- | --- | --- |"]
+    def table(title: str, prefix: str, schema: type[Schema], obj: Any, overrides: dict[str, str]) -> None:
+        rows = [
+            f"### {title}",
+            "",
+            "| Key | Default | Takes effect | Meaning |",
+            "| --- | --- | --- | --- |",
+        ]
         for name, field in schema._declared_fields.items():
             if schema is SpurConfigSchema and (name in SECTIONS or name in TABLE_ARRAYS):
                 continue
             cell = overrides.get(name) or _default_cell(name, getattr(obj, name, None), field.required)
-            rows.append(f"| `{name}` | {cell} | {field.metadata.get('doc', '')} |")
+            applies = mark_of(f"{prefix}{name}").text()
+            rows.append(f"| `{name}` | {cell} | {applies} | {field.metadata.get('doc', '')} |")
         blocks.append("\n".join(rows))
 
-    table("Top level", SpurConfigSchema, defaults, {})
+    table("Top level", "", SpurConfigSchema, defaults, {})
     for section in ("controller", "scheduler"):
-        table(f"[{section}]", SECTIONS[section], getattr(defaults, section), {})
-    table("[[partitions]]", TABLE_ARRAYS["partitions"], PartitionConfig(name=""), {})
-    table("[[nodes]]", TABLE_ARRAYS["nodes"], NodeConfig(name=""), {"port": "`controller.agent_port`"})
+        table(f"[{section}]", f"{section}.", SECTIONS[section], getattr(defaults, section), {})
+    table("[[partitions]]", "partitions.", TABLE_ARRAYS["partitions"], PartitionConfig(name=""), {})
+    table(
+        "[[nodes]]", "nodes.", TABLE_ARRAYS["nodes"], NodeConfig(name=""), {"port": "`controller.agent_port`"}
+    )
     for section in SECTIONS:
         if section not in ("controller", "scheduler"):
-            table(f"[{section}]", SECTIONS[section], getattr(defaults, section), {})
+            table(f"[{section}]", f"{section}.", SECTIONS[section], getattr(defaults, section), {})
     return "\n\n".join(blocks) + "\n"

@@ -232,7 +232,13 @@ class NodeSchema(SectionSchema):
         ),
         metadata=doc('Generic resources, "name[:type][:count]".', ["gpu:a100:4"]),
     )
-    features = f.StrList(metadata=doc("Feature tags matched by --constraint.", ["a100", "ib"]))
+    features = f.StrList(
+        metadata=doc(
+            "Features spurd registers for these nodes (Slurm's Features=): matched by --constraint and by "
+            "spur k8s up --selector K=V; spurd --features overrides.",
+            ["a100", "zone=z1"],
+        )
+    )
     address = f.Str(metadata=doc("Address to reach the agent; unset = the node name.", "10.0.0.11"))
     port = f.Int(validate=f.port_range(), metadata=doc("Agent port; unset = controller.agent_port."))
 
@@ -369,7 +375,13 @@ class ClusterSchema(SectionSchema):
     k8s_provisioning_timeout_secs = f.Int(
         validate=f.at_least(1), metadata=doc("Seconds before a provisioning step is given up.")
     )
-    k8s_drift_correction = f.Bool(metadata=doc("Periodically re-apply cluster membership and config."))
+    k8s_drift_correction = f.Bool(
+        metadata=doc(
+            "Stop a spurd-installed k0s worker left running on a node outside a scoped cluster with no "
+            "role (see docs/managed-k8s.md, Membership drift); false reports drift only. Applied on "
+            "scontrol reconfigure."
+        )
+    )
     allow_admin_kubeconfig = f.Bool(metadata=doc("Let admins fetch the cluster-admin kubeconfig."))
 
     def check(self, obj: ClusterConfig) -> None:

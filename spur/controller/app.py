@@ -121,6 +121,7 @@ class Controller:
 
         self.accounting = AccountingRuntime(cfg.accounting.database_url)
         self.started_wall = self.clock.wall()
+        self.config_loaded_at = self.started_wall  # last read of config_path (start, reconfigure, leading)
         self.mesh_changed = trio.Event()  # set when the mesh membership changed: reconcile now
 
     # ------------------------------------------------------------------ identity in the group
@@ -272,6 +273,10 @@ class Controller:
         from spur.controller.inventory import InventoryService
 
         server.add_service(INVENTORY, InventoryService(self))
+        from spur.controller.config_report import SERVICE as CONFIG_REPORT
+        from spur.controller.config_report import ConfigReportService
+
+        server.add_service(CONFIG_REPORT, ConfigReportService(self))
         from spur.k8s.cluster.service import K8sClusterService
         from spur.rpc.proto import k8s_pb2
 
@@ -300,46 +305,26 @@ class Controller:
             log.info("spurctld listening on %s:%s (state in %s)", host, self.bound_port, self.state_dir)
             task_status.started(self.bound_port)
 
-    async def reconfigure(self) -> list[str]:
-        """Re-read the config file and apply its live sections (leader only; followers keep theirs).
-
-        Live: [scheduler] (interval, max_job_test; the plugin is fixed at start), [[partitions]],
-        the node heartbeat/timeout settings, [accounting] enforce and [priority]. A bad file changes nothing and raises an RpcError
-        naming the problem.
+    async def reconfigure(self) -> Any:
+        """Re-read the config file and apply its live keys (leader only; followers keep theirs until
+        they restart or lead). Returns a ``spur.controller.reconfig.Outcome`` (what was applied, which
+        changed keys need a restart). A bad file changes nothing and raises an RpcError naming the problem.
         """
-        from dataclasses import replace
+        from spur.controller.reconfig import load_for_reconfigure
 
-        from spur.config import ConfigError, load_config
-
-        if self.config_path is None:
-            raise RpcError(StatusCode.FAILED_PRECONDITION, "spurctld was started without a config file (-f)")
-        try:
-            new = load_config(self.config_path, overrides=self._overrides)
-        except ConfigError as exc:
-            raise RpcError(StatusCode.INVALID_ARGUMENT, str(exc)) from None
-        if new.scheduler.plugin != self.cfg.scheduler.plugin:
-            raise RpcError(
-                StatusCode.FAILED_PRECONDITION,
-                "scheduler.plugin cannot change while running; restart spurctld",
-            )
-        controller = replace(
-            self.cfg.controller,
-            heartbeat_interval_secs=new.controller.heartbeat_interval_secs,
-            node_timeout_secs=new.controller.node_timeout_secs,
-            kill_grace_secs=new.controller.kill_grace_secs,
-        )
-        self.cfg = replace(
-            self.cfg, scheduler=new.scheduler, partitions=new.partitions, controller=controller
-        )
-        self.cfg = replace(self.cfg, accounting=new.accounting, priority=new.priority)
+        outcome = load_for_reconfigure(self)
+        self.cfg = outcome.cfg
+        self.config_loaded_at = self.clock.wall()
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))
         await self._configure_accounting()
         self.kick_scheduler()
         log.info(
-            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority",
+            "reconfigured from %s: scheduler, partitions, node timeouts, accounting, priority, k8s drift correction",
             self.config_path,
         )
-        return ["scheduler", "partitions", "controller.node_timeouts", "accounting.enforce", "priority"]
+        if outcome.not_applied:
+            log.warning("changed keys that need a restart: %s", ", ".join(outcome.not_applied))
+        return outcome
 
     async def _configure_accounting(self) -> None:
         """Propose the ``[accounting]``/``[priority]`` settings the replicated state must agree on."""
@@ -383,9 +368,22 @@ class Controller:
                 await self.wait_change()
 
     async def _lead(self, duties: trio.Nursery) -> None:
+        """Start the leader duties. Losing leadership meanwhile (a proposal answered "not the leader")
+        ends this quietly instead of crashing spurctld: the leadership watch cancels the duties."""
+        try:
+            await self._start_duties(duties)
+        except RpcError as exc:
+            if self.is_leader or exc.code is not StatusCode.UNAVAILABLE:
+                raise
+            log.info("lost leadership while starting leader duties: %s", exc.message)
+
+    async def _start_duties(self, duties: trio.Nursery) -> None:
         from spur.controller.duties import Dispatcher, HealthSweep, SchedulerLoop
 
         log.info("leader for term %s", self.raft.term)
+        from spur.controller.reconfig import reread_for_leadership
+
+        reread_for_leadership(self)
         if not self.state.cluster_id:
             import uuid
 

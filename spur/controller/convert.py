@@ -1,170 +1,35 @@
-"""Conversion between the state's dataclasses and the wire (protobuf) messages."""
+"""Re-export of :mod:`spur.rpc.convert` for the controller's own modules.
 
-from __future__ import annotations
+The conversion lives in the wire layer so that clients never import :mod:`spur.controller`;
+new code imports it from :mod:`spur.rpc.convert`.
+"""
 
-from dataclasses import fields
+from spur.rpc.convert import (
+    allocation_from_proto,
+    allocation_to_proto,
+    gpu_from_proto,
+    gpu_to_proto,
+    job_to_proto,
+    node_from_register,
+    partition_to_proto,
+    spec_from_proto,
+    spec_to_proto,
+    step_spec_from_proto,
+    step_spec_to_proto,
+    step_to_proto,
+)
 
-from spur.core.job import GpuDevice, Job, JobSpec, Node, NodeAllocation, Partition, Step, StepSpec
-from spur.rpc.proto import spur_pb2 as pb
-
-
-def _copy_to_proto(obj, msg):
-    """Copy a dataclass whose fields mirror the message's (scalars, lists, str->str maps)."""
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if isinstance(value, list):
-            getattr(msg, f.name).extend(value)
-        elif isinstance(value, dict):
-            getattr(msg, f.name).update(value)
-        else:
-            setattr(msg, f.name, value)
-    return msg
-
-
-def _values_from_proto(cls, msg) -> dict:
-    values = {}
-    for f in fields(cls):
-        value = getattr(msg, f.name)
-        if f.name == "environment":
-            value = dict(value)
-        elif not isinstance(value, str | int | bool | float):
-            value = list(value)
-        values[f.name] = value
-    return values
-
-
-_SPEC_FIELDS = tuple(f.name for f in fields(JobSpec))
-
-
-def spec_to_proto(spec: JobSpec, *, include_script: bool = True) -> pb.JobSpec:
-    """The wire JobSpec; without ``include_script`` the script and environment are left out.
-    Only set (non-default) fields are passed: the message constructor is much faster than setattr."""
-    values = spec.__dict__
-    kwargs = {name: value for name in _SPEC_FIELDS if (value := values[name])}
-    if not include_script:
-        kwargs.pop("script", None)
-        kwargs.pop("environment", None)
-    return pb.JobSpec(**kwargs)
-
-
-def spec_from_proto(msg: pb.JobSpec) -> JobSpec:
-    """Build a JobSpec, applying the wire defaults (0 nodes/cpus-per-task mean 1)."""
-    values = _values_from_proto(JobSpec, msg)
-    values["num_nodes"] = values["num_nodes"] or 1
-    values["cpus_per_task"] = values["cpus_per_task"] or 1
-    return JobSpec(**values)
-
-
-def step_spec_to_proto(spec: StepSpec) -> pb.StepSpec:
-    return _copy_to_proto(spec, pb.StepSpec())
-
-
-def step_spec_from_proto(msg: pb.StepSpec) -> StepSpec:
-    return StepSpec(**_values_from_proto(StepSpec, msg))
-
-
-def step_to_proto(step: Step) -> pb.StepInfo:
-    return pb.StepInfo(
-        step_id=step.step_id,
-        spec=step_spec_to_proto(step.spec),
-        state=step.state.value,
-        start_time=step.start_time,
-        end_time=step.end_time,
-        exit_code=step.exit_code,
-        signal=step.signal,
-        allocation=[allocation_to_proto(a) for a in step.allocation],
-        exited_nodes=step.exited_nodes,
-    )
-
-
-def allocation_to_proto(a: NodeAllocation) -> pb.NodeAllocation:
-    return pb.NodeAllocation(node=a.node, cpus=a.cpus, mem_mb=a.mem_mb, gpus=a.gpus, tasks=a.tasks)
-
-
-def allocation_from_proto(m: pb.NodeAllocation) -> NodeAllocation:
-    return NodeAllocation(node=m.node, cpus=m.cpus, mem_mb=m.mem_mb, gpus=list(m.gpus), tasks=m.tasks)
-
-
-def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
-    from spur.core.hostlist import compress
-    from spur.state.eligibility import dependency_display
-
-    spec = spec_to_proto(job.spec, include_script=include_script)
-    values = {
-        "job_id": job.job_id,
-        "user": job.user,
-        "uid": job.uid,
-        "gid": job.gid,
-        "group": job.group,
-        "state": job.state.value,
-        "reason": job.reason,
-        "submit_time": job.submit_time,
-        "start_time": job.start_time,
-        "end_time": job.end_time,
-        "exit_code": job.exit_code,
-        "signal": job.signal,
-        "partition": job.partition,
-        "time_limit_secs": job.time_limit_secs,
-        "priority": job.priority,
-        "array_job_id": job.array_job_id,
-        "array_max_running": job.array_max_running,
-        "array_task_count": job.array_task_count,
-        "array_task_min": job.array_task_min,
-        "array_task_max": job.array_task_max,
-        "dependency": dependency_display(job),
-        "eligible_time": job.eligible_time,
-        "restarts": job.restarts,
-        "suspend_time": job.suspend_time,
-        "suspended_secs": job.suspended_secs,
-        "submit_host": job.spec.environment.get("SLURM_SUBMIT_HOST", ""),
-    }
-    # Only set values go to the constructor (proto3 defaults are the zero values; much faster).
-    kwargs = {k: v for k, v in values.items() if v}
-    if job.array_task_id is not None:  # optional: 0 is a task id, presence matters
-        kwargs["array_task_id"] = job.array_task_id
-    if job.allocation:
-        kwargs["allocation"] = [allocation_to_proto(a) for a in job.allocation]
-        kwargs["nodelist"] = compress(job.nodes)
-    if job.steps:
-        kwargs["steps"] = [step_to_proto(st) for st in job.steps]
-    return pb.JobInfo(spec=spec, **kwargs)
-
-
-def gpu_to_proto(g: GpuDevice) -> pb.GpuDevice:
-    return pb.GpuDevice(index=g.index, vendor=g.vendor, model=g.model, pci_bus_id=g.pci_bus_id)
-
-
-def gpu_from_proto(m: pb.GpuDevice) -> GpuDevice:
-    return GpuDevice(index=m.index, vendor=m.vendor, model=m.model, pci_bus_id=m.pci_bus_id)
-
-
-def node_from_register(req: pb.RegisterNodeRequest, address: str) -> Node:
-    return Node(
-        name=req.name,
-        address=address,
-        port=req.port or 6818,
-        cpus=max(1, req.cpus),
-        memory_mb=req.memory_mb,
-        gpus=[gpu_from_proto(g) for g in req.gpus],
-        boot_time=req.boot_time,
-        version=req.version,
-        sockets=req.sockets or 1,
-        cores_per_socket=req.cores_per_socket or max(1, req.cpus),
-        threads_per_core=req.threads_per_core or 1,
-        arch=req.arch,
-        os=req.os,
-        features=list(req.features),
-    )
-
-
-def partition_to_proto(p: Partition, nodes: list[str]) -> pb.PartitionInfo:
-    return pb.PartitionInfo(
-        name=p.name,
-        state=p.state.value,
-        is_default=p.is_default,
-        nodes=nodes,
-        max_time_secs=p.max_time_secs,
-        default_time_secs=p.default_time_secs,
-        nodes_expr=p.nodes_expr,
-        enforce_limits=p.enforce_limits,
-    )
+__all__ = [
+    "allocation_from_proto",
+    "allocation_to_proto",
+    "gpu_from_proto",
+    "gpu_to_proto",
+    "job_to_proto",
+    "node_from_register",
+    "partition_to_proto",
+    "spec_from_proto",
+    "spec_to_proto",
+    "step_spec_from_proto",
+    "step_spec_to_proto",
+    "step_to_proto",
+]

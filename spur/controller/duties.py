@@ -19,7 +19,7 @@ from spur.core.job import Job, JobState
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
-from spur.state.sched_view import build_snapshot, eligible_jobs
+from spur.state.sched_view import eligible_jobs, snapshot
 
 if TYPE_CHECKING:
     from spur.controller.app import Controller
@@ -77,7 +77,7 @@ class SchedulerLoop:
                 reasons[job.job_id] = "Priority"
             eligible = eligible[:cap]
         if eligible:
-            snapshot = build_snapshot(
+            view = snapshot(
                 ctl.state,
                 now,
                 max_job_test=cap,
@@ -85,7 +85,7 @@ class SchedulerLoop:
                 priorities=prio,
                 limits=accounting.scheduling_gate(),  # type: ignore[attr-defined]
             )
-            plan = ctl.plugin_manager.hook.spur_schedule(snapshot=snapshot, options={})
+            plan = ctl.plugin_manager.hook.spur_schedule(snapshot=view, options={})
             results: list[object] = []
 
             async def start(assignment) -> None:
@@ -216,7 +216,7 @@ class Dispatcher:
         return targets
 
     async def _launch(self, pool: ChannelPool, job_id: int) -> None:
-        from spur.controller.convert import job_to_proto
+        from spur.rpc.convert import job_to_proto
 
         ctl = self.ctl
         try:

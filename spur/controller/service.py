@@ -11,8 +11,8 @@ import trio
 
 from spur.auth.admin import is_admin, permission_denied
 from spur.auth.identity import Identity, IdentityError, require_identity
-from spur.controller import convert
 from spur.core.job import JobState
+from spur.rpc import convert
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -355,7 +355,8 @@ class ControllerService:
         if node.down and node.reason == "Not responding":
             await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
             self.ctl.kick_scheduler()
-        return pb.HeartbeatResponse(known=True)
+        interval = int(self.ctl.cfg.controller.heartbeat_interval_secs)  # live: scontrol reconfigure
+        return pb.HeartbeatResponse(known=True, heartbeat_interval_secs=interval)
 
     @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
@@ -452,11 +453,22 @@ class ControllerService:
         await self.ctl.propose(c.AnnounceController(request.node_id, request.address))
         return pb.Empty()
 
-    @leader_only
     async def Reconfigure(self, request: pb.Empty, context: CallContext) -> pb.ReconfigureResponse:
+        """Runs on the leader only: a follower forwards it and says so (``received_by`` is the
+        follower, ``node_id`` the leader that applied it); see spur.controller.reconfig."""
+        if not self.ctl.is_leader:
+            resp = await self.forward("Reconfigure", request, context)
+            resp.received_by = self.ctl.node_id
+            return resp
+        await self.ctl.leader_ready()
         _require_admin(context, "reconfigure", self.ctl.state)
-        applied = await self.ctl.reconfigure()
-        return pb.ReconfigureResponse(applied=applied, node_id=self.ctl.node_id)
+        outcome = await self.ctl.reconfigure()
+        return pb.ReconfigureResponse(
+            applied=outcome.applied,
+            node_id=self.ctl.node_id,
+            not_applied=outcome.not_applied,
+            received_by=self.ctl.node_id,
+        )
 
 
 def _expand_names(exprs: list[str]) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 MAX_HOSTS = 1_000_000
 # Numbers longer than this are not treated as a numeric suffix (Slurm's strtoul would saturate).
@@ -31,15 +30,27 @@ class HostlistError(ValueError):
     """A malformed hostlist expression; the message names the expression."""
 
 
-@dataclass
 class _Range:
-    """A prefix with an inclusive numeric range, or a single host without a numeric suffix."""
+    """A prefix with an inclusive numeric range, or a single host without a numeric suffix.
 
-    prefix: str
-    lo: int = 0
-    hi: int = 0
-    width: int = 0
-    single: bool = False
+    A plain class rather than a dataclass: ``scontrol``/``squeue`` import this module, and the
+    dataclasses machinery (inspect, ast) would cost their cold start more than all of hostlist."""
+
+    __slots__ = ("prefix", "lo", "hi", "width", "single")
+
+    def __init__(self, prefix: str, lo: int = 0, hi: int = 0, width: int = 0, single: bool = False) -> None:
+        self.prefix, self.lo, self.hi, self.width, self.single = prefix, lo, hi, width, single
+
+    def _key(self) -> tuple[str, int, int, int, bool]:
+        return (self.prefix, self.lo, self.hi, self.width, self.single)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Range) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return "_Range(prefix={!r}, lo={!r}, hi={!r}, width={!r}, single={!r})".format(*self._key())
 
     def count(self) -> int:
         return 1 if self.single else self.hi - self.lo + 1

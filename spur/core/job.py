@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-UNLIMITED = -1
+from spur.core.units import UNLIMITED as UNLIMITED  # re-exported: spur.core.job.UNLIMITED
 
 
 class JobState(enum.StrEnum):
@@ -63,7 +63,7 @@ TERMINAL_STATES = frozenset(
 )
 
 
-@dataclass
+@dataclass(slots=True)
 class JobSpec:
     """What the user asked for; mirrors the ``JobSpec`` protobuf message field for field."""
 
@@ -118,7 +118,7 @@ class JobSpec:
         return max(1, self.num_nodes)
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeAllocation:
     node: str
     cpus: int
@@ -146,7 +146,7 @@ class StepSpec:
     nodelist: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     step_id: int
     spec: StepSpec
@@ -159,7 +159,7 @@ class Step:
     exited_nodes: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
     job_id: int
     spec: JobSpec

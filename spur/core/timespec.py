@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import re
 import time as _time
-from datetime import datetime, timedelta
 
-from spur.core.job import UNLIMITED
+from spur.core.units import UNLIMITED
 
 __all__ = [
     "UNLIMITED",
@@ -217,6 +216,8 @@ def parse_begin_time(spec: str, now: float, *, past: bool = False) -> float:
         if not digits.isdigit() or len(digits) > 12 or int(digits) < 1_000_000:
             raise _begin_error(spec)
         return float(int(digits))
+
+    from datetime import datetime, timedelta
 
     now_dt = datetime.fromtimestamp(now)
     hour = minute = -1

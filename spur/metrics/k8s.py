@@ -5,7 +5,12 @@
 - ``spur_k8s_nodes{role,state}``: cluster nodes by k0s role and last known component state.
 - ``spur_k8s_provisioning_attempts_total{role}`` / ``spur_k8s_provisioning_failures_total{role}``:
   k0s starts this leader sent to agents, and those that failed.
+- ``spur_k8s_start_failures_total{role}``: starts that failed (refused, unanswered within 900 s, or
+  the node not running afterwards), including those of a ready cluster's restarts (the starter).
 - ``spur_k8s_reconcile_duration_seconds``: duration of one reconcile pass.
+- ``spur_k8s_drift_detected_total{kind}``: membership drift reported (out_of_scope, role_mismatch,
+  not_running), once per episode; ``spur_k8s_stray_stops_total``: stray workers stopped and found
+  stopped by the next two checks; ``spur_k8s_stray_returns_total``: strays running again after a stop.
 """
 
 from __future__ import annotations
@@ -54,9 +59,23 @@ class K8sMetrics:
         self.failures = Counter(
             "spur_k8s_provisioning_failures", "k0s starts that failed, by role", ["role"], registry=registry
         )
+        self.start_failures = Counter(
+            "spur_k8s_start_failures", "k0s starts that failed or got no answer in time, by role", ["role"],
+            registry=registry,
+        )
         self.reconcile = Histogram(
             "spur_k8s_reconcile_duration_seconds", "Duration of one k8s reconcile pass", buckets=_BUCKETS,
             registry=registry,
+        )
+        self.drift = Counter(
+            "spur_k8s_drift_detected", "Membership drift reported by the drift sweep, by kind", ["kind"],
+            registry=registry,
+        )
+        self.stray_stops = Counter(
+            "spur_k8s_stray_stops", "Stray k0s workers stopped (confirmed by two stopped checks)", registry=registry
+        )
+        self.stray_returns = Counter(
+            "spur_k8s_stray_returns", "Stray k0s workers found running again after a stop", registry=registry
         )
         registry.register(_ClusterCollector(state_of))
 
@@ -68,3 +87,14 @@ class K8sMetrics:
 
     def k8s_failure(self, role: str) -> None:
         self.failures.labels(role).inc()
+
+    def k8s_start_failure(self, role: str) -> None:
+        self.start_failures.labels(role).inc()
+    def drift_detected(self, kind: str) -> None:
+        self.drift.labels(kind).inc()
+
+    def stray_stop(self) -> None:
+        self.stray_stops.inc()
+
+    def stray_return(self) -> None:
+        self.stray_returns.inc()

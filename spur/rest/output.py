@@ -187,7 +187,7 @@ async def _wait_started(api: RestApi, job_id: int, md: dict, peer: str) -> pb.Jo
 
 async def _wait_terminal(api: RestApi, job_id: int) -> pb.JobInfo:
     """The job's record once terminal (the agent's stream ended; the report may lag a moment)."""
-    from spur.controller.convert import job_to_proto
+    from spur.rpc.convert import job_to_proto
 
     ctl = api.adapter.service.ctl
     with trio.move_on_after(10):

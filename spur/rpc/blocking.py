@@ -2,7 +2,8 @@
 
 Importing Trio costs a CLI command about 120 ms of its ~380 ms cold start; a query command makes one
 or two unary calls and needs no event loop. This module speaks the same wire protocol as
-:mod:`spur.rpc.channel` over a plain blocking socket and imports only ``socket``, h2 and protobuf.
+:mod:`spur.rpc.channel` over a plain blocking socket and imports only ``socket``, protobuf and its own HTTP/2 client
+(:mod:`spur.rpc.h2_unary`: the ``h2`` package's import alone was a quarter of a query's start-up).
 
 Contracts (the same as the Trio channel's for unary calls):
 
@@ -24,12 +25,9 @@ import time
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
-import h2.config
-import h2.connection
-import h2.events
-import h2.exceptions
 from google.protobuf.message import DecodeError, Message
 
+from spur.rpc.h2_unary import Data, GoAway, H2Connection, H2Error, Headers, Reset
 from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.wire import (
     ACCEPT_ENCODING,
@@ -72,7 +70,7 @@ class BlockingChannel:
         self.metadata = dict(metadata or {})
         self.max_message_bytes = max_message_bytes
         self._sock: socket.socket | None = None
-        self._h2: h2.connection.H2Connection | None = None
+        self._h2: H2Connection | None = None
 
     def __enter__(self) -> BlockingChannel:
         return self
@@ -88,9 +86,9 @@ class BlockingChannel:
             return
         try:
             if conn is not None:
-                conn.close_connection()
+                conn.close()
                 sock.sendall(conn.data_to_send())
-        except (OSError, h2.exceptions.ProtocolError):
+        except OSError:
             pass
         sock.close()
 
@@ -112,7 +110,7 @@ class BlockingChannel:
         except TimeoutError:
             self.close()
             raise RpcError(StatusCode.DEADLINE_EXCEEDED, _deadline_text(method, timeout)) from None
-        except (OSError, h2.exceptions.ProtocolError) as exc:
+        except (OSError, H2Error) as exc:
             self.close()
             raise RpcError(StatusCode.UNAVAILABLE, f"connection to {self.authority} lost: {exc}") from None
 
@@ -126,21 +124,19 @@ class BlockingChannel:
         metadata: dict[str, str] | None,
     ) -> M:
         sock, conn = self._connect(deadline)
-        stream_id = conn.get_next_available_stream_id()
-        conn.send_headers(stream_id, self._headers(method, deadline, metadata))
+        stream_id = conn.start_request(self._headers(method, deadline, metadata))
         payload = memoryview(frame_message(request.SerializeToString()))
+        sent = False
         headers: dict[str, str] | None = None
         trailers: dict[str, str] | None = None
         decoder = MessageDecoder(self.max_message_bytes)
         messages: list[bytes] = []
         ended = False
+        draining = False  # a graceful GOAWAY that still covers this stream: finish it, then reconnect
         while True:
-            while payload and not ended:  # send as much of the request as the peer's windows allow
-                room = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size)
-                if room <= 0:
-                    break
-                chunk, payload = payload[:room], payload[room:]
-                conn.send_data(stream_id, bytes(chunk), end_stream=not payload)
+            if not sent and not ended:  # send as much of the request as the peer's windows allow
+                payload = conn.send_data(stream_id, payload)
+                sent = not payload
             out = conn.data_to_send()
             if out:
                 sock.sendall(out)
@@ -151,26 +147,32 @@ class BlockingChannel:
             if not data:
                 raise OSError("connection closed by peer")
             for event in conn.receive_data(data):
-                if isinstance(event, h2.events.ResponseReceived):
-                    headers = decode_headers(event.headers or [])
-                    decoder.encoding = headers.get("grpc-encoding", "identity")
-                    if "grpc-status" in headers:
-                        trailers = headers
-                elif isinstance(event, h2.events.DataReceived) and event.stream_id == stream_id:
-                    conn.acknowledge_received_data(event.flow_controlled_length or 0, stream_id)
-                    messages.extend(decoder.feed(event.data or b""))
-                elif isinstance(event, h2.events.TrailersReceived):
-                    trailers = decode_headers(event.headers or [])
-                elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream_id:
-                    ended = True
-                elif isinstance(event, h2.events.StreamReset) and event.stream_id == stream_id:
+                if isinstance(event, Headers) and event.stream_id == stream_id:
+                    if headers is None:
+                        headers = decode_headers(event.headers)
+                        decoder.encoding = headers.get("grpc-encoding", "identity")
+                        if "grpc-status" in headers:
+                            trailers = headers
+                    else:
+                        trailers = decode_headers(event.headers)
+                    ended = ended or event.end_stream
+                elif isinstance(event, Data) and event.stream_id == stream_id:
+                    messages.extend(decoder.feed(event.data))
+                    ended = ended or event.end_stream
+                elif isinstance(event, Reset) and event.stream_id == stream_id:
                     self.close()
-                    raise RpcError(StatusCode.UNAVAILABLE, f"stream reset by server ({event.error_code!r})")
-                elif isinstance(event, h2.events.ConnectionTerminated):
+                    reason = _error_name(event.error_code)
+                    raise RpcError(StatusCode.UNAVAILABLE, f"stream reset by server ({reason})")
+                elif isinstance(event, GoAway) and (event.error_code or event.last_stream_id < stream_id):
                     self.close()
                     raise RpcError(
-                        StatusCode.UNAVAILABLE, f"server closed the connection (GOAWAY {event.error_code!r})"
+                        StatusCode.UNAVAILABLE,
+                        f"server closed the connection (GOAWAY {_error_name(event.error_code)})",
                     )
+                elif isinstance(event, GoAway):
+                    draining = True
+        if draining:
+            self.close()
         status = response_status(headers, trailers, self.authority)
         if status is not None:
             raise status
@@ -186,12 +188,14 @@ class BlockingChannel:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _connect(self, deadline: float | None) -> tuple[socket.socket, h2.connection.H2Connection]:
+    def _connect(self, deadline: float | None) -> tuple[socket.socket, H2Connection]:
         if self._sock is not None and self._h2 is not None:
             return self._sock, self._h2
         limit = self.connect_timeout if deadline is None else min(self.connect_timeout, _remaining(deadline))
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=limit)
+            # An ASCII host goes to getaddrinfo as bytes: a str host loads the idna codec (~1 ms).
+            host: str | bytes = self.host.encode() if self.host.isascii() else self.host
+            sock = socket.create_connection((host, self.port), timeout=limit)
         except TimeoutError:
             if deadline is not None and _remaining(deadline) <= limit:
                 raise RpcError(
@@ -205,12 +209,7 @@ class BlockingChannel:
             why = os.strerror(exc.errno) if isinstance(exc.errno, int) and exc.errno > 0 else str(exc)
             raise RpcError(StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {why}") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        # Indexable headers, as spur.rpc.transport's client (see there).
-        config = h2.config.H2Configuration(
-            client_side=True, header_encoding=None, normalize_outbound_headers=False
-        )
-        conn = h2.connection.H2Connection(config)
-        conn.initiate_connection()
+        conn = H2Connection()
         self._sock, self._h2 = sock, conn
         return sock, conn
 
@@ -232,6 +231,18 @@ class BlockingChannel:
         if deadline is not None:
             headers.append(("grpc-timeout", encode_timeout(deadline - time.monotonic())))
         return headers + validate_metadata(merged)
+
+
+_H2_ERRORS = (
+    "NO_ERROR", "PROTOCOL_ERROR", "INTERNAL_ERROR", "FLOW_CONTROL_ERROR", "SETTINGS_TIMEOUT",
+    "STREAM_CLOSED", "FRAME_SIZE_ERROR", "REFUSED_STREAM", "CANCEL", "COMPRESSION_ERROR",
+    "CONNECT_ERROR", "ENHANCE_YOUR_CALM", "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED",
+)  # fmt: skip
+
+
+def _error_name(code: int) -> str:
+    """An HTTP/2 error code's name (``CANCEL``, as the Trio channel words it), or its number."""
+    return _H2_ERRORS[code] if 0 <= code < len(_H2_ERRORS) else str(code)
 
 
 def _remaining(deadline: float | None) -> float | None:

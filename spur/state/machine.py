@@ -8,8 +8,8 @@ applies the same log holds the same state, and a restart replays to the same pla
 
 from __future__ import annotations
 
-import copy
 import json
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,9 +65,6 @@ class ClusterState:
         self.next_job_id = 1
         self.applied_index = 0
         self._usage: dict[str, Usage] = {}
-        # Derived index: ids of the jobs holding resources (kept by _hold/_release), so finding the
-        # active jobs costs O(active jobs) rather than a walk over every node's usage.
-        self._active_ids: set[int] = set()
         self._finished: deque[int] = deque()
         self.array_tasks: dict[int, list[Job]] = {}
         # Raft node id -> the address clients use for that controller.
@@ -84,6 +81,12 @@ class ClusterState:
             for cmd_cls in domain.commands:
                 self._domain_of[cmd_cls] = domain
         self._summaries: dict[tuple[str, str], Any] = {}  # derived: see partition_summary
+        from spur.state.sched_index import SchedIndex
+
+        self.sched_index = SchedIndex()  # derived: the scheduler's incremental views
+        from spur.state.compact import Interner
+
+        self.interner = Interner()  # shares repeated strings and environments between jobs
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -102,7 +105,9 @@ class ClusterState:
         if domain is not None:
             return domain.apply(cmd)
         handler = getattr(self, f"_apply_{type(cmd).__name__}")
-        return handler(cmd)
+        result = handler(cmd)
+        self.sched_index.after_command(self, cmd)
+        return result
 
     def snapshot(self) -> bytes:
         body = {
@@ -121,7 +126,8 @@ class ClusterState:
         body = json.loads(data)
         self.next_job_id = body["next_job_id"]
         self.applied_index = body.get("applied_index", 0)
-        self.jobs = {j["job_id"]: from_plain(Job, j) for j in body["jobs"]}
+        interner = self.interner
+        self.jobs = {j["job_id"]: interner.job(from_plain(Job, j)) for j in body["jobs"]}
         self.nodes = {n["name"]: from_plain(Node, n) for n in body["nodes"]}
         self.partitions = {p["name"]: from_plain(Partition, p) for p in body["partitions"]}
         self.controllers = {int(k): v for k, v in body.get("controllers", {}).items()}
@@ -134,7 +140,7 @@ class ClusterState:
     def _rebuild_derived(self) -> None:
         self._summaries = {}
         self._usage = {name: Usage() for name in self.nodes}
-        self._active_ids = set()
+        self.sched_index.reset(self)
         for job in self.jobs.values():
             if job.state.holds_resources:
                 self._hold(job)
@@ -197,8 +203,9 @@ class ClusterState:
         return node is not None and not node.down and not node.drain
 
     def active_jobs(self) -> list[Job]:
-        """Jobs holding resources (running, completing, suspended), in job id order (from an index)."""
-        return [self.jobs[i] for i in sorted(self._active_ids) if i in self.jobs]
+        """Jobs holding resources (running, completing, suspended) in job id order (from the
+        scheduler index of holding jobs: no scan of the nodes)."""
+        return [self.jobs[i] for i in sorted(self.sched_index.holding) if i in self.jobs]
 
     def live_job_count(self) -> int:
         """Jobs not finished (pending, running, completing, suspended): O(1), from the history index."""
@@ -210,8 +217,6 @@ class ClusterState:
     # ------------------------------------------------------------------ resource bookkeeping
 
     def _hold(self, job: Job) -> None:
-        if job.allocation:
-            self._active_ids.add(job.job_id)
         for a in job.allocation:
             u = self.usage(a.node)
             u.cpus += a.cpus
@@ -219,9 +224,9 @@ class ClusterState:
             u.gpus.update(a.gpus)
             u.jobs.add(job.job_id)
             u.exclusive = u.exclusive or job.spec.exclusive
+        self.sched_index.held(job)
 
     def _release(self, job: Job) -> None:
-        self._active_ids.discard(job.job_id)
         for a in job.allocation:
             u = self.usage(a.node)
             u.cpus -= a.cpus
@@ -230,11 +235,13 @@ class ClusterState:
             u.jobs.discard(job.job_id)
             if job.spec.exclusive:
                 u.exclusive = False
+        self.sched_index.released(job)
 
     def _finish(self, job: Job, state: JobState, end_time: float, reason: str | None = None) -> None:
         if job.state.holds_resources:
             self._release(job)
         job.state = state
+        self.sched_index.finished(job)  # PENDING again when a node failure cut a requeue short
         job.end_time = end_time
         job.pending_final_state = None
         if reason is not None:
@@ -341,15 +348,19 @@ class ClusterState:
                 return Rejected("INVALID_ARGUMENT", refused)
         first = self.next_job_id
         self.next_job_id += len(task_ids)
+        from spur.state.compact import task_spec
+
+        self.interner.spec(spec)
+        user, group = sys.intern(cmd.user), sys.intern(cmd.group)
         for offset, task_id in enumerate(task_ids):
             job_id = first + offset
             job = Job(
                 job_id=job_id,
-                spec=spec if offset == 0 else copy.deepcopy(spec),
-                user=cmd.user,
+                spec=spec if offset == 0 else task_spec(spec),
+                user=user,
                 uid=cmd.uid,
                 gid=cmd.gid,
-                group=cmd.group,
+                group=group,
                 partition=part.name,
                 time_limit_secs=limit,
                 submit_time=cmd.submit_time,
@@ -366,6 +377,7 @@ class ClusterState:
                 job.array_task_max = task_ids[-1]
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
+            self.sched_index.maybe_pending(job)
         return first
 
     def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
@@ -537,6 +549,7 @@ class ClusterState:
         job.allocation = []
         job.launched = False
         job.state = JobState.PENDING  # holds nothing now, so _finish below releases nothing
+        self.sched_index.maybe_pending(job)
         if job.restarts >= 3:
             self._finish(job, JobState.FAILED, cmd.time, f"launch failed: {cmd.message}")
         else:
@@ -576,6 +589,7 @@ class ClusterState:
     def _requeue(self, job: Job, hold: bool) -> None:
         """Back to PENDING for a fresh allocation (resources already released)."""
         job.state = JobState.PENDING
+        self.sched_index.maybe_pending(job)
         job.pending_final_state = None
         job.allocation = []
         job.launched = False

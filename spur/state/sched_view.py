@@ -3,15 +3,7 @@
 from __future__ import annotations
 
 from spur.core.job import Job, JobState, PartitionState
-from spur.core.scheduling import (
-    LimitGate,
-    NodeView,
-    PartitionView,
-    PendingView,
-    RunningView,
-    SchedSnapshot,
-    end_time_of,
-)
+from spur.core.scheduling import LimitGate, PartitionView, PendingView, SchedSnapshot
 from spur.state.machine import ClusterState
 
 
@@ -49,25 +41,45 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
     An array with a ``%N`` limit offers at most N minus its running tasks, lowest task ids first.
     """
     from spur.state.eligibility import ARRAY_LIMIT, ineligible_reason
-
-    running_per_array: dict[int, int] = {}
-    for job in state.jobs.values():
-        if job.array_job_id and job.state.holds_resources:
-            running_per_array[job.array_job_id] = running_per_array.get(job.array_job_id, 0) + 1
-    offered = dict(running_per_array)
     from spur.state.feasibility import partition_reason
 
+    jobs = state.jobs
+    index = state.sched_index
+    running_per_array: dict[int, int] = {}
+    for job_id in index.holding:
+        job = jobs.get(job_id)
+        if job is not None and job.array_job_id:
+            running_per_array[job.array_job_id] = running_per_array.get(job.array_job_id, 0) + 1
+    offered = dict(running_per_array)
     summaries = {name: state.partition_summary(p) for name, p in state.partitions.items()}
+    # A one-node, one-task job fits a partition whose biggest node has its CPUs (partition_reason's
+    # verdict, without its arithmetic: this loop runs over every pending job of every pass).
+    small_ok = {name: (s.nodes == 0 or s.max_cpus) for name, s in summaries.items()}
     eligible: list[Job] = []
     blocked: dict[int, str] = {}
-    for job in sorted(
-        (j for j in state.jobs.values() if j.state is JobState.PENDING), key=lambda j: j.job_id
-    ):
-        reason = ineligible_reason(job, state.jobs, state.array_tasks, running_per_array, now)
+    pending = index.pending
+    for job_id in sorted(pending):
+        job = jobs.get(job_id)
+        if job is None or job.state is not JobState.PENDING:
+            pending.discard(job_id)
+            continue
+        spec = job.spec
+        if job.priority == 0 or spec.begin_time or spec.dependency or job.array_max_running:
+            reason = ineligible_reason(job, jobs, state.array_tasks, running_per_array, now)
+        else:
+            reason = None  # ineligible_reason's checks, all of them trivially passed
         if reason is None:
-            # Beyond its partition's nodes or CPUs: pends with Slurm's reason until the partition grows.
-            summary = summaries.get(job.partition)
-            reason = partition_reason(job.spec, summary) if summary is not None else None
+            limit = small_ok.get(job.partition)
+            if (
+                limit is True
+                or (limit and spec.num_nodes <= 1 and not (spec.num_tasks or spec.ntasks_per_node))
+                and spec.cpus_per_task <= limit
+            ):
+                pass
+            else:
+                # Beyond its partition's nodes or CPUs: pends with Slurm's reason until it grows.
+                summary = summaries.get(job.partition)
+                reason = partition_reason(spec, summary) if summary is not None else None
         if reason is None and job.array_max_running:
             if offered.get(job.array_job_id, 0) >= job.array_max_running:
                 reason = ARRAY_LIMIT
@@ -76,7 +88,7 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
         if reason is None:
             eligible.append(job)
         else:
-            blocked[job.job_id] = reason
+            blocked[job_id] = reason
     return eligible, blocked
 
 
@@ -89,50 +101,25 @@ def build_snapshot(
     priorities: dict[int, int] | None = None,
     limits: LimitGate | None = None,
 ) -> SchedSnapshot:
-    """The plugin's view; ``eligible`` defaults to ``eligible_jobs(state, now)[0]``.
+    """The plugin's view built from scratch; ``eligible`` defaults to ``eligible_jobs(state, now)[0]``.
+
+    The scheduler loop uses ``snapshot`` (the same views, maintained incrementally); this one is the
+    reference the tests compare it with.
 
     ``priorities`` (job id -> multifactor priority) replaces the jobs' stored priorities;
     ``limits`` is the pass's account/QOS limit gate (see ``SchedSnapshot.limits``).
     """
     if eligible is None:
         eligible = eligible_jobs(state, now)[0]
+    from spur.state.sched_index import node_view, running_view
+
     part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
     node_parts: dict[str, list[str]] = {}
     for pname, names in part_nodes.items():
         for n in names:
             node_parts.setdefault(n, []).append(pname)
-    nodes = []
-    for name in sorted(state.nodes):
-        node = state.nodes[name]
-        used = state.usage(name)
-        all_gpus = sorted(g.index for g in node.gpus)
-        models = {g.index: g.model for g in node.gpus}
-        nodes.append(
-            NodeView(
-                name=name,
-                cpus_total=node.cpus,
-                cpus_free=0 if used.exclusive else max(0, node.cpus - used.cpus),
-                mem_total_mb=node.memory_mb,
-                mem_free_mb=0 if used.exclusive else max(0, node.memory_mb - used.mem_mb),
-                gpus_free=() if used.exclusive else tuple(i for i in all_gpus if i not in used.gpus),
-                gpus_total=len(all_gpus),
-                gpu_models=tuple(models.get(i, "") for i in range(max(all_gpus, default=-1) + 1)),
-                partitions=tuple(node_parts.get(name, ())),
-                features=tuple(node.features),
-                available=state.node_available(name),
-                running_jobs=len(used.jobs),
-            )
-        )
-    running = tuple(
-        RunningView(
-            job_id=j.job_id,
-            end_time=end_time_of(j.start_time, j.time_limit_secs),
-            allocation=tuple(j.allocation),
-            exclusive=j.spec.exclusive,
-        )
-        for j in state.jobs.values()
-        if j.state.holds_resources
-    )
+    nodes = tuple(node_view(state, name, tuple(node_parts.get(name, ()))) for name in sorted(state.nodes))
+    running = tuple(running_view(j) for j in state.jobs.values() if j.state.holds_resources)
     prio = priorities or {}
     pending = tuple(pending_view(j, prio.get(j.job_id)) for j in eligible)
     partitions = tuple(
@@ -142,7 +129,35 @@ def build_snapshot(
     return SchedSnapshot(
         now=now,
         pending=pending,
-        nodes=tuple(nodes),
+        nodes=nodes,
+        running=running,
+        partitions=partitions,
+        max_job_test=max_job_test,
+        limits=limits,
+    )
+
+
+def snapshot(
+    state: ClusterState,
+    now: float,
+    *,
+    max_job_test: int = 0,
+    eligible: list[Job] | None = None,
+    priorities: dict[int, int] | None = None,
+    limits: LimitGate | None = None,
+) -> SchedSnapshot:
+    """``build_snapshot``'s result from the state's incrementally maintained views (see
+    ``spur.state.sched_index``): only what changed since the last call is rebuilt."""
+    if eligible is None:
+        eligible = eligible_jobs(state, now)[0]
+    index = state.sched_index
+    nodes, running, partitions = index.views(state)
+    prio = priorities or {}
+    pending = tuple(index.pending_view(j, prio.get(j.job_id)) for j in eligible)
+    return SchedSnapshot(
+        now=now,
+        pending=pending,
+        nodes=nodes,
         running=running,
         partitions=partitions,
         max_job_test=max_job_test,

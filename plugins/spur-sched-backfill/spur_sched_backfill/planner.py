@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +93,15 @@ class _Candidates:
     failures: list[tuple] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Search:
+    """Where the last reservation search for one job shape ended (see ``_earliest_start``)."""
+
+    start: float  # no job of the shape can start before this (infinity: it never fits)
+    pool: list[int]  # candidate nodes, required ones excluded
+    lower: list[float]  # per node index: a lower bound on its earliest fit at or after ``start``
+
+
 class BackfillPlanner:
     """One scheduling pass over one snapshot; call ``plan()`` once."""
 
@@ -109,6 +118,7 @@ class BackfillPlanner:
         self.type_masks: dict[str, list[int]] = {}
         self.candidates: dict[tuple, _Candidates] = {}
         self.static_cache: dict[tuple, str] = {}
+        self.searches: dict[tuple, _Search] = {}
 
     # ----- setup -------------------------------------------------------------------------------
 
@@ -481,16 +491,30 @@ class BackfillPlanner:
     def _earliest_start(
         self, req: Request, cands: _Candidates, required: tuple[int, ...]
     ) -> tuple[float, list[tuple[int, int]]] | None:
+        """The earliest start (and nodes) at which ``req`` fits, or None (never, or not within
+        ``max_search_steps`` candidate times).
+
+        Resources only ever shrink during a pass, so a job of the same shape on the same candidates
+        cannot start before the last one's reservation, and every per-node earliest-fit time found
+        for that one is still a lower bound: the search resumes from where the last one ended
+        (``_Search``) instead of rescanning every node from now.
+        """
         profiles = self.profiles
         tmasks = self._type_mask(req.gpu_type)
         need_c, need_m, gpn, excl, dur = req.need_c, req.need_m, req.gpn, req.exclusive, req.duration
-        req_set = set(required)
-        pool = [i for i in cands.avail if i not in req_set]
+        key = (id(cands), required, req.shape(), dur)
+        memo = self.searches.get(key)
+        if memo is None:
+            req_set = set(required)
+            pool = [i for i in cands.avail if i not in req_set]
+            # per node: a lower bound on its earliest fit
+            memo = _Search(self.now, pool, [-1.0] * len(self.views))
+        elif memo.start == math.inf:
+            return None
+        pool, lower, t = memo.pool, memo.lower, memo.start
         want = req.n - len(required)
         if len(pool) < want:
             return None
-        lower = [-1.0] * len(self.views)  # per node: lower bound on its earliest fit
-        t = self.now
         for _ in range(max(self.opts.max_search_steps, 1)):
             t_next = t
             for i in required:
@@ -498,34 +522,52 @@ class BackfillPlanner:
                     lower[i] = earliest(profiles[i], t, dur, need_c, need_m, gpn, tmasks[i], excl, math.inf)
                 t_next = max(t_next, lower[i])
             if want:
-                heap: list[float] = []  # the ``want`` smallest bounds, negated (max-heap)
-                for i in pool:
-                    lb = lower[i]
-                    if lb < t:
-                        bound = -heap[0] if len(heap) == want else math.inf
-                        lb = earliest(profiles[i], t, dur, need_c, need_m, gpn, tmasks[i], excl, bound)
-                        lower[i] = lb
-                    if len(heap) < want:
-                        heapq.heappush(heap, -lb)
-                    elif lb < -heap[0]:
-                        heapq.heapreplace(heap, -lb)
-                t_next = max(t_next, -heap[0])
+                stale = [i for i in pool if lower[i] < t]
+                if len(stale) * 8 < len(pool):
+                    # Resumed search: few bounds to refresh, then the want-th smallest of them all.
+                    for i in stale:
+                        lower[i] = earliest(
+                            profiles[i], t, dur, need_c, need_m, gpn, tmasks[i], excl, math.inf
+                        )
+                    bounds = map(lower.__getitem__, pool)
+                    t_next = max(t_next, min(bounds) if want == 1 else sorted(bounds)[want - 1])
+                else:
+                    heap: list[float] = []  # the ``want`` smallest bounds, negated (max-heap)
+                    for i in pool:
+                        lb = lower[i]
+                        if lb < t:
+                            bound = -heap[0] if len(heap) == want else math.inf
+                            lb = earliest(profiles[i], t, dur, need_c, need_m, gpn, tmasks[i], excl, bound)
+                            lower[i] = lb
+                        if len(heap) < want:
+                            heapq.heappush(heap, -lb)
+                        elif lb < -heap[0]:
+                            heapq.heapreplace(heap, -lb)
+                    t_next = max(t_next, -heap[0])
             if t_next == math.inf:
+                memo.start = math.inf
+                self.searches[key] = memo
                 return None
             if t_next > t:
                 t = t_next
                 continue
-            chosen = self._select_at(t, req, [i for i in pool if lower[i] <= t], required)
+            chosen = self._select_at(t, req, (i for i in pool if lower[i] <= t), required)
             if chosen is not None:
+                memo.start = t
+                self.searches[key] = memo
                 return t, chosen
             t = min((profiles[i].next_time_after(t) for i in (*required, *pool)), default=math.inf)
             if t == math.inf:
+                memo.start = math.inf
+                self.searches[key] = memo
                 return None
         return None
 
     def _select_at(
-        self, t: float, req: Request, pool: list[int], required: tuple[int, ...]
+        self, t: float, req: Request, pool: Iterable[int], required: tuple[int, ...]
     ) -> list[tuple[int, int]] | None:
+        """Nodes for ``req`` starting at ``t``: the required ones, then ``pool`` in order (consumed
+        lazily, only as far as needed)."""
         picked = self._pick_required(t, req, required)
         if picked is None:
             return None

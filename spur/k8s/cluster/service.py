@@ -7,7 +7,8 @@ that runs the reconcile task.
   Administrator); Status and a bare Kubeconfig need only an identity. Served by the leader; followers
   forward with the caller's metadata.
 - Status asks every node's agent for its live k0s state (falling back to the last recorded one,
-  with the reason, when the agent does not answer).
+  with the reason, when the agent does not answer), and adds the leader's start state per node (start
+  in flight since, failures in a row, last failure, next retry; see :mod:`spur.k8s.cluster.starter`).
 - Kubeconfig: ``--admin`` (admin and ``allow_admin_kubeconfig = true``) returns the k0s cluster-admin
   kubeconfig from a running control plane; ``--user`` needs admin; both flags together are refused.
   The per-user ServiceAccount kubeconfig (bare / ``--user``) is minted through the cluster's
@@ -76,7 +77,8 @@ class AgentCalls:
 
 
 async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """Leader duty: the reconcile task with its agent channels (cancelled on step-down)."""
+    """Leader duty: the reconcile task and the drift sweep with their agent channels (cancelled on
+    step-down)."""
     from spur.controller.pool import ChannelPool
     from spur.k8s.cluster.task import K8sReconciler
 
@@ -89,10 +91,15 @@ async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio
             wg_enabled=ctl.cfg.network.wg_enabled,
             now=ctl.clock.wall,
             metrics=getattr(getattr(ctl, "metrics", None), "k8s", None),
+            on_mesh_change=lambda: ctl.mesh_changed.set(),
         )
         ctl.k8s_reconciler = reconciler
         try:
-            await reconciler.run(task_status=task_status)
+            async with trio.open_nursery() as nursery:
+                from spur.k8s.cluster.drift_task import drift_duty
+
+                await nursery.start(drift_duty, ctl, reconciler.call_agent, name="k8s-drift-sweep")
+                await reconciler.run(task_status=task_status)
         finally:
             ctl.k8s_reconciler = None
 
@@ -161,12 +168,20 @@ class K8sClusterService:
 
     async def _status(self, message: str = "", live: bool = True) -> kpb.K8sClusterStatus:
         rec = self.record
+        reconciler = getattr(self.ctl, "k8s_reconciler", None)
+        starts = reconciler.starts if reconciler is not None else {}
         nodes: dict[str, kpb.K8sNodeInfo] = {}
         for name, node in sorted(rec.nodes.items()):
+            start = starts.get(name)
             nodes[name] = kpb.K8sNodeInfo(
                 name=name, role=node.role, component_state=node.component_state, reason=node.reason,
                 pod_cidr=node.pod_cidr, mesh_ip=node.mesh_ip,
             )
+            if start is not None:
+                nodes[name].start_in_flight_since = start.in_flight_since or 0.0
+                nodes[name].start_failures = start.failures
+                nodes[name].start_failure = start.reason
+                nodes[name].start_retry_at = start.retry_at or 0.0
 
         async def ask(name: str) -> None:
             try:
@@ -188,15 +203,34 @@ class K8sClusterService:
                 for name in nodes:
                     if rec.nodes[name].component_state != "pending":
                         nursery.start_soon(ask, name)
+        outside = self._drift_lines(rec, nodes)
         return kpb.K8sClusterStatus(
             phase=rec.phase,
             control_planes=rec.control_planes,
             scoped=rec.scoped,
             nodes=list(nodes.values()),
+            outside=outside,
             phase_since=rec.phase_since,
             reset=rec.reset,
             message=message,
         )
+
+    def _drift_lines(self, rec: k.K8sClusterRecord, nodes: dict[str, kpb.K8sNodeInfo]) -> list[kpb.K8sNodeInfo]:
+        """Fill each node's drift/stray state from this leader's drift sweep; return the nodes
+        outside the cluster that have some (leader-local: the status RPC is served by the leader)."""
+        tracker = getattr(self.ctl, "k8s_drift", None)
+        if tracker is None or rec.phase == k.DOWN:
+            return []
+        now = trio.current_time()
+        for name, info in nodes.items():
+            info.drift = tracker.describe(name, now)
+        outside = []
+        for name in sorted(tracker.tracks):
+            if name not in nodes:
+                text = tracker.describe(name, now)
+                if text:
+                    outside.append(kpb.K8sNodeInfo(name=name, drift=text))
+        return outside
 
     # ------------------------------------------------------------------ methods
 

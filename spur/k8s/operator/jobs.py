@@ -25,11 +25,11 @@ from typing import Any
 
 import trio
 
-from spur.controller.convert import spec_to_proto
 from spur.k8s.operator import spurjobs as sj
 from spur.k8s.operator.kube import KubeClient, KubeError, WatchExpired, path_of
 from spur.k8s.operator.link import ControllerLink
 from spur.k8s.operator.pods import JOB_ID_LABEL
+from spur.rpc.convert import spec_to_proto
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 

@@ -4,8 +4,8 @@ It lists the nodes and registers each (:func:`spur.k8s.operator.nodes.registrati
 them: a changed node is registered again when its resources changed, and its Ready/cordon state is
 carried to Spur with ``UpdateNode`` (:func:`spur.k8s.operator.nodes.state_actions`); a deleted node
 (or one that no longer matches the selector) is removed with ``Inventory.RemoveNode``. Heartbeats
-for every registered node go out each ``heartbeat_interval_secs`` the controller asked for, listing
-the jobs the virtual agent runs there; a heartbeat answered ``known=false`` registers that node again.
+for every registered node go out each ``heartbeat_interval_secs`` the controller asked for (at
+registration, then in each heartbeat answer), listing the jobs the virtual agent runs there; a heartbeat answered ``known=false`` registers that node again.
 
 Node credentials (``[admission] mode = "token"``): the credential the controller hands out at a node's
 first admitted registration is kept in the Secret ``credential_secret`` (one key per node), read
@@ -287,6 +287,8 @@ class NodeWatcher:
                 except RpcError as exc:
                     log.warning("heartbeat of node %s failed (%s)", name, exc)
                     continue
+                if answer.heartbeat_interval_secs:  # the leader's current one (scontrol reconfigure)
+                    self.heartbeat_interval = float(answer.heartbeat_interval_secs)
                 if not answer.known and name in self.registered:
                     log.warning("controller does not know node %s; registering it again", name)
                     request = self.registered.pop(name)

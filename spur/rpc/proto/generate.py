@@ -21,6 +21,7 @@ PROTOS = [
     "inventory.proto",
     "k0s.proto",
     "k8s.proto",
+    "config_report.proto",
     "batch.proto",
 ]
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tk0s.proto\x12\x0bspur.k0s.v1\"\xb4\x01\n\x0fK0sApplyRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x1b\n\x13\x63ontrol_plane_count\x18\x02 \x01(\r\x12\x10\n\x08pod_cidr\x18\x03 \x01(\t\x12\x14\n\x0cservice_cidr\x18\x04 \x01(\t\x12\x19\n\x11\x61\x64vertise_address\x18\x05 \x01(\t\x12\x1f\n\x17\x63ontrol_plane_addresses\x18\x06 \x03(\t\x12\x12\n\njoin_token\x18\x07 \x01(\t\"\x12\n\x10K0sStatusRequest\"\xb8\x01\n\tK0sStatus\x12\x11\n\tinstalled\x18\x01 \x01(\x08\x12\x14\n\x0cunit_present\x18\x02 \x01(\x08\x12\x12\n\nspur_owned\x18\x03 \x01(\x08\x12\x14\n\x0c\x61\x63tive_state\x18\x04 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x05 \x01(\x08\x12\x0c\n\x04role\x18\x06 \x01(\t\x12\x17\n\x0f\x63omponent_state\x18\x07 \x01(\t\x12\x10\n\x08main_pid\x18\x08 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\t \x01(\t\"\x10\n\x0eK0sStopRequest\"\x11\n\x0fK0sResetRequest\"\x1f\n\x0fK0sTokenRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\"!\n\x10K0sTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\"\x16\n\x14K0sKubeconfigRequest\"+\n\x15K0sKubeconfigResponse\x12\x12\n\nkubeconfig\x18\x01 \x01(\t2\xac\x03\n\x08K0sAgent\x12=\n\x05\x41pply\x12\x1c.spur.k0s.v1.K0sApplyRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12?\n\x06Status\x12\x1d.spur.k0s.v1.K0sStatusRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12;\n\x04Stop\x12\x1b.spur.k0s.v1.K0sStopRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12=\n\x05Reset\x12\x1c.spur.k0s.v1.K0sResetRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12J\n\x0b\x43reateToken\x12\x1c.spur.k0s.v1.K0sTokenRequest\x1a\x1d.spur.k0s.v1.K0sTokenResponse\x12X\n\x0f\x41\x64minKubeconfig\x12!.spur.k0s.v1.K0sKubeconfigRequest\x1a\".spur.k0s.v1.K0sKubeconfigResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tk0s.proto\x12\x0bspur.k0s.v1\"\xb4\x01\n\x0fK0sApplyRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x1b\n\x13\x63ontrol_plane_count\x18\x02 \x01(\r\x12\x10\n\x08pod_cidr\x18\x03 \x01(\t\x12\x14\n\x0cservice_cidr\x18\x04 \x01(\t\x12\x19\n\x11\x61\x64vertise_address\x18\x05 \x01(\t\x12\x1f\n\x17\x63ontrol_plane_addresses\x18\x06 \x03(\t\x12\x12\n\njoin_token\x18\x07 \x01(\t\"\x12\n\x10K0sStatusRequest\"\x8a\x02\n\tK0sStatus\x12\x11\n\tinstalled\x18\x01 \x01(\x08\x12\x14\n\x0cunit_present\x18\x02 \x01(\x08\x12\x12\n\nspur_owned\x18\x03 \x01(\x08\x12\x14\n\x0c\x61\x63tive_state\x18\x04 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x05 \x01(\x08\x12\x0c\n\x04role\x18\x06 \x01(\t\x12\x17\n\x0f\x63omponent_state\x18\x07 \x01(\t\x12\x10\n\x08main_pid\x18\x08 \x01(\x05\x12\x0e\n\x06\x64\x65tail\x18\t \x01(\t\x12\x10\n\x07running\x18\x96\x01 \x01(\x08\x12\x15\n\x0crunning_role\x18\x97\x01 \x01(\t\x12\x10\n\x07\x63laimed\x18\x98\x01 \x01(\x08\x12\x15\n\x0crunning_unit\x18\x99\x01 \x01(\t\"\x10\n\x0eK0sStopRequest\"\x11\n\x0fK0sResetRequest\"\x1f\n\x0fK0sTokenRequest\x12\x0c\n\x04role\x18\x01 \x01(\t\"!\n\x10K0sTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\"\x16\n\x14K0sKubeconfigRequest\"+\n\x15K0sKubeconfigResponse\x12\x12\n\nkubeconfig\x18\x01 \x01(\t2\xac\x03\n\x08K0sAgent\x12=\n\x05\x41pply\x12\x1c.spur.k0s.v1.K0sApplyRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12?\n\x06Status\x12\x1d.spur.k0s.v1.K0sStatusRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12;\n\x04Stop\x12\x1b.spur.k0s.v1.K0sStopRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12=\n\x05Reset\x12\x1c.spur.k0s.v1.K0sResetRequest\x1a\x16.spur.k0s.v1.K0sStatus\x12J\n\x0b\x43reateToken\x12\x1c.spur.k0s.v1.K0sTokenRequest\x1a\x1d.spur.k0s.v1.K0sTokenResponse\x12X\n\x0f\x41\x64minKubeconfig\x12!.spur.k0s.v1.K0sKubeconfigRequest\x1a\".spur.k0s.v1.K0sKubeconfigResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,19 +36,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_K0SSTATUSREQUEST']._serialized_start=209
   _globals['_K0SSTATUSREQUEST']._serialized_end=227
   _globals['_K0SSTATUS']._serialized_start=230
-  _globals['_K0SSTATUS']._serialized_end=414
-  _globals['_K0SSTOPREQUEST']._serialized_start=416
-  _globals['_K0SSTOPREQUEST']._serialized_end=432
-  _globals['_K0SRESETREQUEST']._serialized_start=434
-  _globals['_K0SRESETREQUEST']._serialized_end=451
-  _globals['_K0STOKENREQUEST']._serialized_start=453
-  _globals['_K0STOKENREQUEST']._serialized_end=484
-  _globals['_K0STOKENRESPONSE']._serialized_start=486
-  _globals['_K0STOKENRESPONSE']._serialized_end=519
-  _globals['_K0SKUBECONFIGREQUEST']._serialized_start=521
-  _globals['_K0SKUBECONFIGREQUEST']._serialized_end=543
-  _globals['_K0SKUBECONFIGRESPONSE']._serialized_start=545
-  _globals['_K0SKUBECONFIGRESPONSE']._serialized_end=588
-  _globals['_K0SAGENT']._serialized_start=591
-  _globals['_K0SAGENT']._serialized_end=1019
+  _globals['_K0SSTATUS']._serialized_end=496
+  _globals['_K0SSTOPREQUEST']._serialized_start=498
+  _globals['_K0SSTOPREQUEST']._serialized_end=514
+  _globals['_K0SRESETREQUEST']._serialized_start=516
+  _globals['_K0SRESETREQUEST']._serialized_end=533
+  _globals['_K0STOKENREQUEST']._serialized_start=535
+  _globals['_K0STOKENREQUEST']._serialized_end=566
+  _globals['_K0STOKENRESPONSE']._serialized_start=568
+  _globals['_K0STOKENRESPONSE']._serialized_end=601
+  _globals['_K0SKUBECONFIGREQUEST']._serialized_start=603
+  _globals['_K0SKUBECONFIGREQUEST']._serialized_end=625
+  _globals['_K0SKUBECONFIGRESPONSE']._serialized_start=627
+  _globals['_K0SKUBECONFIGRESPONSE']._serialized_end=670
+  _globals['_K0SAGENT']._serialized_start=673
+  _globals['_K0SAGENT']._serialized_end=1101
 # @@protoc_insertion_point(module_scope)

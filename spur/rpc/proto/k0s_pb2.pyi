@@ -29,7 +29,7 @@ class K0sStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class K0sStatus(_message.Message):
-    __slots__ = ("installed", "unit_present", "spur_owned", "active_state", "enabled", "role", "component_state", "main_pid", "detail")
+    __slots__ = ("installed", "unit_present", "spur_owned", "active_state", "enabled", "role", "component_state", "main_pid", "detail", "running", "running_role", "claimed", "running_unit")
     INSTALLED_FIELD_NUMBER: _ClassVar[int]
     UNIT_PRESENT_FIELD_NUMBER: _ClassVar[int]
     SPUR_OWNED_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,10 @@ class K0sStatus(_message.Message):
     COMPONENT_STATE_FIELD_NUMBER: _ClassVar[int]
     MAIN_PID_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_ROLE_FIELD_NUMBER: _ClassVar[int]
+    CLAIMED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_UNIT_FIELD_NUMBER: _ClassVar[int]
     installed: bool
     unit_present: bool
     spur_owned: bool
@@ -48,7 +52,11 @@ class K0sStatus(_message.Message):
     component_state: str
     main_pid: int
     detail: str
-    def __init__(self, installed: _Optional[bool] = ..., unit_present: _Optional[bool] = ..., spur_owned: _Optional[bool] = ..., active_state: _Optional[str] = ..., enabled: _Optional[bool] = ..., role: _Optional[str] = ..., component_state: _Optional[str] = ..., main_pid: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
+    running: bool
+    running_role: str
+    claimed: bool
+    running_unit: str
+    def __init__(self, installed: _Optional[bool] = ..., unit_present: _Optional[bool] = ..., spur_owned: _Optional[bool] = ..., active_state: _Optional[str] = ..., enabled: _Optional[bool] = ..., role: _Optional[str] = ..., component_state: _Optional[str] = ..., main_pid: _Optional[int] = ..., detail: _Optional[str] = ..., running: _Optional[bool] = ..., running_role: _Optional[str] = ..., claimed: _Optional[bool] = ..., running_unit: _Optional[str] = ...) -> None: ...
 
 class K0sStopRequest(_message.Message):
     __slots__ = ()

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tk8s.proto\x12\x0bspur.k8s.v1\"r\n\x0cK8sUpRequest\x12\r\n\x05nodes\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\t\x12\x11\n\tselectors\x18\x03 \x03(\t\x12\x1b\n\x13\x63ontrol_plane_nodes\x18\x04 \x03(\t\x12\x10\n\x08replicas\x18\x05 \x01(\r\"\x86\x01\n\x0bK8sNodeInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x17\n\x0f\x63omponent_state\x18\x03 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x10\n\x08pod_cidr\x18\x06 \x01(\t\x12\x0f\n\x07mesh_ip\x18\x07 \x01(\t\"\x12\n\x10K8sStatusRequest\"\xa7\x01\n\x10K8sClusterStatus\x12\r\n\x05phase\x18\x01 \x01(\t\x12\x16\n\x0e\x63ontrol_planes\x18\x02 \x03(\t\x12\x0e\n\x06scoped\x18\x03 \x01(\x08\x12\'\n\x05nodes\x18\x04 \x03(\x0b\x32\x18.spur.k8s.v1.K8sNodeInfo\x12\x13\n\x0bphase_since\x18\x05 \x01(\x01\x12\r\n\x05reset\x18\x06 \x01(\x08\x12\x0f\n\x07message\x18\x07 \x01(\t\"\x1f\n\x0eK8sDownRequest\x12\r\n\x05reset\x18\x01 \x01(\x08\"q\n\x0fK8sNodesRequest\x12\r\n\x05nodes\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\t\x12\x11\n\tselectors\x18\x03 \x03(\t\x12\x1a\n\x12\x64rain_timeout_secs\x18\x04 \x01(\x01\x12\r\n\x05\x66orce\x18\x05 \x01(\x08\"2\n\x10K8sNodesResponse\x12\r\n\x05nodes\x18\x01 \x03(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"3\n\x14K8sKubeconfigRequest\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\r\n\x05\x61\x64min\x18\x02 \x01(\x08\"+\n\x15K8sKubeconfigResponse\x12\x12\n\nkubeconfig\x18\x01 \x01(\t2\xc2\x03\n\nK8sCluster\x12>\n\x02Up\x12\x19.spur.k8s.v1.K8sUpRequest\x1a\x1d.spur.k8s.v1.K8sClusterStatus\x12\x46\n\x06Status\x12\x1d.spur.k8s.v1.K8sStatusRequest\x1a\x1d.spur.k8s.v1.K8sClusterStatus\x12\x42\n\x04\x44own\x12\x1b.spur.k8s.v1.K8sDownRequest\x1a\x1d.spur.k8s.v1.K8sClusterStatus\x12G\n\x08\x41\x64\x64Nodes\x12\x1c.spur.k8s.v1.K8sNodesRequest\x1a\x1d.spur.k8s.v1.K8sNodesResponse\x12J\n\x0bRemoveNodes\x12\x1c.spur.k8s.v1.K8sNodesRequest\x1a\x1d.spur.k8s.v1.K8sNodesResponse\x12S\n\nKubeconfig\x12!.spur.k8s.v1.K8sKubeconfigRequest\x1a\".spur.k8s.v1.K8sKubeconfigResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\tk8s.proto\x12\x0bspur.k8s.v1\"r\n\x0cK8sUpRequest\x12\r\n\x05nodes\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\t\x12\x11\n\tselectors\x18\x03 \x03(\t\x12\x1b\n\x13\x63ontrol_plane_nodes\x18\x04 \x03(\t\x12\x10\n\x08replicas\x18\x05 \x01(\r\"\x80\x02\n\x0bK8sNodeInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x17\n\x0f\x63omponent_state\x18\x03 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x10\n\x08pod_cidr\x18\x06 \x01(\t\x12\x0f\n\x07mesh_ip\x18\x07 \x01(\t\x12\x1e\n\x15start_in_flight_since\x18\xfa\x01 \x01(\x01\x12\x17\n\x0estart_failures\x18\xfb\x01 \x01(\r\x12\x16\n\rstart_failure\x18\xfc\x01 \x01(\t\x12\x17\n\x0estart_retry_at\x18\xfd\x01 \x01(\x01\x12\x0e\n\x05\x64rift\x18\x96\x01 \x01(\t\"\x12\n\x10K8sStatusRequest\"\xd3\x01\n\x10K8sClusterStatus\x12\r\n\x05phase\x18\x01 \x01(\t\x12\x16\n\x0e\x63ontrol_planes\x18\x02 \x03(\t\x12\x0e\n\x06scoped\x18\x03 \x01(\x08\x12\'\n\x05nodes\x18\x04 \x03(\x0b\x32\x18.spur.k8s.v1.K8sNodeInfo\x12\x13\n\x0bphase_since\x18\x05 \x01(\x01\x12\r\n\x05reset\x18\x06 \x01(\x08\x12\x0f\n\x07message\x18\x07 \x01(\t\x12*\n\x07outside\x18\x96\x01 \x03(\x0b\x32\x18.spur.k8s.v1.K8sNodeInfo\"\x1f\n\x0eK8sDownRequest\x12\r\n\x05reset\x18\x01 \x01(\x08\"q\n\x0fK8sNodesRequest\x12\r\n\x05nodes\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\t\x12\x11\n\tselectors\x18\x03 \x03(\t\x12\x1a\n\x12\x64rain_timeout_secs\x18\x04 \x01(\x01\x12\r\n\x05\x66orce\x18\x05 \x01(\x08\"2\n\x10K8sNodesResponse\x12\r\n\x05nodes\x18\x01 \x03(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"3\n\x14K8sKubeconfigRequest\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\r\n\x05\x61\x64min\x18\x02 \x01(\x08\"+\n\x15K8sKubeconfigResponse\x12\x12\n\nkubeconfig\x18\x01 \x01(\t2\xc2\x03\n\nK8sCluster\x12>\n\x02Up\x12\x19.spur.k8s.v1.K8sUpRequest\x1a\x1d.spur.k8s.v1.K8sClusterStatus\x12\x46\n\x06Status\x12\x1d.spur.k8s.v1.K8sStatusRequest\x1a\x1d.spur.k8s.v1.K8sClusterStatus\x12\x42\n\x04\x44own\x12\x1b.spur.k8s.v1.K8sDownRequest\x1a\x1d.spur.k8s.v1.K8sClusterStatus\x12G\n\x08\x41\x64\x64Nodes\x12\x1c.spur.k8s.v1.K8sNodesRequest\x1a\x1d.spur.k8s.v1.K8sNodesResponse\x12J\n\x0bRemoveNodes\x12\x1c.spur.k8s.v1.K8sNodesRequest\x1a\x1d.spur.k8s.v1.K8sNodesResponse\x12S\n\nKubeconfig\x12!.spur.k8s.v1.K8sKubeconfigRequest\x1a\".spur.k8s.v1.K8sKubeconfigResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,21 +34,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_K8SUPREQUEST']._serialized_start=26
   _globals['_K8SUPREQUEST']._serialized_end=140
   _globals['_K8SNODEINFO']._serialized_start=143
-  _globals['_K8SNODEINFO']._serialized_end=277
-  _globals['_K8SSTATUSREQUEST']._serialized_start=279
-  _globals['_K8SSTATUSREQUEST']._serialized_end=297
-  _globals['_K8SCLUSTERSTATUS']._serialized_start=300
-  _globals['_K8SCLUSTERSTATUS']._serialized_end=467
-  _globals['_K8SDOWNREQUEST']._serialized_start=469
-  _globals['_K8SDOWNREQUEST']._serialized_end=500
-  _globals['_K8SNODESREQUEST']._serialized_start=502
-  _globals['_K8SNODESREQUEST']._serialized_end=615
-  _globals['_K8SNODESRESPONSE']._serialized_start=617
-  _globals['_K8SNODESRESPONSE']._serialized_end=667
-  _globals['_K8SKUBECONFIGREQUEST']._serialized_start=669
-  _globals['_K8SKUBECONFIGREQUEST']._serialized_end=720
-  _globals['_K8SKUBECONFIGRESPONSE']._serialized_start=722
-  _globals['_K8SKUBECONFIGRESPONSE']._serialized_end=765
-  _globals['_K8SCLUSTER']._serialized_start=768
-  _globals['_K8SCLUSTER']._serialized_end=1218
+  _globals['_K8SNODEINFO']._serialized_end=399
+  _globals['_K8SSTATUSREQUEST']._serialized_start=401
+  _globals['_K8SSTATUSREQUEST']._serialized_end=419
+  _globals['_K8SCLUSTERSTATUS']._serialized_start=422
+  _globals['_K8SCLUSTERSTATUS']._serialized_end=633
+  _globals['_K8SDOWNREQUEST']._serialized_start=635
+  _globals['_K8SDOWNREQUEST']._serialized_end=666
+  _globals['_K8SNODESREQUEST']._serialized_start=668
+  _globals['_K8SNODESREQUEST']._serialized_end=781
+  _globals['_K8SNODESRESPONSE']._serialized_start=783
+  _globals['_K8SNODESRESPONSE']._serialized_end=833
+  _globals['_K8SKUBECONFIGREQUEST']._serialized_start=835
+  _globals['_K8SKUBECONFIGREQUEST']._serialized_end=886
+  _globals['_K8SKUBECONFIGRESPONSE']._serialized_start=888
+  _globals['_K8SKUBECONFIGRESPONSE']._serialized_end=931
+  _globals['_K8SCLUSTER']._serialized_start=934
+  _globals['_K8SCLUSTER']._serialized_end=1384
 # @@protoc_insertion_point(module_scope)

@@ -21,7 +21,7 @@ class K8sUpRequest(_message.Message):
     def __init__(self, nodes: _Optional[str] = ..., partition: _Optional[str] = ..., selectors: _Optional[_Iterable[str]] = ..., control_plane_nodes: _Optional[_Iterable[str]] = ..., replicas: _Optional[int] = ...) -> None: ...
 
 class K8sNodeInfo(_message.Message):
-    __slots__ = ("name", "role", "component_state", "enabled", "reason", "pod_cidr", "mesh_ip")
+    __slots__ = ("name", "role", "component_state", "enabled", "reason", "pod_cidr", "mesh_ip", "start_in_flight_since", "start_failures", "start_failure", "start_retry_at", "drift")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     COMPONENT_STATE_FIELD_NUMBER: _ClassVar[int]
@@ -29,6 +29,11 @@ class K8sNodeInfo(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     POD_CIDR_FIELD_NUMBER: _ClassVar[int]
     MESH_IP_FIELD_NUMBER: _ClassVar[int]
+    START_IN_FLIGHT_SINCE_FIELD_NUMBER: _ClassVar[int]
+    START_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    START_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    START_RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     component_state: str
@@ -36,14 +41,19 @@ class K8sNodeInfo(_message.Message):
     reason: str
     pod_cidr: str
     mesh_ip: str
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., component_state: _Optional[str] = ..., enabled: _Optional[bool] = ..., reason: _Optional[str] = ..., pod_cidr: _Optional[str] = ..., mesh_ip: _Optional[str] = ...) -> None: ...
+    start_in_flight_since: float
+    start_failures: int
+    start_failure: str
+    start_retry_at: float
+    drift: str
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., component_state: _Optional[str] = ..., enabled: _Optional[bool] = ..., reason: _Optional[str] = ..., pod_cidr: _Optional[str] = ..., mesh_ip: _Optional[str] = ..., start_in_flight_since: _Optional[float] = ..., start_failures: _Optional[int] = ..., start_failure: _Optional[str] = ..., start_retry_at: _Optional[float] = ..., drift: _Optional[str] = ...) -> None: ...
 
 class K8sStatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class K8sClusterStatus(_message.Message):
-    __slots__ = ("phase", "control_planes", "scoped", "nodes", "phase_since", "reset", "message")
+    __slots__ = ("phase", "control_planes", "scoped", "nodes", "phase_since", "reset", "message", "outside")
     PHASE_FIELD_NUMBER: _ClassVar[int]
     CONTROL_PLANES_FIELD_NUMBER: _ClassVar[int]
     SCOPED_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +61,7 @@ class K8sClusterStatus(_message.Message):
     PHASE_SINCE_FIELD_NUMBER: _ClassVar[int]
     RESET_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    OUTSIDE_FIELD_NUMBER: _ClassVar[int]
     phase: str
     control_planes: _containers.RepeatedScalarFieldContainer[str]
     scoped: bool
@@ -58,7 +69,8 @@ class K8sClusterStatus(_message.Message):
     phase_since: float
     reset: bool
     message: str
-    def __init__(self, phase: _Optional[str] = ..., control_planes: _Optional[_Iterable[str]] = ..., scoped: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[K8sNodeInfo, _Mapping]]] = ..., phase_since: _Optional[float] = ..., reset: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
+    outside: _containers.RepeatedCompositeFieldContainer[K8sNodeInfo]
+    def __init__(self, phase: _Optional[str] = ..., control_planes: _Optional[_Iterable[str]] = ..., scoped: _Optional[bool] = ..., nodes: _Optional[_Iterable[_Union[K8sNodeInfo, _Mapping]]] = ..., phase_since: _Optional[float] = ..., reset: _Optional[bool] = ..., message: _Optional[str] = ..., outside: _Optional[_Iterable[_Union[K8sNodeInfo, _Mapping]]] = ...) -> None: ...
 
 class K8sDownRequest(_message.Message):
     __slots__ = ("reset",)

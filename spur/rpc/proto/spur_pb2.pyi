@@ -509,10 +509,12 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unreported_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("known",)
+    __slots__ = ("known", "heartbeat_interval_secs")
     KNOWN_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_SECS_FIELD_NUMBER: _ClassVar[int]
     known: bool
-    def __init__(self, known: _Optional[bool] = ...) -> None: ...
+    heartbeat_interval_secs: int
+    def __init__(self, known: _Optional[bool] = ..., heartbeat_interval_secs: _Optional[int] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
     __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id", "cluster_id", "out_of_memory")
@@ -573,12 +575,16 @@ class GetControllersResponse(_message.Message):
     def __init__(self, controllers: _Optional[_Iterable[_Union[ControllerInfo, _Mapping]]] = ...) -> None: ...
 
 class ReconfigureResponse(_message.Message):
-    __slots__ = ("applied", "node_id")
+    __slots__ = ("applied", "node_id", "not_applied", "received_by")
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    NOT_APPLIED_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_BY_FIELD_NUMBER: _ClassVar[int]
     applied: _containers.RepeatedScalarFieldContainer[str]
     node_id: int
-    def __init__(self, applied: _Optional[_Iterable[str]] = ..., node_id: _Optional[int] = ...) -> None: ...
+    not_applied: _containers.RepeatedScalarFieldContainer[str]
+    received_by: int
+    def __init__(self, applied: _Optional[_Iterable[str]] = ..., node_id: _Optional[int] = ..., not_applied: _Optional[_Iterable[str]] = ..., received_by: _Optional[int] = ...) -> None: ...
 
 class LaunchJobRequest(_message.Message):
     __slots__ = ("job", "node", "first_task", "batch", "fence_term", "cluster_id")

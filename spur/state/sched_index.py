@@ -1,0 +1,270 @@
+"""The scheduler's views of the cluster, maintained incrementally between passes (pure, no I/O).
+
+``ClusterState`` owns one ``SchedIndex`` and tells it what each applied command touched:
+
+- ``held``/``released`` from its resource bookkeeping (``_hold``/``_release``): the job's nodes and
+  its running view change, and the index of jobs holding resources follows;
+- ``maybe_pending`` whenever a job becomes PENDING (submit, requeue, failed launch): the pending index
+  is a superset of the pending jobs, pruned lazily by ``pending_ids``;
+- ``after_command`` for everything else: named nodes, the partition layout, updated jobs. A command
+  type it does not know marks every view stale (correct, merely slower), so a new command can never
+  leave a stale view behind.
+
+``SchedIndex.views`` then refreshes only what is stale and returns the node, running and partition
+views ``build_snapshot`` would build from scratch (tests/test_sched_index.py checks that they are
+equal after random command sequences). Views are immutable and shared between passes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from spur.core.job import Job, JobState, PartitionState
+from spur.core.scheduling import NodeView, PartitionView, PendingView, RunningView, end_time_of
+
+if TYPE_CHECKING:
+    from spur.state.machine import ClusterState
+
+# Commands that change nothing a scheduler view shows beyond what held/released/maybe_pending report.
+_JOB_ONLY = frozenset(
+    {
+        "SubmitJob",
+        "StartJob",
+        "JobLaunched",
+        "LaunchFailed",
+        "CancelJob",
+        "CreateStep",
+        "StepExited",
+        "JobExited",
+        "SetPendingReasons",
+        "AnnounceController",
+        "InitClusterId",
+    }
+)
+# Commands naming the nodes they change, and whether they may change the node set or layout.
+_NODE_COMMANDS = {"UpdateNode": False, "NodeLost": False, "NodeReturned": False, "RemoveNode": True}
+
+
+class SchedIndex:
+    """Indices and cached views for the scheduler; see the module docstring.
+
+    Contract: every change to a job's resources goes through ``held``/``released``, every job that
+    becomes PENDING is passed to ``maybe_pending``, every job that ends to ``finished``, and every
+    applied command to ``after_command``. Every mark is bounded, so a follower that never plans
+    does not accumulate them.
+    """
+
+    # Stale running-view marks kept before giving up on precision (a follower never consumes them).
+    MAX_MARKS = 100_000
+
+    def __init__(self) -> None:
+        self.pending: set[int] = set()  # a superset of the PENDING job ids
+        self.holding: dict[int, None] = {}  # ids of jobs holding resources, in start order
+        self._all_stale = True
+        self._layout_stale = True
+        self._stale_nodes: set[str] = set()
+        self._stale_running: set[int] = set()
+        self._stale_pending: set[int] = set()
+        self._nodes: dict[str, NodeView] = {}
+        self._node_tuple: tuple[NodeView, ...] | None = None
+        self._order: list[str] = []
+        self._node_parts: dict[str, tuple[str, ...]] = {}
+        self._partitions: tuple[PartitionView, ...] = ()
+        self._running: dict[int, RunningView] = {}
+        self._running_tuple: tuple[RunningView, ...] | None = None
+        self._pending_views: dict[int, tuple[Job, str, int, PendingView]] = {}
+
+    # ------------------------------------------------------------------ notifications
+
+    def reset(self, state: ClusterState) -> None:
+        """After a restore: rebuild the indices, every view stale."""
+        self.__init__()  # type: ignore[misc]
+        for job in state.jobs.values():
+            if job.state is JobState.PENDING:
+                self.pending.add(job.job_id)
+
+    def held(self, job: Job) -> None:
+        self.holding[job.job_id] = None
+        self.pending.discard(job.job_id)
+        self._mark_job(job)
+
+    def released(self, job: Job) -> None:
+        self.holding.pop(job.job_id, None)
+        self._mark_job(job)
+
+    def maybe_pending(self, job: Job) -> None:
+        self.pending.add(job.job_id)
+
+    def finished(self, job: Job) -> None:
+        """``job`` reached its final state (or, requeued by a node failure, PENDING again)."""
+        if job.state is JobState.PENDING:
+            self.pending.add(job.job_id)
+        else:
+            self.pending.discard(job.job_id)
+
+    def _mark_job(self, job: Job) -> None:
+        for a in job.allocation:
+            self._stale_nodes.add(a.node)
+        self._stale_running.add(job.job_id)
+        if len(self._stale_running) > self.MAX_MARKS:
+            self._all_stale = True
+            self._stale_running.clear()
+            self._stale_nodes.clear()
+
+    def after_command(self, state: ClusterState, cmd: Any) -> None:
+        """Mark what an applied command changed beyond resource holds (see the module docstring)."""
+        kind = type(cmd).__name__
+        if kind in _JOB_ONLY:
+            return
+        if kind == "UpdateJob":
+            for job in state.resolve_targets(cmd.job_id, cmd.array_task_id):
+                self._stale_running.add(job.job_id)
+                self._stale_pending.add(job.job_id)
+            if len(self._stale_pending) > self.MAX_MARKS:  # never consumed on a follower
+                self._stale_pending.clear()
+                self._pending_views = {}
+            return
+        if kind == "RegisterNode":
+            self._stale_nodes.add(cmd.node.name)
+            if len(self._nodes) != len(state.nodes) or cmd.node.name not in self._nodes:
+                self._layout_stale = True
+            return
+        if kind == "ForgetNode":
+            self._stale_nodes.add(cmd.name)
+            self._layout_stale = True
+            return
+        if kind in _NODE_COMMANDS:
+            names = [cmd.name] if kind == "NodeReturned" else list(cmd.names)
+            self._stale_nodes.update(names)
+            self._layout_stale = self._layout_stale or _NODE_COMMANDS[kind]
+            return
+        if kind == "ConfigurePartitions":
+            self._layout_stale = True
+            return
+        if any(cls.__name__ == kind for d in state.domains.values() for cls in d.commands):
+            return  # domain commands read the inventory, never change it
+        self._all_stale = True
+
+    # ------------------------------------------------------------------ views
+
+    def views(
+        self, state: ClusterState
+    ) -> tuple[tuple[NodeView, ...], tuple[RunningView, ...], tuple[PartitionView, ...]]:
+        """Node views (by name), running views and partition views, refreshed where stale."""
+        if self._all_stale:
+            self._all_stale = False
+            self._layout_stale = True
+            self._nodes = {}
+            self._running = {}
+            self._pending_views = {}
+            self._stale_running = set(self.holding)
+            self._running_tuple = None
+        if self._layout_stale:
+            self._layout_stale = False
+            self._refresh_layout(state)
+            self._stale_nodes = set(state.nodes)
+            self._nodes = {}
+            self._node_tuple = None
+        if self._stale_nodes:
+            for name in self._stale_nodes:
+                if name in state.nodes:
+                    self._nodes[name] = node_view(state, name, self._node_parts.get(name, ()))
+                else:
+                    self._nodes.pop(name, None)
+            self._stale_nodes = set()
+            self._node_tuple = None
+        if self._node_tuple is None:
+            self._node_tuple = tuple(self._nodes[n] for n in self._order)
+        if self._stale_running:
+            for job_id in self._stale_running:
+                job = state.jobs.get(job_id)
+                if job is not None and job.state.holds_resources and job_id in self.holding:
+                    self._running[job_id] = running_view(job)
+                else:
+                    self._running.pop(job_id, None)
+            self._stale_running = set()
+            self._running_tuple = None
+        if self._running_tuple is None:
+            running = self._running
+            self._running_tuple = tuple(running[i] for i in self.holding if i in running)
+        return self._node_tuple, self._running_tuple, self._partitions
+
+    def _refresh_layout(self, state: ClusterState) -> None:
+        part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
+        node_parts: dict[str, list[str]] = {}
+        for pname, names in part_nodes.items():
+            for n in names:
+                node_parts.setdefault(n, []).append(pname)
+        self._node_parts = {n: tuple(p) for n, p in node_parts.items()}
+        self._order = sorted(state.nodes)
+        self._partitions = tuple(
+            PartitionView(name=p.name, nodes=tuple(part_nodes[p.name]), up=p.state is PartitionState.UP)
+            for p in state.partitions.values()
+        )
+
+    def pending_view(self, job: Job, priority: int | None = None) -> PendingView:
+        """``sched_view.pending_view`` of ``job``, reused while the job is unchanged."""
+        if self._stale_pending:
+            for job_id in self._stale_pending:
+                self._pending_views.pop(job_id, None)
+            self._stale_pending = set()
+        cached = self._pending_views.get(job.job_id)
+        if (
+            cached is not None
+            and cached[0] is job
+            and cached[1] == job.partition
+            and cached[2] == job.time_limit_secs
+        ):
+            view = cached[3]
+        else:
+            from spur.state.sched_view import pending_view
+
+            view = pending_view(job)
+            if len(self._pending_views) > 2 * len(self.pending) + 1024:
+                self._pending_views = {}
+            self._pending_views[job.job_id] = (job, job.partition, job.time_limit_secs, view)
+        want = job.priority if priority is None else priority
+        if view.priority != want:
+            from dataclasses import replace
+
+            view = replace(view, priority=want)
+        return view
+
+    def pending_ids(self, state: ClusterState) -> list[int]:
+        """Ids of the PENDING jobs in id order (drops ids that left PENDING from the index)."""
+        jobs = state.jobs
+        gone = [i for i in self.pending if (j := jobs.get(i)) is None or j.state is not JobState.PENDING]
+        self.pending.difference_update(gone)
+        return sorted(self.pending)
+
+
+def node_view(state: ClusterState, name: str, partitions: tuple[str, ...]) -> NodeView:
+    """The scheduler's view of registered node ``name`` (which belongs to ``partitions``)."""
+    node = state.nodes[name]
+    used = state.usage(name)
+    all_gpus = sorted(g.index for g in node.gpus)
+    models = {g.index: g.model for g in node.gpus}
+    return NodeView(
+        name=name,
+        cpus_total=node.cpus,
+        cpus_free=0 if used.exclusive else max(0, node.cpus - used.cpus),
+        mem_total_mb=node.memory_mb,
+        mem_free_mb=0 if used.exclusive else max(0, node.memory_mb - used.mem_mb),
+        gpus_free=() if used.exclusive else tuple(i for i in all_gpus if i not in used.gpus),
+        gpus_total=len(all_gpus),
+        gpu_models=tuple(models.get(i, "") for i in range(max(all_gpus, default=-1) + 1)),
+        partitions=partitions,
+        features=tuple(node.features),
+        available=state.node_available(name),
+        running_jobs=len(used.jobs),
+    )
+
+
+def running_view(job: Job) -> RunningView:
+    """The scheduler's view of a job holding resources."""
+    return RunningView(
+        job_id=job.job_id,
+        end_time=end_time_of(job.start_time, job.time_limit_secs),
+        allocation=tuple(job.allocation),
+        exclusive=job.spec.exclusive,
+    )
