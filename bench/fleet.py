@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
 import subprocess
 import sys
 import time
@@ -32,6 +34,7 @@ import trio
 from bench.common import BenchController, Profiler, controller, percentile, print_table
 from integration.harness import wait_for
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError, StatusCode
 
 SPEC = pb.JobSpec(name="fleet", script="#!/bin/sh\ntrue\n", work_dir="/tmp", cpus_per_task=1)
 
@@ -80,26 +83,41 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
     client = _Client(ctl.address)
     submit_lat: list[float] = []
     submit_errors = 0
+    refused = 0
     samples: list[tuple[float, int, int]] = []  # (t, pending, down)
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
 
         async def submit() -> None:
-            nonlocal submit_errors
-            began = trio.current_time()
-            try:
-                await client.call("SubmitJob", pb.SubmitJobRequest(spec=SPEC))
-                submit_lat.append(trio.current_time() - began)
-            except Exception:
-                submit_errors += 1
+            # A client as Spur's sbatch is: refused with RESOURCE_EXHAUSTED, it backs off and retries.
+            nonlocal submit_errors, refused
+            for attempt in range(1, 16):
+                began = trio.current_time()
+                try:
+                    await client.call("SubmitJob", pb.SubmitJobRequest(spec=SPEC))
+                    submit_lat.append(trio.current_time() - began)
+                    return
+                except RpcError as exc:
+                    if exc.code is not StatusCode.RESOURCE_EXHAUSTED:
+                        submit_errors += 1
+                        return
+                    refused += 1
+                    await trio.sleep(attempt * (0.5 + random.random()))
+                except Exception:
+                    submit_errors += 1
+                    return
+            submit_errors += 1
 
         async def sampler() -> None:
             # Sparse on purpose: GetNodes/GetJobs over thousands of records are costly for the controller
             # (GetNodes grows with nodes x partition size), so frequent samples would skew what is measured.
             while True:
                 await trio.sleep(15)
-                jobs = await client.call("GetJobs", pb.GetJobsRequest(states=["PENDING"]))
-                nodes = await client.call("GetNodes", pb.GetNodesRequest())
+                try:
+                    jobs = await client.call("GetJobs", pb.GetJobsRequest(states=["PENDING"]))
+                    nodes = await client.call("GetNodes", pb.GetNodesRequest())
+                except RpcError:  # an overloaded controller may miss a sample; the run goes on
+                    continue
                 down = sum("down" in n.state.lower() for n in nodes.nodes)
                 samples.append((trio.current_time(), len(jobs.jobs), down))
 
@@ -118,6 +136,14 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         jobs = (await client.call("GetJobs", pb.GetJobsRequest(include_finished=True))).jobs
         nodes = (await client.call("GetNodes", pb.GetNodesRequest())).nodes
         nursery.cancel_scope.cancel()
+    # backlog trend over the last two thirds of the window (jobs/s; about 0 when sustained)
+    late = [(t, p) for t, p, _ in samples if t >= t0 + args.duration / 3]
+    slope = 0.0
+    if len(late) >= 2:
+        mt = sum(t for t, _ in late) / len(late)
+        mp = sum(p for _, p in late) / len(late)
+        var = sum((t - mt) ** 2 for t, _ in late)
+        slope = sum((t - mt) * (p - mp) for t, p in late) / var if var else 0.0
     by_state: dict[str, int] = {}
     for j in jobs:
         by_state[j.state] = by_state.get(j.state, 0) + 1
@@ -128,11 +154,13 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         "rss_mb": rss,
         "submitted": total - submit_errors,
         "submit_errors": submit_errors,
+        "refused": refused,
         "submit_p50_ms": 1000 * percentile(submit_lat, 0.5),
         "submit_p99_ms": 1000 * percentile(submit_lat, 0.99),
         "completed_per_s": (after.get("completed", 0) - before.get("completed", 0)) / elapsed,
         "by_state": by_state,
         "backlog_max": max((p for _, p, _ in samples), default=0),
+        "backlog_slope": slope,
         "backlog_end": by_state.get("PENDING", 0),
         "down_max": max((d for _, _, d in samples), default=0),
         "down_end": sum("down" in n.state.lower() for n in nodes),
@@ -140,6 +168,97 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         "fleet": after,
         "heartbeats_in_window": after.get("heartbeats", 0) - before.get("heartbeats", 0),
     }
+
+
+def _squeue(address: str) -> list[str]:
+    """The lines of a real ``squeue -h`` against the benchmark's controller."""
+    env = dict(os.environ, SPUR_CONTROLLER=address)
+    env.pop("SPUR_CONF", None)
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "squeue"), "-h"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return out.stdout.splitlines()
+
+
+async def _array_workload(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> dict[str, Any]:
+    """One ``--array 1-N`` job of ``true``: makespan from submission to its last task's report, and what
+    ``squeue`` showed meanwhile (one line for all pending tasks, one per running task)."""
+    n = args.array
+    client = _Client(ctl.address, channels=1)
+    views: list[tuple[float, list[str]]] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        before = _fleet_stats(stats_file).get("completed", 0)
+        cpu0 = ctl.cpu_secs()
+        began = time.monotonic()
+        spec = pb.JobSpec(name="arr", script="#!/bin/sh\ntrue\n", work_dir="/tmp", array=f"1-{n}")
+        job_id = (await client.call("SubmitJob", pb.SubmitJobRequest(spec=spec))).job_id
+        done = trio.Event()
+
+        async def watch_squeue() -> None:
+            while not done.is_set():
+                lines = await trio.to_thread.run_sync(_squeue, ctl.address)
+                views.append((time.monotonic() - began, lines))
+                await trio.sleep(2)
+
+        nursery.start_soon(watch_squeue)
+        while _fleet_stats(stats_file).get("completed", 0) - before < n:
+            await trio.sleep(0.2)
+            if time.monotonic() - began > 600:
+                break
+        makespan = time.monotonic() - began
+        done.set()
+        cpu = ctl.cpu_secs() - cpu0
+        nursery.cancel_scope.cancel()
+    compact = [(t, len(lines), next((x for x in lines if f"{job_id}_[" in x), "")) for t, lines in views]
+    return {
+        "job_id": job_id,
+        "makespan": makespan,
+        "cpu": cpu,
+        "views": compact,
+        "completed": _fleet_stats(stats_file).get("completed", 0) - before,
+    }
+
+
+def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> None:
+    """Steady windows of ``--duration`` s at each offered rate of ``--rates``, one after another on the
+    same controller and fleet; prints (and with ``--csv`` writes) one row per rate."""
+    rows = []
+    for rate in [float(x) for x in args.rates.split(",")]:
+        window = argparse.Namespace(**{**vars(args), "rate": rate})
+        r = trio.run(_workload, ctl, window, stats_file)
+        f = r["fleet"]
+        rows.append(
+            {
+                "nodes": args.nodes,
+                "offered_per_s": rate,
+                "completed_per_s": round(r["completed_per_s"], 1),
+                "accepted_per_s": round(r["submitted"] / r["elapsed"], 1),
+                "refused": r["refused"],
+                "backlog_end": r["backlog_end"],
+                "backlog_slope_per_s": round(r["backlog_slope"], 2),
+                "heartbeat_recent_p99_ms": round(f.get("heartbeat_recent_p99_ms", 0), 1),
+                "submit_p99_ms": round(r["submit_p99_ms"], 1),
+                "false_down_end": r["down_end"],
+                "controller_cpu_pct": round(r["cpu_share"] * 100),
+                "controller_rss_mib": round(r["rss_mb"]),
+            }
+        )
+        print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
+    print(f"\nsweep: {args.nodes} virtual nodes, {args.duration:g} s per rate, {os.cpu_count()} cores here")
+    print_table(list(rows[0]), [tuple(r.values()) for r in rows])
+    if args.csv:
+        import csv
+
+        with open(args.csv, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        print(f"(written to {args.csv})")
 
 
 def fleet_phase(args: argparse.Namespace) -> None:
@@ -181,15 +300,44 @@ def fleet_phase(args: argparse.Namespace) -> None:
             register_secs = time.monotonic() - began
             register_cpu = ctl.cpu_secs() - cpu_before
             rss_idle = ctl.rss_mb()
+            workload = _array_workload if args.array else _workload
+            if args.rates:
+                sweep(ctl, args, stats_file)
+                return
             if args.profile:
                 with Profiler(ctl.pid, args.duration) as prof:
-                    r = trio.run(_workload, ctl, args, stats_file)
+                    r = trio.run(workload, ctl, args, stats_file)
             else:
-                r = trio.run(_workload, ctl, args, stats_file)
+                r = trio.run(workload, ctl, args, stats_file)
         finally:
             fleet.kill()
             fleet.wait()
             log.close()
+    if args.array:
+        print(
+            f"\narray: {args.array} tasks of `true` on {args.nodes} virtual nodes ({os.cpu_count()} cores here)"
+        )
+        rows = [
+            ("tasks completed", f"{r['completed']} of {args.array}"),
+            ("makespan (submit to last report)", f"{r['makespan']:.1f} s"),
+            (
+                "controller CPU meanwhile",
+                f"{r['cpu']:.1f} s ({r['cpu'] / r['makespan'] * 100:.0f}% of one core)",
+            ),
+            (
+                "squeue samples (lines max)",
+                f"{len(r['views'])} ({max((v[1] for v in r['views']), default=0)})",
+            ),
+        ]
+        rows += [
+            (f"squeue at {t:.0f} s: {count} lines", line.strip()[:70]) for t, count, line in r["views"][:8]
+        ]
+        print_table(["figure", "value"], rows)
+        if args.profile:
+            prof.print_top(40)
+            if args.profile_out:
+                Path(args.profile_out).write_text(prof.text)
+        return
     f = r["fleet"]
     print(
         f"\nfleet: {args.nodes} virtual nodes, heartbeat every {args.heartbeat:g}s, {args.rate:g} jobs/s for "
@@ -214,14 +362,19 @@ def fleet_phase(args: argparse.Namespace) -> None:
         ("false DOWN nodes (max sampled / end)", f"{r['down_max']} / {r['down_end']} of {r['nodes']}"),
         ("submit latency p50/p99", f"{r['submit_p50_ms']:.1f} / {r['submit_p99_ms']:.1f} ms"),
         ("jobs submitted (errors)", f"{r['submitted']} ({r['submit_errors']})"),
+        ("submissions refused (RESOURCE_EXHAUSTED, retried)", f"{r['refused']}"),
         ("jobs completed/s", f"{r['completed_per_s']:.1f}"),
         ("scheduler backlog (PENDING) max / end", f"{r['backlog_max']} / {r['backlog_end']}"),
+        ("backlog trend over the last 2/3 (jobs/s; ~0 = flat)", f"{r['backlog_slope']:+.2f}"),
         ("job states at end", " ".join(f"{k}={v}" for k, v in sorted(r["by_state"].items()))),
     ]
     print_table(["figure", "value"], rows)
     if args.profile:
         print("\nprofile of spurctld under load (py-spy):")
         prof.print_top(40)
+        if args.profile_out:
+            Path(args.profile_out).write_text(prof.text)
+            print(f"(raw py-spy samples written to {args.profile_out})")
 
 
 async def _rss_load(ctl: BenchController, jobs: int, clients: int) -> list[tuple[str, float]]:
@@ -282,6 +435,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-fsync", action="store_true", help="controller.wal_fsync = false in the fleet phase")
     ap.add_argument("--skip-fleet", action="store_true")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
+    ap.add_argument("--rates", default="", help="comma-separated offered rates: one window each (a sweep)")
+    ap.add_argument("--csv", default="", help="with --rates: write the sweep's rows to this CSV file")
+    ap.add_argument("--array", type=int, default=0, help="instead of the steady load: one --array 1-N job")
+    ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")
     args = ap.parse_args(argv)
     if not args.skip_fleet:
         fleet_phase(args)

@@ -21,6 +21,7 @@ and benchmarks judge the figures.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -35,6 +36,7 @@ from typing import Any
 
 import trio
 
+from spur.rpc.proto import batch_pb2 as bpb
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext, Server
 from spur.rpc.status import RpcError, StatusCode
@@ -88,6 +90,9 @@ class FleetConfig:
     register_concurrency: int = 64
     runtime: RuntimeFn = field(default=exponential_runtime(1.0))
     seed: int = 0
+    #: Report job ends in batches (spur.batch.v1.ControllerBatch/ReportJobStatuses) rather than one
+    #: ReportJobStatus call each; falls back to single calls on a controller without the batch service.
+    batch_reports: bool = True
 
     def node_names(self) -> list[str]:
         width = max(len(str(self.nodes)), 4)
@@ -111,6 +116,8 @@ class FleetStats:
     cancelled: int = 0
     timed_out: int = 0
     report_failures: int = 0
+    report_batches: int = 0  # ReportJobStatuses calls sent
+    launch_batches: int = 0  # LaunchJobs calls served
     running: int = 0
 
     def summary(self) -> dict[str, Any]:
@@ -119,6 +126,11 @@ class FleetStats:
         lat = sorted(self.heartbeat_latencies)
         for name, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
             out[f"heartbeat_{name}_ms"] = 1000 * lat[min(len(lat) - 1, int(q * len(lat)))] if lat else 0.0
+        # the last heartbeat round (one per node): what the latest load did to heartbeats
+        recent = sorted(self.heartbeat_latencies[-max(1, self.registered) :])
+        out["heartbeat_recent_p99_ms"] = (
+            1000 * recent[min(len(recent) - 1, int(0.99 * len(recent)))] if recent else 0.0
+        )
         return out
 
 
@@ -157,6 +169,9 @@ class Fleet:
         self._next_stub = 0
         self._nursery: trio.Nursery | None = None
         self.boot_time = time.time()
+        self._batch_stubs: list[Any] = []
+        self._report_queue: list[tuple[pb.JobStatusReport, trio.Event]] = []
+        self._report_wakeup = trio.Event()
 
     # ------------------------------------------------------------------ controller calls
 
@@ -287,6 +302,48 @@ class Fleet:
         job.finished.set()
 
     async def _report(self, report: pb.JobStatusReport) -> None:
+        if not (self.cfg.batch_reports and self._batch_stubs):
+            await self._report_single(report)
+            return
+        delivered = trio.Event()
+        self._report_queue.append((report, delivered))
+        self._report_wakeup.set()
+        await delivered.wait()
+
+    async def _report_sender(self) -> None:
+        """Send queued reports together, up to 512 per call; what the batch did not deliver goes the
+        single-call way (with its retries); a controller without the batch service turns batching off."""
+        from spur.rpc.batching import outcome_error
+
+        assert self._nursery is not None
+        while True:
+            if not self._report_queue:
+                self._report_wakeup = trio.Event()
+                await self._report_wakeup.wait()
+                continue
+            batch, self._report_queue = self._report_queue[:512], self._report_queue[512:]
+            stub = self._batch_stubs[self._next_stub % len(self._batch_stubs)]
+            self._next_stub += 1
+            request = bpb.JobStatusReports(reports=[r.SerializeToString() for r, _ in batch])
+            try:
+                answer = await stub.ReportJobStatuses(request, timeout=30.0)
+                errors = [outcome_error(o) for o in answer.outcomes]
+            except RpcError as exc:
+                if exc.code is StatusCode.UNIMPLEMENTED:
+                    self.cfg = dataclasses.replace(self.cfg, batch_reports=False)
+                errors = [exc] * len(batch)
+            self.stats.report_batches += 1
+            for (report, delivered), error in zip(batch, errors, strict=True):
+                if error is None:
+                    delivered.set()
+                else:
+                    self._nursery.start_soon(self._report_then_set, report, delivered)
+
+    async def _report_then_set(self, report: pb.JobStatusReport, delivered: trio.Event) -> None:
+        await self._report_single(report)
+        delivered.set()
+
+    async def _report_single(self, report: pb.JobStatusReport) -> None:
         delay = 0.2
         for attempt in range(_REPORT_ATTEMPTS):
             try:
@@ -331,7 +388,11 @@ class Fleet:
         from spur.rpc.stub import controller_stub
 
         server = Server()
-        server.add_service(pb.DESCRIPTOR.services_by_name["Agent"], _AgentService(self))
+        agent_service = _AgentService(self)
+        server.add_service(pb.DESCRIPTOR.services_by_name["Agent"], agent_service)
+        from spur.rpc.batching import AGENT_BATCH
+
+        server.add_service(AGENT_BATCH, _AgentBatchService(agent_service))
         md = identity_metadata()
         async with open_channel(self.cfg.controller, metadata_provider=lambda: md) as probe:
             try:
@@ -344,6 +405,11 @@ class Fleet:
             for _ in range(max(1, self.cfg.connections)):
                 channel = await nursery.start(_hold_channel, self.cfg.controller, md)
                 self._stubs.append(controller_stub(channel))
+                from spur.rpc.batching import CONTROLLER_BATCH
+                from spur.rpc.stub import Stub
+
+                self._batch_stubs.append(Stub(channel, CONTROLLER_BATCH))
+            nursery.start_soon(self._report_sender, name="fleet-report-sender")
             await self._register_all()
             log.info("fleet of %d nodes registered; agent port %d", len(self.names), self.port)
             nursery.start_soon(self._heartbeat_loop, nursery, name="fleet-heartbeats")
@@ -358,6 +424,25 @@ async def _hold_channel(
     async with open_channel(target, metadata_provider=lambda: md) as channel:
         task_status.started(channel)
         await trio.sleep_forever()
+
+
+class _AgentBatchService:
+    """``spur.batch.v1.AgentBatch``: many launches in one call, each served as its LaunchJob."""
+
+    def __init__(self, agent: _AgentService) -> None:
+        self.agent = agent
+
+    async def LaunchJobs(self, request: bpb.LaunchJobsRequest, context: CallContext) -> bpb.BatchOutcomes:
+        from spur.rpc.batching import serve_items
+
+        self.agent.fleet.stats.launch_batches += 1
+        return await serve_items(
+            request.launches,
+            pb.LaunchJobRequest.FromString,
+            lambda req: self.agent.LaunchJob(req, context),
+            key=lambda req: (req.job.job_id, req.node),
+            fill=lambda outcome, resp: setattr(outcome, "already_running", resp.already_running),
+        )
 
 
 class _AgentService:

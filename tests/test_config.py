@@ -138,6 +138,8 @@ wal_fsync = false
 election_timeout_min_ms = 300
 election_timeout_max_ms = 600
 heartbeat_ms = 50
+max_submit_queue = 64
+max_job_count = 5000
 
 [scheduler]
 interval_secs = 0.5

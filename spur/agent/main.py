@@ -336,10 +336,11 @@ async def run_agent(
             response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))
             return next((j for j in response.jobs if j.job_id == job_id), None)
 
-        server.add_service(
-            spur_pb2.DESCRIPTOR.services_by_name["Agent"],
-            AgentServicer(executor, node_name=opts.name, lookup_job=lookup_job),
-        )
+        agent_servicer = AgentServicer(executor, node_name=opts.name, lookup_job=lookup_job)
+        server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Agent"], agent_servicer)
+        from spur.agent.batch_service import AGENT_BATCH, AgentBatchServicer
+
+        server.add_service(AGENT_BATCH, AgentBatchServicer(agent_servicer))  # LaunchJobs
         from spur.agent.mesh import AGENT_SERVICE as MESH_AGENT_SERVICE
         from spur.agent.mesh import MeshAgent, MeshAgentServicer
 

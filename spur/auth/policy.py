@@ -64,6 +64,8 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.v1.Controller/ReportJobStatus": Privilege.DAEMON,
     "/spur.v1.Controller/RegisterController": Privilege.DAEMON,
     "/spur.v1.Agent/LaunchJob": Privilege.DAEMON,
+    "/spur.batch.v1.ControllerBatch/ReportJobStatuses": Privilege.DAEMON,
+    "/spur.batch.v1.AgentBatch/LaunchJobs": Privilege.DAEMON,
     "/spur.v1.Agent/SignalJob": Privilege.DAEMON,
     "/spur.inventory.v1.Inventory/RemoveNode": Privilege.DAEMON,
     "/spur.admission.v1.Admission/CreateToken": Privilege.ADMIN,

@@ -146,8 +146,12 @@ async def _run(spec, command: list[str], ntasks_given: bool) -> int:
     try:
         async with open_channel(controller_targets()[0], metadata_provider=call_metadata) as ch:
             ctl = controller_stub(ch)
+            from spur.cli.busy import submit_retrying
+
             try:
-                resp = await ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
+                resp = await submit_retrying(  # refused while the controller is full: back off, retry
+                    lambda: ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30), PROG
+                )
             except RpcError as exc:
                 from spur.cli.client import submit_failure
 

@@ -115,17 +115,26 @@ def main(argv: list[str]) -> int:
 
 
 def submit(spec) -> int:
+    from spur.cli.busy import Busy, retry_while_busy
     from spur.rpc.convert import spec_to_proto
     from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError, StatusCode
 
     async def body(stub):
-        resp = await stub.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
+        try:
+            resp = await stub.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
+        except RpcError as exc:
+            if exc.code is StatusCode.RESOURCE_EXHAUSTED:  # nothing was submitted: back off, retry
+                raise Busy(exc.message) from None
+            raise
         return resp.job_id
 
     from spur.cli.client import submit_failure
 
     try:
-        return with_controller(body)
+        return retry_while_busy(lambda: with_controller(body), PROG)
+    except Busy as exc:
+        raise CliError(submit_failure(PROG, "Batch job submission failed: ", exc.message)) from None
     except CliError as exc:
         if exc.message.startswith("Unable to contact"):
             raise CliError(f"sbatch: error: Batch job submission failed: {exc.message}") from None

@@ -77,6 +77,8 @@ APPLIES: dict[str, Mark] = {
     "controller.election_timeout_min_ms": CTLD,
     "controller.election_timeout_max_ms": CTLD,
     "controller.heartbeat_ms": CTLD,
+    "controller.max_submit_queue": CTLD,
+    "controller.max_job_count": CTLD,
     # [scheduler]
     "scheduler.interval_secs": LIVE,
     "scheduler.plugin": Mark(Applies.SPURCTLD, "reconfigure refuses a changed plugin"),

@@ -54,6 +54,8 @@ class ControllerConfig:
     election_timeout_min_ms: int = 1000
     election_timeout_max_ms: int = 2000
     heartbeat_ms: int = 200
+    max_submit_queue: int = 256
+    max_job_count: int = 100_000
 
 
 @dataclass(frozen=True)

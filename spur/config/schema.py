@@ -143,6 +143,20 @@ class ControllerSchema(SectionSchema):
         validate=f.at_least(1), metadata=doc("Raft election timeout upper bound (ms).")
     )
     heartbeat_ms = f.Int(validate=f.at_least(1), metadata=doc("Raft leader heartbeat interval (ms)."))
+    max_submit_queue = f.Int(
+        validate=f.at_least(1),
+        metadata=doc(
+            "Submissions admitted but not yet committed, at most; beyond it a submission is refused with "
+            '"Resource temporarily unavailable" (RESOURCE_EXHAUSTED) and clients back off and retry.'
+        ),
+    )
+    max_job_count = f.Int(
+        validate=f.at_least(1),
+        metadata=doc(
+            "Jobs not yet finished (pending or running), at most, like Slurm's MaxJobCount; beyond it "
+            'submissions are refused with "Resource temporarily unavailable" until jobs end.'
+        ),
+    )
 
     def check(self, obj: ControllerConfig) -> None:
         if obj.node_timeout_secs <= obj.heartbeat_interval_secs:

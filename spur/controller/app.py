@@ -83,6 +83,8 @@ class Controller:
         # accounting); set too when it steps down, so waiters move on and meet NotLeader instead.
         self._leader_ready = trio.Event()
         self.scheduler_kick = trio.Event()
+        from spur.controller.batching import ProposalBatcher
+
         self.machine = _NotifyingStateMachine(self.state, self._signal_change)
         self.storage = RaftStorage(self.state_dir / "raft", fsync=cfg.controller.wal_fsync)
         self.raft = RaftNode(
@@ -97,6 +99,11 @@ class Controller:
             ),
             heartbeat_interval=cfg.controller.heartbeat_ms / 1000,
         )
+        # Concurrent proposals leave as one Raft entry (spur/controller/batching.py); runs in ``run``.
+        self.batcher = ProposalBatcher(self.raft.propose)
+        from spur.controller.intake import SubmitGate
+
+        self.submit_gate = SubmitGate()  # bounded admission of submissions (spur/controller/intake.py)
         # Leader-only, not replicated: when each node last talked to us (trio clock).
         self.last_seen: dict[str, float] = {}
         from spur.controller.launch_watch import LaunchWatch
@@ -164,11 +171,17 @@ class Controller:
 
     async def propose(self, cmd: Any) -> Any:
         """Replicate ``cmd`` and return its result; a Rejected result becomes an RpcError."""
+        from spur.controller.batching import BatcherStopped
         from spur.raft.node import NotLeader
         from spur.raft.storage import StorageError
 
         try:
-            result = await self.raft.propose(c.encode(cmd))
+            if self.batcher.running:
+                result = await self.batcher.propose(cmd)
+            else:
+                result = await self.raft.propose(c.encode(cmd))
+        except BatcherStopped as exc:
+            raise RpcError(StatusCode.UNAVAILABLE, f"{exc}; retry") from None
         except NotLeader as exc:
             raise RpcError(
                 StatusCode.UNAVAILABLE, f"not the leader; retry (leader: {exc.leader_hint})"
@@ -238,6 +251,9 @@ class Controller:
         )
         service = ControllerService(self)
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], service)
+        from spur.controller.batch_service import CONTROLLER_BATCH, ControllerBatchService
+
+        server.add_service(CONTROLLER_BATCH, ControllerBatchService(service))
         from spur.controller.admission import AdmissionService
         from spur.rpc.proto import admission_pb2
 
@@ -280,6 +296,7 @@ class Controller:
         )
         async with controller_pool() as self.peer_pool, trio.open_nursery() as nursery:
             await nursery.start(self.raft.run, raft_listen)
+            await nursery.start(self.batcher.run, name="proposal-batcher")
             await nursery.start(serve_broker, self.auth, name="auth-broker")
             self.bound_port = await nursery.start(server.serve, host, port)
             await start_surfaces(self, nursery, service)

@@ -151,10 +151,17 @@ class Dispatcher:
             if job is not None and job.state.is_terminal and len(job.allocation) > 1:
                 nursery.start_soon(self._clean_up, pool, job, name=f"cleanup-{job_id}")
         self._active = now_active
+        from spur.controller.launch_batch import batch_target, launch_batch
+
+        by_agent: dict[tuple[str, int], list[int]] = {}  # batch-job launches, one call per agent
         for job in active:
             if not job.launched and (job.job_id, "launch") not in self._busy:
                 self._busy.add((job.job_id, "launch"))
-                nursery.start_soon(self._launch, pool, job.job_id, name=f"launch-{job.job_id}")
+                target = batch_target(self.ctl.state, job)
+                if target is not None:
+                    by_agent.setdefault(target, []).append(job.job_id)
+                else:
+                    nursery.start_soon(self._launch, pool, job.job_id, name=f"launch-{job.job_id}")
             elif (
                 job.launched
                 and job.state is JobState.COMPLETING
@@ -163,6 +170,11 @@ class Dispatcher:
             ):
                 self._busy.add((job.job_id, "cancel"))
                 nursery.start_soon(self._cancel, pool, job.job_id, name=f"cancel-{job.job_id}")
+        for target, ids in by_agent.items():
+            if len(ids) == 1:
+                nursery.start_soon(self._launch, pool, ids[0], name=f"launch-{ids[0]}")
+            else:
+                nursery.start_soon(launch_batch, self, pool, target, ids, name=f"launch-{len(ids)}-jobs")
 
     async def _send_time_limit(self, pool: ChannelPool, job: Job) -> None:
         request = pb.SignalJobRequest(

@@ -76,11 +76,20 @@ class ControllerService:
 
     @leader_only
     async def SubmitJob(self, request: pb.SubmitJobRequest, context: CallContext) -> pb.SubmitJobResponse:
+        from spur.controller.intake import array_size
+
         ident = _caller(context)
         spec = convert.spec_from_proto(request.spec)
-        job_id = await self.ctl.propose(
-            c.SubmitJob(spec, ident.user, ident.uid, ident.gid, ident.group, self.ctl.clock.wall())
-        )
+        limits = self.ctl.cfg.controller
+        with self.ctl.submit_gate.admit(  # RESOURCE_EXHAUSTED when full: the client backs off
+            self.ctl.state.live_job_count(),
+            array_size(spec.array),
+            max_in_flight=limits.max_submit_queue,
+            max_job_count=limits.max_job_count,
+        ):
+            job_id = await self.ctl.propose(
+                c.SubmitJob(spec, ident.user, ident.uid, ident.gid, ident.group, self.ctl.clock.wall())
+            )
         self.ctl.kick_scheduler()
         return pb.SubmitJobResponse(job_id=job_id)
 

@@ -52,7 +52,12 @@ log = logging.getLogger("spur.rpc.server")
 Interceptor = Callable[["CallContext"], Awaitable[None]]
 # Called once per finished call with (method path, status code name, seconds); must not raise or block.
 Observer = Callable[[str, str, float], None]
-_MAX_STREAMS = 4096
+# Concurrent calls one connection may have open (SETTINGS_MAX_CONCURRENT_STREAMS); clients queue the
+# rest (spur.rpc.channel waits for a slot). Kept small on purpose: h2 counts open streams by walking
+# all of them on every new HEADERS frame, so thousands of concurrent calls on one connection made
+# each new call O(open calls) and an overloaded controller spent most of its CPU there (bench.fleet
+# profile, issue 16); a bounded window is also the transport's share of backpressure.
+_MAX_STREAMS = 128
 # Long status messages are cut: peers cap header blocks (grpcio at 8-16 KiB).
 _MAX_STATUS_MESSAGE = 2048
 

@@ -193,6 +193,14 @@ class InitClusterId:
     cluster_id: str
 
 
+@dataclass
+class Batch:
+    """Several commands in one log entry (the leader's proposal batcher), applied in order as if each
+    were its own entry; the result is the list of their results (a Rejected one rejects only itself)."""
+
+    commands: list[Any]
+
+
 COMMANDS: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -238,8 +246,27 @@ def registry() -> dict[str, type]:
 _REGISTRY: dict[str, type] | None = None
 
 
+def _plain_command(cmd: Any) -> dict[str, Any]:
+    name = type(cmd).__name__
+    if registry().get(name) is not type(cmd):
+        raise TypeError(f"not a state command: {name}")
+    return {"type": name, "body": to_plain(cmd)}
+
+
+def _command_of(obj: dict[str, Any]) -> Any:
+    cls = registry().get(obj.get("type", ""))
+    if cls is None:
+        raise ValueError(f"unknown state command {obj.get('type')!r}")
+    return from_plain(cls, obj["body"])
+
+
 def encode(cmd: Any) -> bytes:
-    """Serialize a command for the log."""
+    """Serialize a command (or a :class:`Batch` of commands, not nested) for the log."""
+    if type(cmd) is Batch:
+        if any(type(inner) is Batch for inner in cmd.commands):
+            raise TypeError("a Batch cannot contain a Batch")
+        body = {"commands": [_plain_command(inner) for inner in cmd.commands]}
+        return json.dumps({"type": "Batch", "body": body}, separators=(",", ":")).encode()
     name = type(cmd).__name__
     if registry().get(name) is not type(cmd):
         raise TypeError(f"not a state command: {name}")
@@ -249,7 +276,6 @@ def encode(cmd: Any) -> bytes:
 def decode(data: bytes) -> Any:
     """Inverse of ``encode``; raises ValueError on an unknown command type."""
     obj = json.loads(data)
-    cls = registry().get(obj.get("type", ""))
-    if cls is None:
-        raise ValueError(f"unknown state command {obj.get('type')!r}")
-    return from_plain(cls, obj["body"])
+    if obj.get("type") == "Batch":
+        return Batch([_command_of(inner) for inner in obj["body"]["commands"]])
+    return _command_of(obj)

@@ -99,6 +99,8 @@ class ClusterState:
         return self.apply_command(cmd)
 
     def apply_command(self, cmd: Any) -> Any:
+        if type(cmd) is c.Batch:
+            return [self.apply_command(inner) for inner in cmd.commands]
         domain = self._domain_of.get(type(cmd))
         if domain is not None:
             return domain.apply(cmd)
@@ -204,6 +206,10 @@ class ClusterState:
         """Jobs holding resources (running, completing, suspended) in job id order (from the
         scheduler index of holding jobs: no scan of the nodes)."""
         return [self.jobs[i] for i in sorted(self.sched_index.holding) if i in self.jobs]
+
+    def live_job_count(self) -> int:
+        """Jobs not finished (pending, running, completing, suspended): O(1), from the history index."""
+        return max(0, len(self.jobs) - len(self._finished))
 
     def finished_job_ids(self) -> list[int]:
         return list(self._finished)

@@ -22,6 +22,7 @@ PROTOS = [
     "k0s.proto",
     "k8s.proto",
     "config_report.proto",
+    "batch.proto",
 ]
 
 

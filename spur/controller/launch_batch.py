@@ -1,0 +1,108 @@
+"""The dispatcher's fast path: a scheduling pass's batch-job launches to one agent in one call.
+
+``LaunchJobs`` (spur.batch.v1.AgentBatch) carries the very ``LaunchJobRequest`` each job's own
+``LaunchJob`` would carry. What the batch cannot settle goes the single-launch way
+(``Dispatcher._launch``), which keeps every per-job rule: an agent that does not offer the batch
+service (UNIMPLEMENTED) or a failed call sends each job on its own; an item refused by the agent is
+retried, requeued or failed by the launch policy exactly as a single launch would be; a job that was
+cancelled, ended or launched meanwhile is left to the single path's checks. Each acknowledged job
+gets its ``JobLaunched`` (proposed concurrently, so they share Raft entries).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from spur.core.job import Job, JobState
+from spur.rpc.proto import batch_pb2
+from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError, StatusCode
+from spur.state import commands as c
+
+if TYPE_CHECKING:
+    from spur.controller.duties import Dispatcher
+    from spur.controller.pool import ChannelPool
+
+__all__ = ["batch_target", "launch_batch"]
+
+
+def batch_target(state, job: Job) -> tuple[str, int] | None:
+    """(address, port) of the one agent a job's launch goes to, when it can travel in a batch: a batch
+    (not interactive) job, allocated, not cancelled before launch, on a known node. None otherwise."""
+    if job.spec.interactive or job.state is not JobState.RUNNING or not job.allocation:
+        return None
+    node = state.nodes.get(job.allocation[0].node)
+    if node is None:
+        return None
+    return node.address, node.port
+
+
+async def launch_batch(
+    dispatcher: Dispatcher, pool: ChannelPool, target: tuple[str, int], job_ids: list[int]
+) -> None:
+    """Launch ``job_ids`` (all marked busy by the caller) on the agent at ``target`` in one call."""
+    from spur.rpc.convert import job_to_proto
+    from spur.rpc.batching import AGENT_BATCH, outcome_error
+    from spur.rpc.stub import Stub
+
+    ctl = dispatcher.ctl
+    sent: list[tuple[int, int, int]] = []  # (job id, alloc term, time limit sent)
+    requests: list[bytes] = []
+    leftovers: list[int] = []
+    for job_id in job_ids:
+        job = ctl.state.jobs.get(job_id)
+        if job is None or job.launched or batch_target(ctl.state, job) != target:
+            leftovers.append(job_id)  # changed since the pass: the single path decides
+            continue
+        info = job_to_proto(job)
+        request = pb.LaunchJobRequest(
+            job=info,
+            node=job.allocation[0].node,
+            first_task=0,
+            batch=True,
+            fence_term=ctl.raft.term,
+            cluster_id=ctl.state.cluster_id,
+        )
+        requests.append(request.SerializeToString())
+        sent.append((job_id, job.alloc_term, info.time_limit_secs))
+    errors: list[RpcError | None]
+    try:
+        agent = await pool.stub(*target)
+        answer = await Stub(agent.channel, AGENT_BATCH).LaunchJobs(
+            batch_pb2.LaunchJobsRequest(launches=requests), timeout=dispatcher_timeout()
+        )
+        errors = [outcome_error(o) for o in answer.outcomes]
+        if len(errors) != len(sent):
+            raise RpcError(StatusCode.INTERNAL, "LaunchJobs answered a different number of outcomes")
+    except RpcError as exc:
+        errors = [exc] * len(sent)  # UNIMPLEMENTED (an older agent) or a failed call: one by one
+    async with trio.open_nursery() as nursery:
+        for (job_id, alloc_term, limit_sent), error in zip(sent, errors, strict=True):
+            if error is None:
+                nursery.start_soon(_launched, dispatcher, pool, job_id, alloc_term, limit_sent)
+            else:
+                nursery.start_soon(dispatcher._launch, pool, job_id)  # discards its busy mark
+        for job_id in leftovers:
+            nursery.start_soon(dispatcher._launch, pool, job_id)
+
+
+def dispatcher_timeout() -> float:
+    from spur.controller.duties import AGENT_CALL_TIMEOUT
+
+    return AGENT_CALL_TIMEOUT
+
+
+async def _launched(
+    dispatcher: Dispatcher, pool: ChannelPool, job_id: int, alloc_term: int, limit_sent: int
+) -> None:
+    ctl = dispatcher.ctl
+    try:
+        await ctl.raft_propose_quiet(c.JobLaunched(job_id, alloc_term))
+        current = ctl.state.jobs.get(job_id)
+        if current is not None and current.time_limit_secs != limit_sent:
+            # scontrol update TimeLimit= landed while the launch was in flight
+            await dispatcher._send_time_limit(pool, current)
+    finally:
+        dispatcher._busy.discard((job_id, "launch"))
