@@ -560,3 +560,7 @@ def test_run_interactive_attaches_and_removes_the_pod(tmp_path: Path) -> None:
         assert phase == "Failed"
         refused = kubectl("attach", "probe2", "-i", check=False)  # the process has ended
         assert refused.returncode != 0
+        bad = kubectl("run", "-i", "--restart=Never", "bad", "--image=busybox", "--command", "--",
+                      "/no/such/program", input="", check=False)
+        assert bad.returncode == 128, bad  # the container could not start: the pod Failed
+        assert "failed to start container process" in bad.stderr and "/no/such/program" in bad.stderr

@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from integration.kubeapi import errors
-from integration.kubeapi.attach import attach_process, container_argv, interactive_container, pick_protocol
+from integration.kubeapi.attach import container_argv, interactive_container, pick_protocol
 from integration.kubeapi.errors import ApiError
 from integration.kubeapi.kubelet import Kubelet
 from integration.kubeapi.protowire import ProtoError, decode_object
@@ -30,6 +30,7 @@ from integration.kubeapi.resources import (
     openapi_root,
     parse_resource_path,
 )
+from integration.kubeapi.runtime import attach_process
 from integration.kubeapi.store import Store
 from integration.kubeapi.tables import to_table
 from integration.kubeapi.watch import bookmark, encode_event, event_for
