@@ -543,6 +543,8 @@ def test_run_interactive_attaches_and_removes_the_pod(tmp_path: Path) -> None:
         assert out.stdout == 'hello from probe\npod "probe" deleted\n'
         assert "oops" in out.stderr
         assert kubectl("get", "pods", "-o", "name").stdout == ""
+        again = kubectl("run", "-it", "--rm", "probe", "--image=busybox", "--", "sh", input="echo again\n")
+        assert again.stdout == 'again\npod "probe" deleted\n'  # a new pod of the same name runs anew
         # without --rm and with restart Never, kubectl reports the container's exit status as its own
         failed = kubectl(
             "run",
@@ -560,7 +562,17 @@ def test_run_interactive_attaches_and_removes_the_pod(tmp_path: Path) -> None:
         assert phase == "Failed"
         refused = kubectl("attach", "probe2", "-i", check=False)  # the process has ended
         assert refused.returncode != 0
-        bad = kubectl("run", "-i", "--restart=Never", "bad", "--image=busybox", "--command", "--",
-                      "/no/such/program", input="", check=False)
+        bad = kubectl(
+            "run",
+            "-i",
+            "--restart=Never",
+            "bad",
+            "--image=busybox",
+            "--command",
+            "--",
+            "/no/such/program",
+            input="",
+            check=False,
+        )
         assert bad.returncode == 128, bad  # the container could not start: the pod Failed
         assert "failed to start container process" in bad.stderr and "/no/such/program" in bad.stderr

@@ -106,7 +106,7 @@ class KubeAPI:
         self.requests: list[tuple[str, str, str]] = []
         self.user_agents: list[str] = []  # the User-Agent of each entry of ``requests``
         self.bodies: list[bytes] = []
-        self._attached: set[tuple[str, str]] = set()  # pods whose process was started by an attach
+        self._attached: set[str] = set()  # uids of the pods whose process an attach started
         self.url: str | None = None
         self.app = self._build_app()
 
@@ -209,7 +209,7 @@ class KubeAPI:
                 not self.interactive_pods
                 or container is None
                 or phase != "Running"
-                or (ns, name) in self._attached
+                or pod["metadata"].get("uid") in self._attached
             ):
                 return self._json(
                     ApiError(400, "BadRequest", f"cannot attach to pod {ns}/{name}").status(), 400
@@ -217,7 +217,7 @@ class KubeAPI:
             protocol = pick_protocol(websocket.headers.get("Sec-WebSocket-Protocol"))
             if protocol is None:
                 return self._json(ApiError(400, "BadRequest", "no supported attach protocol").status(), 400)
-            self._attached.add((ns, name))
+            self._attached.add(pod["metadata"].get("uid"))
             await websocket.accept(subprotocol=protocol)
             code = await attach_process(
                 websocket,
