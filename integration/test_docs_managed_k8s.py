@@ -23,8 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "managed-k8s.md"
 
 RUN = "run"
-PROTOBUF = "kubectl sends a new Deployment as protobuf, which the Kubernetes API double does not decode"
-ATTACH = "needs kubectl attach (interactive pod), which the Kubernetes API double does not serve"
 
 #: Every command of the guide, in its order, and what this test does with it.
 PLAN: list[tuple[str, str]] = [
@@ -51,8 +49,8 @@ PLAN: list[tuple[str, str]] = [
     ("spur k8s kubeconfig --user alice", RUN),
     ("spur k8s kubeconfig --admin", RUN),
     ("kubectl get nodes -o wide", RUN),
-    ("kubectl create deployment web --image=nginx", PROTOBUF),
-    ("kubectl run -it --rm probe --image=busybox -- sh", ATTACH),
+    ("kubectl create deployment web --image=nginx", RUN),
+    ("kubectl run -it --rm probe --image=busybox -- sh", RUN),
 ]
 
 
@@ -100,9 +98,10 @@ class Walk:
         self.env = dict(self.cluster.env)
         self.env["HOME"] = str(tmp / "home")
 
-    def sh(self, command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def sh(self, command: str, env: dict[str, str] | None = None, input: str | None = None
+           ) -> subprocess.CompletedProcess:
         r = subprocess.run(["bash", "-c", f"set -e\n{command}"], cwd=self.work, env=env or self.env,
-                           capture_output=True, text=True, timeout=300)
+                           input=input, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"{command!r} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
         return r
 
@@ -143,7 +142,8 @@ def test_guide_walkthrough(tmp_path: Path) -> None:
     from integration.k8s_harness import kubeapi_process
 
     assert KUBECTL, "kubectl is installed on these machines"
-    with kubeapi_process(tmp_path) as api_url, fake_release() as release:
+    # --interactive-pods: the double runs `kubectl run -it`'s shell here and serves its attach
+    with kubeapi_process(tmp_path, "--interactive-pods") as api_url, fake_release() as release:
         walk = Walk(tmp_path, api_url, release.url)
         try:
             _walk(walk, tmp_path)
@@ -203,6 +203,15 @@ def _walk(walk: Walk, tmp: Path) -> None:
             assert "namespace: root" in (walk.work / "mine.conf").read_text()
         elif command.startswith("export KUBECONFIG"):
             walk.env["KUBECONFIG"] = str(walk.work / "mine.conf")
+        elif command == "kubectl create deployment web --image=nginx":
+            assert walk.sh(command).stdout == "deployment.apps/web created\n"
+            rows = walk.sh("kubectl get deployment web").stdout.splitlines()
+            assert rows[0].split()[0] == "NAME" and rows[1].split()[0] == "web", rows
+            assert '"image": "nginx"' in walk.sh("kubectl get deployment web -o json").stdout
+        elif command.startswith("kubectl run -it --rm probe"):
+            out = walk.sh(command, input="echo hello from the probe; exit\n").stdout
+            assert out == 'hello from the probe\npod "probe" deleted\n', out
+            assert "probe" not in walk.sh("kubectl get pods -o name").stdout
         elif command.startswith("kubectl"):
             out = walk.sh(command).stdout
             assert "NAME" in out or out == "", out

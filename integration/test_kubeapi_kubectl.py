@@ -506,3 +506,73 @@ def test_exec_runs_in_the_pods_environment(tmp_path: Path) -> None:
         assert kubectl("exec", "p2", "--", "true", check=False).returncode != 0  # no environment: refused
         missing = kubectl("exec", "nope", "--", "true", check=False)
         assert missing.returncode != 0 and 'pods "nope" not found' in missing.stderr
+
+
+async def test_create_deployment_is_decoded_from_protobuf(api: KubeAPI, kubectl: Kubectl) -> None:
+    out = await kubectl.run("create", "deployment", "web", "--image=nginx", "--replicas=2")
+    assert out.stdout == "deployment.apps/web created\n"
+    posted = [ct for m, p, ct in api.requests if m == "POST" and "/deployments" in p]
+    assert posted == ["application/vnd.kubernetes.protobuf"]  # kubectl's typed client, as on a cluster
+    got = json.loads((await kubectl.run("get", "deployment", "web", "-o", "json")).stdout)
+    assert got["spec"]["replicas"] == 2
+    assert got["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    template = got["spec"]["template"]
+    assert template["metadata"] == {"labels": {"app": "web"}}
+    assert template["spec"]["containers"] == [{"name": "nginx", "image": "nginx", "resources": {}}]
+    assert (await kubectl.run("get", "deployment", "web")).stdout.splitlines()[1].split()[0] == "web"
+    pods = (await kubectl.run("get", "pods", "-l", "app=web", "-o", "name")).stdout.split()
+    assert len(pods) == 2  # the double's workload controller made the Deployment's pods
+
+
+def test_run_interactive_attaches_and_removes_the_pod(tmp_path: Path) -> None:
+    envs = tmp_path / "exec-env"
+    envs.mkdir()
+    (envs / "default_probe.env").write_text("GREETING=hello from probe\n")
+    with kubeapi_process(tmp_path, "--interactive-pods", "--exec-env-dir", str(envs)) as url:
+        kubectl = Kubectl(url, tmp_path / "kube")
+        out = kubectl(
+            "run",
+            "-it",
+            "--rm",
+            "probe",
+            "--image=busybox",
+            "--",
+            "sh",
+            input='echo "$GREETING"; echo oops >&2; exit\n',
+        )
+        assert out.stdout == 'hello from probe\npod "probe" deleted\n'
+        assert "oops" in out.stderr
+        assert kubectl("get", "pods", "-o", "name").stdout == ""
+        again = kubectl("run", "-it", "--rm", "probe", "--image=busybox", "--", "sh", input="echo again\n")
+        assert again.stdout == 'again\npod "probe" deleted\n'  # a new pod of the same name runs anew
+        # without --rm and with restart Never, kubectl reports the container's exit status as its own
+        failed = kubectl(
+            "run",
+            "-i",
+            "--restart=Never",
+            "probe2",
+            "--image=busybox",
+            "--",
+            "sh",
+            input="exit 3\n",
+            check=False,
+        )
+        assert failed.returncode == 3, failed.stderr
+        phase = kubectl("get", "pod", "probe2", "-o", "jsonpath={.status.phase}").stdout
+        assert phase == "Failed"
+        refused = kubectl("attach", "probe2", "-i", check=False)  # the process has ended
+        assert refused.returncode != 0
+        bad = kubectl(
+            "run",
+            "-i",
+            "--restart=Never",
+            "bad",
+            "--image=busybox",
+            "--command",
+            "--",
+            "/no/such/program",
+            input="",
+            check=False,
+        )
+        assert bad.returncode == 128, bad  # the container could not start: the pod Failed
+        assert "failed to start container process" in bad.stderr and "/no/such/program" in bad.stderr

@@ -8,6 +8,7 @@ import copy
 import pytest
 
 from integration.kubeapi import errors
+from integration.kubeapi.attach import container_argv, exit_status, interactive_container, pick_protocol
 from integration.kubeapi.errors import ApiError
 from integration.kubeapi.kubelet import Kubelet, pod_status
 from integration.kubeapi.patch import PatchError, json_merge_patch, json_patch, strategic_merge_patch
@@ -514,7 +515,10 @@ def test_resource_paths() -> None:
 
 
 def _pb(number: int, payload: bytes) -> bytes:
-    return bytes([(number << 3) | 2, len(payload)]) + payload
+    length, n = b"", len(payload)
+    while n >= 0x80:
+        length, n = length + bytes([(n & 0x7F) | 0x80]), n >> 7
+    return bytes([(number << 3) | 2]) + length + bytes([n]) + payload
 
 
 def test_protobuf_secret_decodes() -> None:
@@ -532,8 +536,75 @@ def test_protobuf_secret_decodes() -> None:
     }
     with pytest.raises(ProtoError):
         decode_object(b"{}")
-    with pytest.raises(ProtoError, match="kind Pod"):
-        decode_object(MAGIC + _pb(1, _pb(1, b"v1") + _pb(2, b"Pod")))
+    with pytest.raises(ProtoError, match="kind StatefulSet"):
+        decode_object(MAGIC + _pb(1, _pb(1, b"apps/v1") + _pb(2, b"StatefulSet")))
+    with pytest.raises(ProtoError, match="kind PodSpec"):  # a part of an object is not a body's kind
+        decode_object(MAGIC + _pb(1, _pb(1, b"v1") + _pb(2, b"PodSpec")))
+
+
+def _varint_field(number: int, value: int) -> bytes:
+    return bytes([number << 3, value])
+
+
+def test_protobuf_deployment_decodes_as_kubectl_create_sends_it() -> None:
+    labels = _pb(11, _pb(1, b"app") + _pb(2, b"web"))
+    requests = _pb(2, _pb(1, b"cpu") + _pb(2, _pb(1, b"500m")))
+    container = (
+        _pb(1, b"nginx") + _pb(2, b"nginx") + _pb(8, requests) + _pb(4, b"-g") + _pb(4, b"daemon off;")
+    )
+    template = _pb(1, _pb(8, b"") + labels) + _pb(2, _pb(2, container) + _pb(3, b"Always"))
+    rolling = _pb(1, _varint_field(2, 0)) + _pb(2, _varint_field(1, 1) + _pb(3, b"25%"))
+    spec = (
+        _varint_field(1, 0)  # replicas: 0 on purpose (a pointer in Go) stays in the JSON
+        + _pb(2, _pb(1, _pb(1, b"app") + _pb(2, b"web")))
+        + _pb(3, template)
+        + _pb(4, _pb(1, b"RollingUpdate") + _pb(2, rolling))
+    )
+    deployment = _pb(1, _pb(1, b"web") + labels) + _pb(2, spec) + _pb(3, b"")
+    unknown = _pb(1, _pb(1, b"apps/v1") + _pb(2, b"Deployment")) + _pb(2, deployment)
+    assert decode_object(MAGIC + unknown) == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {  # the zero creationTimestamp (an empty Timestamp) is absent, as JSON's null
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "nginx",
+                            "image": "nginx",
+                            "args": ["-g", "daemon off;"],
+                            "resources": {"requests": {"cpu": "500m"}},
+                        }
+                    ],
+                    "restartPolicy": "Always",
+                },
+            },
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": "25%"}},
+        },
+        "status": {},
+    }
+
+
+def test_attach_runs_the_interactive_container() -> None:
+    pod = {
+        "spec": {
+            "containers": [{"name": "a", "image": "x"}, {"name": "probe", "stdin": True, "args": ["sh"]}]
+        }
+    }
+    assert interactive_container(pod) is None  # the first container takes no stdin
+    probe = interactive_container(pod, "probe")
+    assert probe is not None and container_argv(probe) == ["sh"]
+    assert interactive_container(pod, "nope") is None
+    assert container_argv({"command": ["/bin/echo"], "args": ["hi"]}) == ["/bin/echo", "hi"]
+    assert container_argv({"image": "busybox"}) == ["sh"]  # the image's default command
+    assert pick_protocol("v4.channel.k8s.io, v5.channel.k8s.io") == "v5.channel.k8s.io"
+    assert pick_protocol("channel.k8s.io") is None and pick_protocol(None) is None
+    assert exit_status(0) == {"metadata": {}, "status": "Success"}
+    assert exit_status(2)["details"]["causes"] == [{"reason": "ExitCode", "message": "2"}]
 
 
 def test_human_durations() -> None:

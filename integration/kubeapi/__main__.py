@@ -40,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--exec-env-dir", type=Path, help="kubectl exec into ns/name runs with <dir>/<ns>_<name>.env"
     )
+    p.add_argument(
+        "--interactive-pods",
+        action="store_true",
+        help="run pods with stdin (kubectl run -it) here: Running at creation, command started by attach",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s kubeapi %(levelname)s %(message)s")
     api = KubeAPI(
@@ -50,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         logs_dir=args.logs_dir,
         graceful_pods=args.graceful_pods,
         exec_env_dir=args.exec_env_dir,
+        interactive_pods=args.interactive_pods,
     )
 
     async def run() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import trio
 
 from integration.kubeapi import errors
+from integration.kubeapi.attach import container_argv, interactive_container, pick_protocol
 from integration.kubeapi.errors import ApiError
 from integration.kubeapi.kubelet import Kubelet
 from integration.kubeapi.protowire import ProtoError, decode_object
@@ -29,6 +30,7 @@ from integration.kubeapi.resources import (
     openapi_root,
     parse_resource_path,
 )
+from integration.kubeapi.runtime import attach_process
 from integration.kubeapi.store import Store
 from integration.kubeapi.tables import to_table
 from integration.kubeapi.watch import bookmark, encode_event, event_for
@@ -69,6 +71,9 @@ class KubeAPI:
     the command on this machine, as that pod's container would, with the environment of
     ``<exec_env_dir>/<ns>_<name>.env`` (``KEY=VALUE`` lines) over the double's own; without the file
     (or without this option) exec answers 400, as for a pod whose container cannot run commands.
+    ``interactive_pods``: play kubelet for pods whose container takes stdin (``kubectl run -it``):
+    report them Running when created, and run their command on this machine when ``pods/attach``
+    comes (see ``attach.py``; the environment of ``exec_env_dir``'s file for the pod when there is one).
     ``requests`` records ``(method, path?query, content-type)`` of every request (``user_agents`` its User-Agent), for tests that
     check what a client sent; ``bodies`` the request bodies (as received) of the requests that
     carried one, in order.
@@ -85,10 +90,12 @@ class KubeAPI:
         clock: Any = time.time,
         logs_dir: Path | None = None,
         exec_env_dir: Path | None = None,
+        interactive_pods: bool = False,
     ) -> None:
         self.token = token
         self.logs_dir = logs_dir
         self.exec_env_dir = exec_env_dir
+        self.interactive_pods = interactive_pods
         self.bookmark_interval = bookmark_interval
         self.clock = clock
         self._changed = trio.Event()
@@ -99,6 +106,7 @@ class KubeAPI:
         self.requests: list[tuple[str, str, str]] = []
         self.user_agents: list[str] = []  # the User-Agent of each entry of ``requests``
         self.bodies: list[bytes] = []
+        self._attached: set[str] = set()  # uids of the pods whose process an attach started
         self.url: str | None = None
         self.app = self._build_app()
 
@@ -185,6 +193,45 @@ class KubeAPI:
             await websocket.close(1000)
             return None
 
+        @app.websocket("/api/v1/namespaces/<ns>/pods/<name>/attach")
+        async def attach_ws(ns: str, name: str) -> Any:
+            from quart import websocket
+
+            self.requests.append(("GET", f"/api/v1/namespaces/{ns}/pods/{name}/attach", "websocket"))
+            self.user_agents.append(websocket.headers.get("User-Agent", ""))
+            try:
+                pod = self.store.get(self.store.registry.by_key("", "pods"), ns, name)
+            except ApiError as exc:
+                return self._json(exc.status(), exc.code)
+            container = interactive_container(pod, websocket.args.get("container"))
+            phase = (pod.get("status") or {}).get("phase")
+            if (
+                not self.interactive_pods
+                or container is None
+                or phase != "Running"
+                or pod["metadata"].get("uid") in self._attached
+            ):
+                return self._json(
+                    ApiError(400, "BadRequest", f"cannot attach to pod {ns}/{name}").status(), 400
+                )
+            protocol = pick_protocol(websocket.headers.get("Sec-WebSocket-Protocol"))
+            if protocol is None:
+                return self._json(ApiError(400, "BadRequest", "no supported attach protocol").status(), 400)
+            self._attached.add(pod["metadata"].get("uid"))
+            await websocket.accept(subprotocol=protocol)
+            code = await attach_process(
+                websocket,
+                container_argv(container),
+                self._pod_env(ns, name),
+                stdin=_truthy(websocket.args.get("stdin")),
+            )
+            await websocket.close(1000)
+            try:
+                self.kubelet.set_pod_phase(ns, name, "Succeeded" if code == 0 else "Failed", exit_code=code)
+            except ApiError:
+                pass  # deleted meanwhile
+            return None
+
         @app.route("/", defaults={"path": ""}, methods=_METHODS)
         @app.route("/<path:path>", methods=_METHODS)
         async def handle(path: str) -> Any:
@@ -228,6 +275,17 @@ class KubeAPI:
                 return self._json(exc.status(), exc.code)
 
         return app
+
+    def _pod_env(self, ns: str, name: str) -> dict[str, str]:
+        """The environment a pod's process gets here: ours, plus ``exec_env_dir``'s file for it."""
+        env = dict(os.environ)
+        env_file = (self.exec_env_dir / f"{ns}_{name}.env") if self.exec_env_dir is not None else None
+        if env_file is not None and env_file.exists():
+            for line in env_file.read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep:
+                    env[key] = value
+        return env
 
     @staticmethod
     def _json(obj: Any, code: int = 200) -> Any:
@@ -297,7 +355,10 @@ class KubeAPI:
                     }
                 )
             if method == "POST":
-                return self._json(store.create(rt, ns, body, strict=strict), 201)
+                created = store.create(rt, ns, body, strict=strict)
+                if self.interactive_pods and rt.key == ("", "pods") and interactive_container(created):
+                    self.kubelet.set_pod_phase(ns or "", created["metadata"]["name"], "Running")
+                return self._json(created, 201)
             if method == "DELETE":
                 gone = store.delete_collection(rt, ns, args.get("labelSelector"), args.get("fieldSelector"))
                 return self._json(
@@ -443,6 +504,8 @@ def service_account_token(sa: dict[str, Any], body: Any, now: float) -> dict[str
         "kind": "TokenRequest",
         "metadata": {"name": meta["name"], "namespace": meta.get("namespace", "")},
         "spec": spec,
-        "status": {"token": f"sa.{meta.get('namespace', '')}.{meta['name']}.{secrets.token_hex(16)}",
-                   "expirationTimestamp": expires},
+        "status": {
+            "token": f"sa.{meta.get('namespace', '')}.{meta['name']}.{secrets.token_hex(16)}",
+            "expirationTimestamp": expires,
+        },
     }
