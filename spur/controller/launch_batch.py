@@ -43,8 +43,8 @@ async def launch_batch(
     dispatcher: Dispatcher, pool: ChannelPool, target: tuple[str, int], job_ids: list[int]
 ) -> None:
     """Launch ``job_ids`` (all marked busy by the caller) on the agent at ``target`` in one call."""
-    from spur.rpc.convert import job_to_proto
     from spur.rpc.batching import AGENT_BATCH, outcome_error
+    from spur.rpc.convert import job_to_proto
     from spur.rpc.stub import Stub
 
     ctl = dispatcher.ctl
