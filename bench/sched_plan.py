@@ -186,7 +186,15 @@ def cluster_state(jobs: int, nodes: int, seed: int):
         )
         job_id = state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", NOW))
         state.apply_command(c.StartJob(job_id, [NodeAllocation(name, cpus, cpus * 2000, gpus, 1)], NOW, 0))
-    for s in _shapes(jobs, rng):
+    _submit_shapes(state, _shapes(jobs, rng))
+    return state
+
+
+def _submit_shapes(state, shapes) -> None:  # noqa: ANN001 (a ClusterState; the bench's shape records)
+    """Submit one pending job per shape, as ``sbatch`` would have."""
+    from spur.state import commands as c
+
+    for s in shapes:
         spec = JobSpec(
             name="p",
             script="#!/bin/sh\n",
@@ -202,7 +210,6 @@ def cluster_state(jobs: int, nodes: int, seed: int):
             exclusive=s.exclusive,
         )
         state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", s.submit_time))
-    return state
 
 
 def churn(state, rng: random.Random, now: float, count: int = 10) -> None:
@@ -259,29 +266,13 @@ def curve(nodes: int, sizes: list[int], repeat: int, seed: int) -> None:
     import os
 
     from bench.series import RESULTS, write_series
-    from spur.state import commands as c
 
     rng = random.Random(seed)
     state = cluster_state(0, nodes, seed)
     have = 0
     rows = []
     for size in sizes:
-        for s in _shapes(size - have, rng):
-            spec = JobSpec(
-                name="p",
-                script="#!/bin/sh\n",
-                work_dir="/tmp",
-                partition="gpu" if s.gpu else "cpu",
-                num_nodes=s.num_nodes,
-                cpus_per_task=s.cpus,
-                mem_per_cpu_mb=s.mem_per_cpu,
-                gres=[f"gpu:{s.gpu_type}:{s.gpus_per_node}" if s.gpu_type else f"gpu:{s.gpus_per_node}"]
-                if s.gpu
-                else [],
-                time_limit_secs=s.time_limit,
-                exclusive=s.exclusive,
-            )
-            state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", s.submit_time))
+        _submit_shapes(state, _shapes(size - have, rng))
         have = size
         times, result = time_passes(state, repeat, seed=seed)
         rows.append([size] + [round(times[k] * 1000, 1) for k in ("pass", "eligible", "snapshot", "plan")])

@@ -278,27 +278,7 @@ COMMANDS = {
 
 
 def main(args: list[str]) -> int:
-    from spur.cli.client import CliError
+    """Run ``spur k8s ARGS``; 0 on success, 1 when the controller refuses, 2 on a usage error."""
+    from spur.cli.subcommands import run_subcommand
 
-    if not args:
-        print(USAGE, file=sys.stderr)
-        return 2
-    if args[0] in ("-h", "--help", "help", "--usage", "-V", "--version"):  # generated, like every verb
-        from spur.cli.cmdinfo import handle_meta
-
-        return handle_meta("k8s", "--help" if args[0] in ("-h", "help") else args[0])
-    verb, rest = args[0], args[1:]
-    command = COMMANDS.get(verb)
-    if command is None:
-        print(f"{PROG}: error: unknown command {verb!r} (commands: {', '.join(COMMANDS)})", file=sys.stderr)
-        return 2
-    try:
-        return command(rest)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return int(exc.code or 0)
-    except CliError as exc:
-        prefix = f"{PROG} {verb}: " if exc.message.startswith("Spur-managed Kubernetes is off") else f"{PROG} {verb}: error: "
-        print(f"{prefix}{exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    return run_subcommand("k8s", USAGE, COMMANDS, args, plain_messages=("Spur-managed Kubernetes is off",))

@@ -148,26 +148,6 @@ COMMANDS = {"drain": cmd_drain, "resume": cmd_resume, "remove": cmd_remove}
 
 def main(args: list[str]) -> int:
     """Run ``spur node ARGS``; 0 on success, 1 when the controller refuses, 2 on a usage error."""
-    from spur.cli.client import CliError
+    from spur.cli.subcommands import run_subcommand
 
-    if not args:
-        print(USAGE, file=sys.stderr)
-        return 2
-    if args[0] in ("-h", "--help", "help", "--usage", "-V", "--version"):
-        from spur.cli.cmdinfo import handle_meta
-
-        return handle_meta("node", "--help" if args[0] in ("-h", "help") else args[0])
-    verb, rest = args[0], args[1:]
-    command = COMMANDS.get(verb)
-    if command is None:
-        print(f"{PROG}: error: unknown command {verb!r} (commands: {', '.join(COMMANDS)})", file=sys.stderr)
-        return 2
-    try:
-        return command(rest)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return int(exc.code or 0)
-    except CliError as exc:
-        print(f"{PROG} {verb}: error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    return run_subcommand("node", USAGE, COMMANDS, args)
