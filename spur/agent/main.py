@@ -340,7 +340,10 @@ async def run_agent(
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Agent"], agent_servicer)
         from spur.agent.batch_service import AGENT_BATCH, AgentBatchServicer
 
-        server.add_service(AGENT_BATCH, AgentBatchServicer(agent_servicer))  # LaunchJobs
+        server.add_service(  # LaunchJobs
+            AGENT_BATCH,
+            AgentBatchServicer(agent_servicer, metrics.observe_launch if metrics is not None else None),
+        )
         from spur.agent.mesh import AGENT_SERVICE as MESH_AGENT_SERVICE
         from spur.agent.mesh import MeshAgent, MeshAgentServicer
 

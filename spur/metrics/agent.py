@@ -46,4 +46,8 @@ class AgentMetrics:
         self.rpc_requests.labels(name, code).inc()
         kind = _LAUNCH_METHODS.get(name)
         if kind is not None:
-            (self.launches if code == "OK" else self.launch_failures).labels(kind).inc()
+            self.observe_launch(kind, code == "OK")
+
+    def observe_launch(self, kind: str, ok: bool) -> None:
+        """One launch of ``kind`` (job | step) served, by its own call or as an item of a batch."""
+        (self.launches if ok else self.launch_failures).labels(kind).inc()
