@@ -133,6 +133,8 @@ class Proc:
 class Cluster:
     root: Path
     conf_extra: str = ""
+    # Extra lines for the [controller] section (``conf_extra`` goes after [scheduler]).
+    controller_extra: str = ""
     port: int = field(default_factory=free_port)
     rest_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
@@ -167,8 +169,7 @@ class Cluster:
             f'metrics_addr = "127.0.0.1:{self.metrics_port}"\n'
             "heartbeat_interval_secs = 1\n"
             "node_timeout_secs = 4\n"
-            "kill_grace_secs = 2\n"
-            "[scheduler]\n"
+            "kill_grace_secs = 2\n" + self.controller_extra + "[scheduler]\n"
             "interval_secs = 0.5\n" + with_private_broker(self.conf_extra, self.root / "auth.sock")
         )
         return conf

@@ -8,34 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from integration.harness import BIN, Cluster, wait_for, with_private_broker
+from integration.harness import BIN, Cluster, wait_for
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 
 pytestmark = pytest.mark.integration
 
 
-class FullCluster(Cluster):
-    """The harness controller holding at most one unfinished job (MaxJobCount 1), no agents."""
-
-    def write_conf(self) -> Path:
-        conf = self.root / "spur.conf"
-        conf.write_text(
-            'cluster_name = "itest"\n'
-            "[controller]\n"
-            f'state_dir = "{self.root / "ctl"}"\n'
-            f'rest_addr = "127.0.0.1:{self.rest_port}"\n'
-            f'metrics_addr = "127.0.0.1:{self.metrics_port}"\n'
-            "max_job_count = 1\n"
-            "[scheduler]\n"
-            "interval_secs = 0.5\n" + with_private_broker("", self.root / "auth.sock")
-        )
-        return conf
-
-
 @pytest.fixture
 def full(tmp_path: Path):
-    c = FullCluster(tmp_path)
+    c = Cluster(tmp_path, controller_extra="max_job_count = 1\n")  # holds at most one unfinished job
     c.start_controller()
     try:
         yield c
@@ -43,7 +25,7 @@ def full(tmp_path: Path):
         c.stop()
 
 
-def test_a_full_controller_refuses_and_sbatch_retries_until_admitted(full: FullCluster) -> None:
+def test_a_full_controller_refuses_and_sbatch_retries_until_admitted(full: Cluster) -> None:
     first = full.cli("sbatch", "--parsable", "--wrap", "true").stdout.strip()
     assert first == "1"
 
@@ -83,7 +65,7 @@ def test_a_full_controller_refuses_and_sbatch_retries_until_admitted(full: FullC
     assert sorted(full.jobs()) == [1, 2]  # admitted once, never twice
 
 
-def test_sbatch_gives_up_after_its_retries_with_slurms_message(full: FullCluster) -> None:
+def test_sbatch_gives_up_after_its_retries_with_slurms_message(full: Cluster) -> None:
     full.cli("sbatch", "--wrap", "true")
     env = dict(full.env, SPUR_BUSY_RETRY_SCALE="0.01")
     proc = subprocess.run(
