@@ -9,15 +9,10 @@ from spur.cli.client import with_controller
 
 def accounting_stub(controller_stub: Any) -> Any:
     """A stub for the Accounting service on the channel of ``controller_stub`` (blocking or Trio)."""
-    from spur.rpc.blocking import BlockingStub
+    from spur.cli.client import service_stub
     from spur.rpc.proto import accounting_pb2 as apb
 
-    service = apb.DESCRIPTOR.services_by_name["Accounting"]
-    if isinstance(controller_stub, BlockingStub):
-        return BlockingStub(controller_stub.channel, service)
-    from spur.rpc.stub import Stub
-
-    return Stub(controller_stub.channel, service)
+    return service_stub(controller_stub, apb.DESCRIPTOR.services_by_name["Accounting"])
 
 
 def call_accounting(method: str, request: Any) -> Any:

@@ -13,15 +13,10 @@ __all__ = ["acctdb_stub", "no_database"]
 
 def acctdb_stub(stub: Any) -> Any:
     """A stub for AccountingDb on ``stub``'s channel."""
-    from spur.rpc.blocking import BlockingStub
+    from spur.cli.client import service_stub
     from spur.rpc.proto import accounting_db_pb2 as apb
 
-    service = apb.DESCRIPTOR.services_by_name["AccountingDb"]
-    if isinstance(stub, BlockingStub):
-        return BlockingStub(stub.channel, service)
-    from spur.rpc.stub import Stub
-
-    return Stub(stub.channel, service)
+    return service_stub(stub, apb.DESCRIPTOR.services_by_name["AccountingDb"])
 
 
 def no_database(exc: Any) -> bool:

@@ -114,6 +114,18 @@ def _configured_broker_socket() -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def service_stub(controller_stub: Any, service: Any) -> Any:
+    """A stub for another controller service (``service``: its descriptor) on the same connection as
+    ``controller_stub``, of the same kind (blocking or Trio)."""
+    from spur.rpc.blocking import BlockingStub
+
+    if isinstance(controller_stub, BlockingStub):
+        return BlockingStub(controller_stub.channel, service)
+    from spur.rpc.stub import Stub
+
+    return Stub(controller_stub.channel, service)
+
+
 def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float | None = 30.0) -> T:
     """Run ``body(stub)`` against the first reachable controller; RpcError -> CliError.
 

@@ -90,15 +90,10 @@ def install_k0s_main(args: list[str]) -> int:
 
 
 def _stub(controller_stub: Any) -> Any:
-    from spur.rpc.blocking import BlockingStub
+    from spur.cli.client import service_stub
     from spur.rpc.proto import k8s_pb2
 
-    service = k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"]
-    if isinstance(controller_stub, BlockingStub):
-        return BlockingStub(controller_stub.channel, service)
-    from spur.rpc.stub import Stub
-
-    return Stub(controller_stub.channel, service)
+    return service_stub(controller_stub, k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"])
 
 
 def _call(method: str, request: Any, timeout: float = 60.0) -> Any:

@@ -106,13 +106,10 @@ def cmd_remove(args: list[str]) -> int:
     _check_hostlist(parser, opts.nodes)
 
     async def body(stub: Any) -> Any:
-        from spur.rpc.blocking import BlockingStub
-        from spur.rpc.stub import Stub
+        from spur.cli.client import service_stub
 
-        service = inventory_pb2.DESCRIPTOR.services_by_name["Inventory"]
-        wrap = BlockingStub if isinstance(stub, BlockingStub) else Stub
-        request = inventory_pb2.RemoveNodesRequest(nodes=opts.nodes)
-        return await wrap(stub.channel, service).RemoveNodes(request, timeout=30)
+        inventory = service_stub(stub, inventory_pb2.DESCRIPTOR.services_by_name["Inventory"])
+        return await inventory.RemoveNodes(inventory_pb2.RemoveNodesRequest(nodes=opts.nodes), timeout=30)
 
     members = _k8s_members()
     resp = with_controller(body)

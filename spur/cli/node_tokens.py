@@ -92,15 +92,10 @@ def format_table(tokens: list[Any]) -> str:
 
 def _admission_stub(stub: Any) -> Any:
     """The Admission service on the same connection as ``stub`` (a blocking or Trio controller stub)."""
-    from spur.rpc.blocking import BlockingStub
+    from spur.cli.client import service_stub
     from spur.rpc.proto import admission_pb2
 
-    service = admission_pb2.DESCRIPTOR.services_by_name["Admission"]
-    if isinstance(stub, BlockingStub):
-        return BlockingStub(stub.channel, service)
-    from spur.rpc.stub import Stub
-
-    return Stub(stub.channel, service)
+    return service_stub(stub, admission_pb2.DESCRIPTOR.services_by_name["Admission"])
 
 
 def _call(method: str, request: Any) -> Any:

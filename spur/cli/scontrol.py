@@ -179,15 +179,13 @@ def show_config_text(info, now: float, extra: list[tuple[str, str]] | None = Non
 async def _status_and_config(stub):  # -> (ControllerInfo, [(key, value)])
     """The answering controller's status and the configuration it runs with (no rows from a
     controller without the ConfigReport service)."""
-    from spur.rpc.blocking import BlockingStub
+    from spur.cli.client import service_stub
     from spur.rpc.proto import config_report_pb2 as cpb
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError, StatusCode
-    from spur.rpc.stub import Stub
 
     info = await stub.GetControllerStatus(pb.Empty(), timeout=10)
-    wrap = BlockingStub if isinstance(stub, BlockingStub) else Stub
-    report = wrap(stub.channel, cpb.DESCRIPTOR.services_by_name["ConfigReport"])
+    report = service_stub(stub, cpb.DESCRIPTOR.services_by_name["ConfigReport"])
     try:
         eff = await report.GetEffectiveConfig(cpb.EffectiveConfigRequest(), timeout=10)
     except RpcError as exc:
@@ -281,13 +279,10 @@ def delete(rest: list[str]) -> int:
         return _err("scontrol: error: delete takes one NodeName=LIST")
 
     async def body(stub):  # type: ignore[no-untyped-def]
-        from spur.rpc.blocking import BlockingStub
-        from spur.rpc.stub import Stub
+        from spur.cli.client import service_stub
 
-        service = inventory_pb2.DESCRIPTOR.services_by_name["Inventory"]
-        wrap = BlockingStub if isinstance(stub, BlockingStub) else Stub
-        request = inventory_pb2.RemoveNodesRequest(nodes=value)
-        return await wrap(stub.channel, service).RemoveNodes(request, timeout=30)
+        inventory = service_stub(stub, inventory_pb2.DESCRIPTOR.services_by_name["Inventory"])
+        return await inventory.RemoveNodes(inventory_pb2.RemoveNodesRequest(nodes=value), timeout=30)
 
     try:
         with_controller(body)

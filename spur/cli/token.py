@@ -37,15 +37,10 @@ def mint_token(username: str = "", lifespan: int = 0, admin: bool = False) -> st
 
 def _auth_stub(controller_stub: Any) -> Any:
     """An Auth-service stub on the same connection as ``controller_stub`` (blocking or Trio)."""
-    from spur.rpc.blocking import BlockingStub
+    from spur.cli.client import service_stub
     from spur.rpc.proto import auth_pb2
 
-    service = auth_pb2.DESCRIPTOR.services_by_name["Auth"]
-    if isinstance(controller_stub, BlockingStub):
-        return BlockingStub(controller_stub.channel, service)
-    from spur.rpc.stub import Stub
-
-    return Stub(controller_stub.channel, service)
+    return service_stub(controller_stub, auth_pb2.DESCRIPTOR.services_by_name["Auth"])
 
 
 @app.default
