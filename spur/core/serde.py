@@ -3,6 +3,13 @@
 ``to_plain`` turns a dataclass tree into dicts/lists/scalars (enums by value); ``from_plain``
 rebuilds it from the type hints, ignoring unknown keys and defaulting missing ones so that
 snapshots written by an older version still load.
+
+Both sit on the controller's hot path (every Raft entry is encoded once and decoded once, every
+snapshot converts every job), so neither reflects on a class per value: the first value of each
+type compiles a converter (the dataclass's field names; for ``from_plain`` one builder per field,
+derived from its type hint once) and later values reuse it. The output is exactly what the
+reflective definition gives: dataclass instances first, then enums, then lists/tuples, then dicts,
+anything else as it is.
 """
 
 from __future__ import annotations
@@ -11,56 +18,126 @@ import dataclasses
 import enum
 import types
 import typing
-from functools import cache
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+Converter = Callable[[Any], Any]
+
+# Values that convert to themselves; checked by exact type (a bool is an int, an IntEnum is not).
+_SCALARS: frozenset[type] = frozenset({str, int, float, bool, type(None), bytes})
+
+_TO_PLAIN: dict[type, Converter] = {}
+_BUILDERS: dict[Any, Converter | None] = {}
+_PLANS: dict[type, tuple[tuple[str, Converter | None], ...]] = {}
+
 
 def to_plain(value: Any) -> Any:
     """Convert dataclasses, enums, lists, tuples and dicts into JSON-ready values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, list | tuple):
-        return [to_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
+    t = type(value)
+    if t in _SCALARS:
+        return value
+    conv = _TO_PLAIN.get(t)
+    if conv is None:
+        conv = _TO_PLAIN[t] = _compile_to_plain(t)
+    return conv(value)
+
+
+def _identity(value: Any) -> Any:
     return value
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _list_to_plain(value: Any) -> list[Any]:
+    return [v if type(v) in _SCALARS else to_plain(v) for v in value]
 
 
-def _build(tp: Any, value: Any) -> Any:
-    if value is None:
-        return None
+def _dict_to_plain(value: Any) -> dict[Any, Any]:
+    return {k: v if type(v) in _SCALARS else to_plain(v) for k, v in value.items()}
+
+
+def _enum_value(value: enum.Enum) -> Any:
+    return value.value
+
+
+def _compile_to_plain(t: type) -> Converter:
+    """The converter for instances of ``t`` (same precedence as the checks of the plain definition)."""
+    if dataclasses.is_dataclass(t):
+        names = tuple(f.name for f in dataclasses.fields(t))
+        scalars = _SCALARS
+
+        def dataclass_to_plain(value: Any) -> dict[str, Any]:
+            out = {}
+            for name in names:
+                v = getattr(value, name)
+                out[name] = v if type(v) in scalars else to_plain(v)
+            return out
+
+        return dataclass_to_plain
+    if issubclass(t, enum.Enum):
+        return _enum_value
+    if issubclass(t, list | tuple):
+        return _list_to_plain
+    if issubclass(t, dict):
+        return _dict_to_plain
+    return _identity
+
+
+def _builder(tp: Any) -> Converter | None:
+    """A function rebuilding a non-None plain value as type ``tp``; None where the value is kept as is."""
+    try:
+        return _BUILDERS[tp]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable hint: compile it every time (rare; never on the hot path)
+        return _compile_builder(tp)
+    built = _BUILDERS[tp] = _compile_builder(tp)
+    return built
+
+
+def _compile_builder(tp: Any) -> Converter | None:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(args[0], value) if len(args) == 1 else value
+        return _builder(args[0]) if len(args) == 1 else None
     if origin in (list, tuple):
         (arg, *_rest) = typing.get_args(tp) or (Any,)
-        built = [_build(arg, v) for v in value]
-        return tuple(built) if origin is tuple else built
+        inner = _builder(arg)
+        if origin is tuple:
+            if inner is None:
+                return tuple
+            return lambda value: tuple(None if v is None else inner(v) for v in value)
+        if inner is None:
+            return list
+        return lambda value: [None if v is None else inner(v) for v in value]
     if origin is dict:
         _k, varg = typing.get_args(tp) or (Any, Any)
-        return {k: _build(varg, v) for k, v in value.items()}
+        inner = _builder(varg)
+        if inner is None:
+            return lambda value: dict(value.items())
+        return lambda value: {k: None if v is None else inner(v) for k, v in value.items()}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return from_plain(tp, value)
+        return lambda value: from_plain(tp, value)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(value)
-    return value
+        return tp
+    return None
+
+
+def _plan(cls: type) -> tuple[tuple[str, Converter | None], ...]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = typing.get_type_hints(cls)
+        plan = _PLANS[cls] = tuple(
+            (f.name, _builder(hints[f.name])) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        )
+    return plan
 
 
 def from_plain(cls: type[T], data: dict[str, Any]) -> T:
     """Rebuild dataclass ``cls`` from ``to_plain`` output."""
-    hints = _hints(cls)
     kwargs = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name in data:
-            kwargs[f.name] = _build(hints[f.name], data[f.name])
+    for name, build in _plan(cls):
+        if name in data:
+            value = data[name]
+            kwargs[name] = value if value is None or build is None else build(value)
     return cls(**kwargs)

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from spur.core.job import JobSpec, Node, NodeAllocation, Partition, StepSpec
 from spur.core.serde import from_plain, to_plain
 
@@ -275,7 +277,10 @@ def encode(cmd: Any) -> bytes:
 
 def decode(data: bytes) -> Any:
     """Inverse of ``encode``; raises ValueError on an unknown command type."""
-    obj = json.loads(data)
+    try:
+        obj = orjson.loads(data)  # ~4x faster than json; every applied entry passes here
+    except orjson.JSONDecodeError:
+        obj = json.loads(data)  # what orjson refuses and json writes (NaN, Infinity)
     if obj.get("type") == "Batch":
         return Batch([_command_of(inner) for inner in obj["body"]["commands"]])
     return _command_of(obj)
