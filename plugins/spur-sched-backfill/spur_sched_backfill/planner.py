@@ -14,10 +14,11 @@ The planner is pure: it reads the snapshot and builds a ``Plan``; it never mutat
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,9 +71,32 @@ class BackfillOptions:
         return cls(**values)
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def natural_key(name: str) -> tuple:
-    """Sort key ordering ``node2`` before ``node10``."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+    """Sort key ordering ``node2`` before ``node10`` (cached: every pass sorts every node by it)."""
+    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+class _Lazy(dict):
+    """Per-node values built on first use (``self[i]``), by ``build(i)``.
+
+    A pass usually looks at a few nodes of a large cluster (the first that fit), so building every
+    node's profile up front was most of a pass's cost at thousands of nodes. What is built for a node
+    does not depend on when it is built, so plans are the same as with eager building.
+    """
+
+    __slots__ = ("_build",)
+
+    def __init__(self, build: Callable[[int], Any]) -> None:
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, i: int) -> Any:
+        value = self[i] = self._build(i)
+        return value
 
 
 def priority_key(job: PendingView) -> tuple:
@@ -112,8 +136,8 @@ class BackfillPlanner:
         views = sorted(snapshot.nodes, key=lambda v: natural_key(v.name))
         self.views: list[NodeView] = views
         self.index: dict[str, int] = {v.name: i for i, v in enumerate(views)}
-        self.total_mask: list[int] = [self._total_mask(v) for v in views]
-        self.profiles: list[NodeProfile] = self._build_profiles()
+        self.total_mask: Mapping[int, int] = _Lazy(lambda i: self._total_mask(views[i]))
+        self.profiles: Mapping[int, NodeProfile] = self._build_profiles()
         self.members, self.part_up, self.part_names = self._partitions()
         self.type_masks: dict[str, list[int]] = {}
         self.candidates: dict[tuple, _Candidates] = {}
@@ -127,41 +151,53 @@ class BackfillPlanner:
         count = max(v.gpus_total, len(v.gpu_models))
         return ((1 << count) - 1) | mask_of(v.gpus_free)
 
-    def _build_profiles(self) -> list[NodeProfile]:
+    def _build_profiles(self) -> Mapping[int, NodeProfile]:
+        """Each node's profile, built when first looked at (from releases gathered here, up front)."""
         now = self.now
-        releases: list[list[tuple[float, int, int, int]]] = [[] for _ in self.views]
-        listed = [0] * len(self.views)
-        held_whole = [False] * len(self.views)
+        releases: dict[int, list[tuple[float, int, int, int]]] = {}
+        listed: dict[int, int] = {}
+        held_whole: set[int] = set()
+        self._held_whole = held_whole
         for run in self.snap.running:
             when = run.end_time if run.end_time > now else now + OVERRUN_GRACE_SECS
             for alloc in run.allocation:
                 i = self.index.get(alloc.node)
                 if i is None:
                     continue
-                listed[i] += 1
+                listed[i] = listed.get(i, 0) + 1
                 v = self.views[i]
                 if run.exclusive:
                     # An exclusive job holds the whole node whatever its allocation lists.
-                    held_whole[i] = True
+                    held_whole.add(i)
                     release = (when, v.cpus_total, v.mem_total_mb, self.total_mask[i])
                 else:
                     release = (when, alloc.cpus, alloc.mem_mb, mask_of(alloc.gpus))
                 if when != math.inf:
-                    releases[i].append(release)
-        profiles = []
-        for i, v in enumerate(self.views):
-            if held_whole[i]:
-                free = (0, 0, 0, max(v.running_jobs, listed[i], 1))
+                    releases.setdefault(i, []).append(release)
+
+        def build(i: int) -> NodeProfile:
+            v = self.views[i]
+            if i in held_whole:
+                free = (0, 0, 0, max(v.running_jobs, listed.get(i, 0), 1))
             else:
                 free = (
                     v.cpus_free,
                     v.mem_free_mb,
                     mask_of(v.gpus_free) & self.total_mask[i],
-                    max(v.running_jobs, listed[i]),
+                    max(v.running_jobs, listed.get(i, 0)),
                 )
             totals = (v.cpus_total, v.mem_total_mb, self.total_mask[i])
-            profiles.append(NodeProfile.build(now, free, totals, releases[i]))
-        return profiles
+            return NodeProfile.build(now, free, totals, releases.get(i, []))
+
+        return _Lazy(build)
+
+    def _cpus_free_now(self, i: int) -> int:
+        """Node ``i``'s free CPUs now, as its profile has them, without building an untouched profile
+        (an unbuilt one would start from the view's free CPUs, or none under an exclusive job)."""
+        profiles = self.profiles
+        if i in profiles:
+            return profiles[i].cpus[0]
+        return 0 if i in self._held_whole else self.views[i].cpus_free
 
     def _partitions(self) -> tuple[dict[str, set[int]], dict[str, bool], dict[str, set[str]]]:
         """Per partition: node indices (from partition views and nodes' own lists), whether it is
@@ -206,7 +242,7 @@ class BackfillPlanner:
             )
             avail = tuple(i for i in config if self.views[i].available)
             cands = _Candidates(
-                config=config, avail=avail, open=[i for i in avail if self.profiles[i].cpus[0] > 0]
+                config=config, avail=avail, open=[i for i in avail if self._cpus_free_now(i) > 0]
             )
             self.candidates[key] = cands
         return cands
