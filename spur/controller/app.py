@@ -98,6 +98,8 @@ class Controller:
                 cfg.controller.election_timeout_max_ms / 1000,
             ),
             heartbeat_interval=cfg.controller.heartbeat_ms / 1000,
+            # Serializing 100k jobs takes seconds; a forked child does it while the loop goes on.
+            fork_snapshots=True,
         )
         # Concurrent proposals leave as one Raft entry (spur/controller/batching.py); runs in ``run``.
         self.batcher = ProposalBatcher(self.raft.propose)

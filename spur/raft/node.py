@@ -163,6 +163,7 @@ class RaftNode:
         max_append_bytes: int = 1024 * 1024,
         max_inflight: int = 8,
         snapshot_chunk_bytes: int = 1024 * 1024,
+        fork_snapshots: bool = False,
     ) -> None:
         if node_id < 0:
             raise ValueError(f"node_id must be >= 0, got {node_id}")
@@ -191,6 +192,7 @@ class RaftNode:
         self._others = {i: a for i, a in enumerate(self._peers, 1) if i != node_id}
         self._size = max(len(self._peers), 1)
         self._snapshot_every = snapshot_every
+        self._fork_snapshots = fork_snapshots
         self._election_timeout = (low, high)
         self._heartbeat = heartbeat_interval
         self._rpc_timeout = rpc_timeout if rpc_timeout is not None else low / 2
@@ -1116,16 +1118,41 @@ class RaftNode:
             return
         index = self._applied_index
         self._next_snapshot_at = index + self._snapshot_every
+        term = self._term_at(index)
+        assert term is not None
+        if self._fork_snapshots:
+            from spur.raft.forked import fork_snapshot
+
+            try:
+                child = fork_snapshot(self._sm.snapshot)  # the state at ``index``, serialized off the loop
+            except OSError as exc:
+                log.warning("cannot fork for the snapshot at index %d (serializing here): %s", index, exc)
+            else:
+                self._snapshotting = True
+                self._nursery.start_soon(self._forked_snapshot, child, index, term, name=f"raft-snapshot-{index}")
+                return
         try:
             data = self._sm.snapshot()
         except Exception:
             log.exception("state machine snapshot at index %d failed; retrying later", index)
             return
-        term = self._term_at(index)
-        assert term is not None
-        snapshot = Snapshot(index, term, data)
         self._snapshotting = True
-        self._nursery.start_soon(self._save_snapshot, snapshot, name=f"raft-snapshot-{index}")
+        self._nursery.start_soon(self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}")
+
+    async def _forked_snapshot(self, child: Any, index: int, term: int) -> None:
+        """Collect the bytes of the child forked at ``index`` (``spur.raft.forked``), then save them."""
+        from spur.raft.forked import ChildSnapshotError
+
+        try:
+            data = await child.result()
+        except ChildSnapshotError as exc:
+            self._snapshotting = False
+            log.warning("state machine snapshot at index %d failed (retrying later): %s", index, exc)
+            return
+        except BaseException:
+            self._snapshotting = False
+            raise
+        await self._save_snapshot(Snapshot(index, term, data))
 
     async def _save_snapshot(self, snapshot: Snapshot) -> None:
         try:
