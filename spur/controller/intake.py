@@ -11,9 +11,6 @@ accept job, sleeping and retrying"). Submissions already admitted are never drop
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from spur.rpc.status import RpcError, StatusCode
 
 __all__ = ["BUSY", "SubmitGate", "array_size", "refusal"]
@@ -57,11 +54,9 @@ class SubmitGate:
         self.in_flight = 0
         self.refused = 0  # submissions refused so far (benchmarks and metrics read it)
 
-    @contextmanager
-    def admit(
-        self, live_jobs: int, new_jobs: int, *, max_in_flight: int, max_job_count: int
-    ) -> Iterator[None]:
-        """``with gate.admit(...):`` around the proposal of one admitted submission."""
+    def admit(self, live_jobs: int, new_jobs: int, *, max_in_flight: int, max_job_count: int) -> _Admitted:
+        """``with gate.admit(...):`` around the proposal of one admitted submission; raises
+        RESOURCE_EXHAUSTED (and counts a refusal) at once when it must wait."""
         why = refusal(
             self.in_flight, live_jobs, new_jobs, max_in_flight=max_in_flight, max_job_count=max_job_count
         )
@@ -69,7 +64,20 @@ class SubmitGate:
             self.refused += 1
             raise RpcError(StatusCode.RESOURCE_EXHAUSTED, why)
         self.in_flight += 1
-        try:
-            yield
-        finally:
-            self.in_flight -= 1
+        return _Admitted(self)
+
+
+class _Admitted:
+    """One admitted submission; leaving the ``with`` block (however) gives its place back. A plain
+    class rather than ``@contextmanager``: this runs on every submission."""
+
+    __slots__ = ("_gate",)
+
+    def __init__(self, gate: SubmitGate) -> None:
+        self._gate = gate
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._gate.in_flight -= 1

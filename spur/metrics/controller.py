@@ -12,7 +12,7 @@ accounting outbox depth (when the ``outbox`` state domain exists).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -110,12 +110,20 @@ class ControllerMetrics:
 
         self.k8s = K8sMetrics(self.registry, lambda: ctl.state)
         self._rpc_totals: dict[str, list[float]] = {}
+        self._rpc_children: dict[tuple[str, str], tuple[str, Any, Any]] = {}
         self._cycles = [0, 0.0, 0.0, 0.0]  # count, total, max, last (seconds)
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
-        name = method.rsplit("/", 1)[-1]
-        self.rpc_requests.labels(name, code).inc()
-        self.rpc_latency.labels(name).observe(seconds)
+        # Called for every RPC: the labelled children are looked up once (``labels()`` takes a lock
+        # and builds a key on every call).
+        children = self._rpc_children.get((method, code))
+        if children is None:
+            name = method.rsplit("/", 1)[-1]
+            children = (name, self.rpc_requests.labels(name, code), self.rpc_latency.labels(name))
+            self._rpc_children[(method, code)] = children
+        name, requests, latency = children
+        requests.inc()
+        latency.observe(seconds)
         totals = self._rpc_totals.setdefault(name, [0, 0.0])
         totals[0] += 1
         totals[1] += seconds

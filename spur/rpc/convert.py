@@ -25,15 +25,42 @@ def _copy_to_proto(obj, msg):
     return msg
 
 
+_SCALAR, _LIST, _MAP = 0, 1, 2
+_FIELD_KINDS: dict[tuple[type, object], tuple[tuple[str, int], ...]] = {}
+
+
+def _field_kinds(cls, msg) -> tuple[tuple[str, int], ...]:
+    """(name, kind) of each dataclass field, kind from the message's descriptor; computed once per
+    (class, message type): every submission passes here."""
+    key = (cls, msg.DESCRIPTOR)
+    kinds = _FIELD_KINDS.get(key)
+    if kinds is None:
+        by_name = msg.DESCRIPTOR.fields_by_name
+        out = []
+        for f in fields(cls):
+            fd = by_name[f.name]
+            if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+                kind = _MAP
+            elif fd.is_repeated:
+                kind = _LIST
+            else:
+                kind = _SCALAR
+            out.append((f.name, kind))
+        kinds = _FIELD_KINDS[key] = tuple(out)
+    return kinds
+
+
 def _values_from_proto(cls, msg) -> dict:
+    """The dataclass's field values read from ``msg``: scalars as they are, repeated fields as lists,
+    maps as dicts."""
     values = {}
-    for f in fields(cls):
-        value = getattr(msg, f.name)
-        if f.name == "environment":
-            value = dict(value)
-        elif not isinstance(value, str | int | bool | float):
+    for name, kind in _field_kinds(cls, msg):
+        value = getattr(msg, name)
+        if kind == _LIST:
             value = list(value)
-        values[f.name] = value
+        elif kind == _MAP:
+            value = dict(value)
+        values[name] = value
     return values
 
 
