@@ -143,6 +143,7 @@ max_job_count = 5000
 
 [scheduler]
 interval_secs = 0.5
+min_interval_secs = 0.2
 plugin = "fifo"
 max_job_test = 50
 enforce_part_limits = "ALL"
@@ -256,6 +257,7 @@ def test_every_section_loads_typed_values() -> None:
     assert cfg.controller.node_id == 2 and cfg.controller.wal_fsync is False
     assert cfg.controller.state_dir == Path("/srv/spur")
     assert cfg.scheduler.interval_secs == 0.5 and cfg.scheduler.plugin == "fifo"
+    assert cfg.scheduler.min_interval_secs == 0.2
     assert [p.name for p in cfg.partitions] == ["cpu", "gpu"]
     assert cfg.default_partition.name == "gpu"
     assert cfg.partitions[0].default is False

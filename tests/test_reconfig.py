@@ -26,6 +26,7 @@ heartbeat_ms = 120
 snapshot_every = 77
 [scheduler]
 interval_secs = 0.5
+min_interval_secs = 0.01
 max_job_test = 12
 enforce_part_limits = "ALL"
 [[partitions]]

@@ -81,6 +81,7 @@ APPLIES: dict[str, Mark] = {
     "controller.max_job_count": CTLD,
     # [scheduler]
     "scheduler.interval_secs": LIVE,
+    "scheduler.min_interval_secs": LIVE,
     "scheduler.plugin": Mark(Applies.SPURCTLD, "reconfigure refuses a changed plugin"),
     "scheduler.max_job_test": LIVE,
     "scheduler.enforce_part_limits": LIVE,

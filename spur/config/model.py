@@ -63,6 +63,7 @@ class SchedulerConfig:
     """``[scheduler]``: the leader's scheduling loop."""
 
     interval_secs: float = 2.0
+    min_interval_secs: float = 0.05
     plugin: str = "backfill"
     max_job_test: int = 1000
     enforce_part_limits: str = "NO"  # Slurm's EnforcePartLimits: ALL, ANY, NO, YES (= ANY)

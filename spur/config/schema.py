@@ -194,6 +194,15 @@ class SchedulerSchema(SectionSchema):
         validate=fields.validate.Range(min=0, min_inclusive=False, error="must be greater than 0"),
         metadata=doc("Seconds between scheduler passes."),
     )
+    min_interval_secs = f.Float(
+        validate=fields.validate.Range(min=0, error="must be 0 or more"),
+        metadata=doc(
+            "Least seconds from the end of one scheduler pass to the start of the next, however often "
+            "submissions and job ends ask for one (like Slurm's sched_min_interval); passes are also "
+            "spaced by twice their own CPU time. Larger values let a busy controller start more jobs per "
+            "pass and spend less CPU planning; 0 plans after every change."
+        ),
+    )
     plugin = f.Str(metadata=doc('Scheduler plugin name (entry point in group "spur").'))
     max_job_test = f.Int(
         validate=f.at_least(1), metadata=doc("Pending jobs considered per pass (like Slurm bf_max_job_test).")

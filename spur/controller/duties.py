@@ -55,9 +55,11 @@ class SchedulerLoop:
                 log.warning("scheduler cycle could not commit: %s", exc)
             if self.ctl.metrics is not None:
                 self.ctl.metrics.observe_scheduler_cycle(time.perf_counter() - wall)
-            # Kicks arrive with every submit; spacing passes by twice their CPU cost keeps a burst of
-            # submissions from spending the controller's CPU on re-planning the same queue.
-            await trio.sleep(min(interval, 2 * (time.process_time() - began)))
+            # Kicks arrive with every submit and job end; spacing passes (by twice their CPU cost, and by
+            # scheduler.min_interval_secs at least) keeps a busy controller from spending its CPU on
+            # re-planning the same queue, and lets each pass start more jobs at once.
+            gap = max(2 * (time.process_time() - began), self.ctl.cfg.scheduler.min_interval_secs)
+            await trio.sleep(min(interval, gap))
 
     async def cycle(self) -> int:
         """One scheduling pass; returns the number of jobs started."""
