@@ -31,7 +31,7 @@ from typing import Any
 
 import trio
 
-from bench.common import BenchController, Profiler, controller, percentile, print_table
+from bench.common import BenchController, Profiler, controller, percentile, print_table, proc_cpu_secs
 from integration.harness import wait_for
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
@@ -112,7 +112,7 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
             # Sparse on purpose: GetNodes/GetJobs over thousands of records are costly for the controller
             # (GetNodes grows with nodes x partition size), so frequent samples would skew what is measured.
             while True:
-                await trio.sleep(15)
+                await trio.sleep(args.sample_secs)
                 try:
                     jobs = await client.call("GetJobs", pb.GetJobsRequest(states=["PENDING"]))
                     nodes = await client.call("GetNodes", pb.GetNodesRequest())
@@ -122,6 +122,9 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
                 samples.append((trio.current_time(), len(jobs.jobs), down))
 
         before = _fleet_stats(stats_file)
+        fleet_pid = getattr(args, "fleet_pid", 0)
+        fleet_cpu0 = proc_cpu_secs(fleet_pid) if fleet_pid else 0.0
+        own_cpu0 = time.process_time()
         cpu0, wall0 = ctl.cpu_secs(), time.monotonic()
         nursery.start_soon(sampler)
         t0 = trio.current_time()
@@ -131,6 +134,8 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
             nursery.start_soon(submit)
         await trio.sleep_until(t0 + args.duration)
         cpu1, wall1 = ctl.cpu_secs(), time.monotonic()
+        fleet_cpu = (proc_cpu_secs(fleet_pid) - fleet_cpu0) if fleet_pid else 0.0
+        own_cpu = time.process_time() - own_cpu0
         after = _fleet_stats(stats_file)
         rss = ctl.rss_mb()
         jobs = (await client.call("GetJobs", pb.GetJobsRequest(include_finished=True))).jobs
@@ -151,6 +156,8 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
     return {
         "elapsed": elapsed,
         "cpu_share": (cpu1 - cpu0) / elapsed,
+        "fleet_cpu_share": fleet_cpu / elapsed,
+        "loadgen_cpu_share": own_cpu / elapsed,
         "rss_mb": rss,
         "submitted": total - submit_errors,
         "submit_errors": submit_errors,
@@ -224,11 +231,29 @@ async def _array_workload(ctl: BenchController, args: argparse.Namespace, stats_
     }
 
 
+def sustained(offered: float, completed: float, slope: float, refused: int) -> bool:
+    """Whether a window kept up with its offered rate: no submission refused, the pending backlog flat
+    (growing by less than 2% of the offered rate per second) and at least 90% of the offered rate
+    completed (not 100%: jobs still running at the window's end, a second's worth on average with
+    the default run time, were accepted but have not completed yet)."""
+    return completed >= 0.9 * offered and slope < 0.02 * offered and refused == 0
+
+
 def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> None:
     """Steady windows of ``--duration`` s at each offered rate of ``--rates``, one after another on the
-    same controller and fleet; prints (and with ``--csv`` writes) one row per rate."""
+    same controller and fleet; prints (and with ``--csv`` writes) one row per rate.
+
+    With ``--find-limit`` the rates are a ladder climbed until the first window that is not
+    :func:`sustained`; the highest sustained rate is printed, then windows at 2x and 4x of it show
+    what an overloaded controller still completes (the issue's "no congestion collapse": at least 90%
+    of the sustainable rate)."""
     rows = []
-    for rate in [float(x) for x in args.rates.split(",")]:
+    ladder = [float(x) for x in args.rates.split(",")]
+    limit = 0.0
+    queue = list(ladder)
+    overload_done = False
+    while queue:
+        rate = queue.pop(0)
         window = argparse.Namespace(**{**vars(args), "rate": rate})
         r = trio.run(_workload, ctl, window, stats_file)
         f = r["fleet"]
@@ -246,11 +271,30 @@ def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> N
                 "false_down_end": r["down_end"],
                 "controller_cpu_pct": round(r["cpu_share"] * 100),
                 "controller_rss_mib": round(r["rss_mb"]),
+                "sustained": sustained(rate, r["completed_per_s"], r["backlog_slope"], r["refused"]),
             }
         )
         print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
+        if args.find_limit and not overload_done:
+            if rows[-1]["sustained"]:
+                limit = rate
+            else:
+                queue = [2 * limit, 4 * limit] if limit else []
+                overload_done = True
     print(f"\nsweep: {args.nodes} virtual nodes, {args.duration:g} s per rate, {os.cpu_count()} cores here")
     print_table(list(rows[0]), [tuple(r.values()) for r in rows])
+    if args.find_limit:
+        base = next((r["completed_per_s"] for r in rows if r["offered_per_s"] == limit), 0.0)
+        print(f"highest sustained offered rate: {limit:g} jobs/s (completed {base:g}/s)")
+        for factor in (2, 4):
+            over = [r for r in rows[-2:] if limit and r["offered_per_s"] == factor * limit]
+            if over and base:
+                share = over[0]["completed_per_s"] / base
+                print(
+                    f"offered {factor}x ({factor * limit:g}/s): completed {over[0]['completed_per_s']:g}/s = "
+                    f"{share:.0%} of the sustained rate, {over[0]['refused']} submissions refused and retried, "
+                    f"heartbeat p99 {over[0]['heartbeat_recent_p99_ms']:g} ms"
+                )
     if args.csv:
         import csv
 
@@ -298,6 +342,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
                 what=f"{args.nodes} virtual nodes to register",
             )
             register_secs = time.monotonic() - began
+            args.fleet_pid = fleet.pid
             register_cpu = ctl.cpu_secs() - cpu_before
             rss_idle = ctl.rss_mb()
             workload = _array_workload if args.array else _workload
@@ -349,6 +394,11 @@ def fleet_phase(args: argparse.Namespace) -> None:
         ("controller RSS after registration", f"{rss_idle:.0f} MiB"),
         ("controller CPU under load", f"{r['cpu_share'] * 100:.0f}% of one core"),
         ("controller RSS at end", f"{r['rss_mb']:.0f} MiB"),
+        (
+            "fleet simulator / load generator CPU",
+            f"{r['fleet_cpu_share'] * 100:.0f}% / {r['loadgen_cpu_share'] * 100:.0f}% of one core "
+            f"({os.cpu_count()} cores here)",
+        ),
         (
             "heartbeats in window",
             f"{r['heartbeats_in_window']} ({r['heartbeats_in_window'] / r['elapsed']:.0f}/s)",
@@ -437,6 +487,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
     ap.add_argument("--rates", default="", help="comma-separated offered rates: one window each (a sweep)")
     ap.add_argument("--csv", default="", help="with --rates: write the sweep's rows to this CSV file")
+    ap.add_argument(
+        "--sample-secs", type=float, default=15.0, help="seconds between backlog/DOWN samples (GetJobs+GetNodes)"
+    )
+    ap.add_argument(
+        "--find-limit",
+        action="store_true",
+        help="with --rates (ascending): stop at the first rate not sustained, then offer 2x and 4x the last sustained",
+    )
     ap.add_argument("--array", type=int, default=0, help="instead of the steady load: one --array 1-N job")
     ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")
     args = ap.parse_args(argv)
