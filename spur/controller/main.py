@@ -100,8 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     controller.plugin_manager = plugin_manager
 
     async def run() -> None:
+        from spur.controller.gc_policy import gc_policy
+
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+            # Process-wide, so here and not in Controller.run (tests run several controllers in one process).
+            await nursery.start(gc_policy, name="gc-policy")
             await nursery.start(controller.run)
 
     try:
