@@ -116,13 +116,14 @@ def main(argv: list[str]) -> int:
 
 def submit(spec) -> int:
     from spur.cli.busy import Busy, retry_while_busy
-    from spur.rpc.convert import spec_to_proto
-    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.lite import spec_request
     from spur.rpc.status import RpcError, StatusCode
+
+    request = spec_request(spec)  # the wire request, without loading protobuf
 
     async def body(stub):
         try:
-            resp = await stub.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
+            resp = await stub.SubmitJob(request, timeout=30)
         except RpcError as exc:
             if exc.code is StatusCode.RESOURCE_EXHAUSTED:  # nothing was submitted: back off, retry
                 raise Busy(exc.message) from None
@@ -132,7 +133,7 @@ def submit(spec) -> int:
     from spur.cli.client import submit_failure
 
     try:
-        return retry_while_busy(lambda: with_controller(body), PROG)
+        return retry_while_busy(lambda: with_controller(body, lite=True), PROG)
     except Busy as exc:
         raise CliError(submit_failure(PROG, "Batch job submission failed: ", exc.message)) from None
     except CliError as exc:

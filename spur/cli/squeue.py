@@ -215,7 +215,7 @@ def jobs_json(jobs, now: float) -> str:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc import lite as pb  # the wire without protobuf's start-up cost
 
     try:
         filters = parse_job_filters(split_list(args.jobs))
@@ -266,7 +266,7 @@ def main(argv: list[str]) -> int:
 
     while True:
         try:
-            resp = with_controller(body)
+            resp = with_controller(body, lite=True)
         except CliError as exc:
             print(f"squeue: error: {exc.message}", file=sys.stderr)
             return 1

@@ -23,9 +23,6 @@ import os
 import socket
 import time
 from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
-
-from google.protobuf.message import DecodeError, Message
 
 from spur.rpc.h2_unary import Data, GoAway, H2Connection, H2Error, Headers, Reset
 from spur.rpc.status import RpcError, StatusCode
@@ -43,8 +40,14 @@ from spur.rpc.wire import (
 
 __all__ = ["BlockingChannel", "BlockingStub", "NeedsEventLoop", "blocking_controller_stub", "drive"]
 
-M = TypeVar("M", bound=Message)
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing itself is not imported at run time (a CLI start-up cost)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    from google.protobuf.message import Message
+
+    M = TypeVar("M", bound=Message)
+    T = TypeVar("T")
 USER_AGENT = "spur-rpc-blocking/0.1"
 _READ = 256 * 1024
 
@@ -180,7 +183,7 @@ class BlockingChannel:
             raise RpcError(StatusCode.INTERNAL, f"{method}: expected exactly one response message")
         try:
             return response_type.FromString(messages[0])
-        except DecodeError as exc:
+        except _decode_errors(response_type) as exc:
             raise RpcError(
                 StatusCode.INTERNAL,
                 f"{method}: cannot decode response as {response_type.DESCRIPTOR.full_name}: {exc}",
@@ -231,6 +234,17 @@ class BlockingChannel:
         if deadline is not None:
             headers.append(("grpc-timeout", encode_timeout(deadline - time.monotonic())))
         return headers + validate_metadata(merged)
+
+
+def _decode_errors(response_type: Any) -> tuple[type[Exception], ...]:
+    """What ``response_type.FromString`` raises on bad input: a :mod:`spur.rpc.lite` class names its
+    own; for a protobuf class it is protobuf's (imported here, so lite-only processes never load it)."""
+    own = getattr(response_type, "DecodeError", None)
+    if isinstance(own, type) and issubclass(own, Exception):
+        return (own,)
+    from google.protobuf.message import DecodeError
+
+    return (DecodeError,)
 
 
 _H2_ERRORS = (
@@ -314,6 +328,22 @@ class BlockingStub:
             return _Done(value)
 
         return call
+
+
+def lite_controller_stub(channel: BlockingChannel) -> BlockingStub:
+    """Blocking stub for the ``spur.v1.Controller`` RPCs :mod:`spur.rpc.lite` covers (GetJobs,
+    SubmitJob), taking and returning lite messages: protobuf is never imported. Other RPCs raise
+    AttributeError."""
+    from spur.rpc import lite
+
+    stub = BlockingStub.__new__(BlockingStub)
+    stub.channel = channel
+    stub.service = lite.SERVICE_DESCRIPTOR
+    stub._methods = {
+        name: (f"/{lite.SERVICE}/{name}", lite.message_class(req), lite.message_class(resp), False)
+        for name, (req, resp) in lite.METHODS.items()
+    }
+    return stub
 
 
 def blocking_controller_stub(channel: BlockingChannel) -> BlockingStub:

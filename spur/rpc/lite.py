@@ -1,0 +1,400 @@
+"""A pure-Python protobuf codec for the few messages the hot CLI commands exchange.
+
+Loading protobuf (the upb extension, ``spur_pb2``'s descriptors and message classes) costs a fresh
+process about 20 ms, as much as the whole rest of ``squeue`` or ``scontrol show job``; decoding a
+600-job ``GetJobsResponse`` in pure Python costs a few. So ``sbatch``, ``squeue`` and ``scontrol show
+job`` speak the wire format with this module instead, for exactly the messages listed in
+:mod:`spur.rpc.lite_schema` (generated from ``spur_pb2``'s descriptors; a test keeps it current and
+checks that both codecs agree byte for byte and field for field).
+
+Message classes (``lite.GetJobsRequest``, ``lite.JobInfo``...) behave like protobuf's for what the CLI
+uses: keyword construction, attribute reads with proto3 defaults (``""``, ``0``, ``False``, an empty
+sequence or mapping, an empty sub-message), ``HasField`` for fields with presence,
+``SerializeToString`` and ``FromString``. Decoded repeated fields are lists; unset ones read as an
+empty tuple. Unknown fields are skipped, as protobuf does. Errors in the input raise
+:class:`DecodeError`. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+
+from spur.rpc.lite_schema import MESSAGES, METHODS, SERVICE
+
+__all__ = ["DecodeError", "Message", "METHODS", "SERVICE", "SERVICE_DESCRIPTOR", "message_class", "spec_request"]
+
+_DOUBLE = Struct("<d")
+_FLOAT = Struct("<f")
+_U32 = Struct("<I")
+_U64 = Struct("<Q")
+_I32 = Struct("<i")
+_I64 = Struct("<q")
+
+# Kinds: how a field's value is read from / written to the wire.
+(K_UINT, K_INT, K_SINT, K_BOOL, K_STR, K_BYTES, K_MSG, K_F64, K_F32, K_FIX32, K_FIX64, K_SFIX32, K_SFIX64) = range(13)
+_KIND = {
+    "uint32": K_UINT, "uint64": K_UINT, "int32": K_INT, "int64": K_INT, "enum": K_INT,
+    "sint32": K_SINT, "sint64": K_SINT, "bool": K_BOOL, "string": K_STR, "bytes": K_BYTES,
+    "message": K_MSG, "double": K_F64, "float": K_F32, "fixed32": K_FIX32, "fixed64": K_FIX64,
+    "sfixed32": K_SFIX32, "sfixed64": K_SFIX64,
+}  # fmt: skip
+# Wire type of each kind; fixed-width kinds map to their struct.
+_WIRE = {K_F64: 1, K_FIX64: 1, K_SFIX64: 1, K_F32: 5, K_FIX32: 5, K_SFIX32: 5, K_STR: 2, K_BYTES: 2, K_MSG: 2}
+_FIXED = {K_F64: _DOUBLE, K_F32: _FLOAT, K_FIX32: _U32, K_FIX64: _U64, K_SFIX32: _I32, K_SFIX64: _I64}
+SINGULAR, OPTIONAL, REPEATED, MAP = 0, 1, 2, 3
+_LABEL = {"singular": SINGULAR, "optional": OPTIONAL, "repeated": REPEATED, "map": MAP}
+
+
+class DecodeError(ValueError):
+    """The bytes are not a valid encoding of the message."""
+
+
+class _Descriptor:
+    """The part of protobuf's descriptor that callers read: ``full_name``."""
+
+    def __init__(self, full_name: str) -> None:
+        self.full_name = full_name
+
+
+class _Field:
+    __slots__ = ("number", "name", "kind", "label", "cls", "tag", "wire")
+
+    def __init__(self, number: int, name: str, kind: int, label: int) -> None:
+        self.number, self.name, self.kind, self.label = number, name, kind, label
+        self.cls: type[Message] | None = None  # sub-message class (map: the entry class)
+        self.wire = _WIRE.get(kind, 0)
+        packed = label == REPEATED and kind not in (K_STR, K_BYTES, K_MSG)
+        self.tag = _varint((number << 3) | (2 if packed else self.wire))
+
+
+class Message:
+    """Base of the generated lite message classes; see the module docstring."""
+
+    DESCRIPTOR: _Descriptor
+    _fields: tuple[_Field, ...] = ()
+    _by_name: dict[str, _Field] = {}
+    _by_number: dict[int, _Field] = {}
+    DecodeError = DecodeError
+
+    def __init__(self, **values: object) -> None:
+        by_name = self._by_name
+        for name, value in values.items():
+            f = by_name.get(name)
+            if f is None:
+                raise ValueError(f"Protocol message {self.DESCRIPTOR.full_name} has no {name!r} field.")
+            if value is None:
+                continue
+            if f.label == REPEATED:
+                value = list(value)  # type: ignore[call-overload]
+            elif f.label == MAP:
+                value = dict(value)  # type: ignore[call-overload]
+            self.__dict__[name] = value
+
+    def HasField(self, name: str) -> bool:  # noqa: N802 - protobuf's name
+        f = self._by_name.get(name)
+        if f is None or not (f.label == OPTIONAL or (f.label == SINGULAR and f.kind == K_MSG)):
+            raise ValueError(f"{self.DESCRIPTOR.full_name} has no presence field {name!r}")
+        return name in self.__dict__
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.SerializeToString() == other.SerializeToString()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items())
+        return f"{type(self).__name__}({shown})"
+
+    # ------------------------------------------------------------------ encoding
+
+    def SerializeToString(self) -> bytes:  # noqa: N802 - protobuf's name
+        out = bytearray()
+        self._encode(out)
+        return bytes(out)
+
+    def _encode(self, out: bytearray) -> None:
+        values = self.__dict__
+        for f in self._fields:
+            value = values.get(f.name)
+            if value is None:
+                continue
+            label = f.label
+            if label == SINGULAR:
+                if f.kind == K_MSG:
+                    _put_bytes(out, f.tag, value.SerializeToString())
+                elif value:
+                    _put_scalar(out, f, value)
+            elif label == OPTIONAL:
+                _put_scalar(out, f, value)
+            elif label == REPEATED:
+                if not value:
+                    continue
+                if f.kind == K_MSG:
+                    for item in value:
+                        _put_bytes(out, f.tag, item.SerializeToString())
+                elif f.kind in (K_STR, K_BYTES):
+                    for item in value:
+                        _put_scalar(out, f, item)
+                else:  # proto3 packs repeated numbers
+                    packed = bytearray()
+                    for item in value:
+                        _put_value(packed, f.kind, item)
+                    _put_bytes(out, f.tag, bytes(packed))
+            else:  # map: one entry message per key
+                entry = f.cls
+                assert entry is not None
+                for k, v in value.items():
+                    _put_bytes(out, f.tag, entry(key=k, value=v).SerializeToString())
+
+    # ------------------------------------------------------------------ decoding
+
+    @classmethod
+    def FromString(cls, data: bytes) -> Message:  # noqa: N802 - protobuf's name
+        try:
+            return _decode(cls, data, 0, len(data))
+        except (IndexError, UnicodeDecodeError, ValueError) as exc:
+            if isinstance(exc, DecodeError):
+                raise
+            raise DecodeError(f"error parsing {cls.DESCRIPTOR.full_name}: {exc}") from None
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    _put_varint(out, n)
+    return bytes(out)
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    if n < 0:
+        n += 1 << 64  # negative int32/int64: ten bytes of two's complement, as protobuf writes them
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _put_value(out: bytearray, kind: int, value) -> None:
+    if kind in (K_UINT, K_INT, K_BOOL):
+        _put_varint(out, int(value))
+    elif kind == K_SINT:
+        _put_varint(out, (value << 1) ^ (value >> 63))
+    else:
+        out += _FIXED[kind].pack(value)
+
+
+def _put_bytes(out: bytearray, tag: bytes, data: bytes) -> None:
+    out += tag
+    _put_varint(out, len(data))
+    out += data
+
+
+def _put_scalar(out: bytearray, f: _Field, value) -> None:
+    if f.kind == K_STR:
+        _put_bytes(out, f.tag, value.encode())
+    elif f.kind == K_BYTES:
+        _put_bytes(out, f.tag, bytes(value))
+    else:
+        out += f.tag
+        _put_value(out, f.kind, value)
+
+
+def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # noqa: C901 - one tight loop
+    """Decode ``buf[pos:end]`` as ``cls``. The hot loop of a ``squeue``: kept flat on purpose."""
+    by_number = cls._by_number
+    d: dict = {}
+    while pos < end:
+        key = buf[pos]
+        pos += 1
+        if key & 0x80:
+            key &= 0x7F
+            shift = 7
+            while True:
+                b = buf[pos]
+                pos += 1
+                key |= (b & 0x7F) << shift
+                if not b & 0x80:
+                    break
+                shift += 7
+        wire = key & 7
+        f = by_number.get(key >> 3)
+        if wire == 0:
+            v = buf[pos]
+            pos += 1
+            if v & 0x80:
+                v &= 0x7F
+                shift = 7
+                while True:
+                    b = buf[pos]
+                    pos += 1
+                    v |= (b & 0x7F) << shift
+                    if not b & 0x80:
+                        break
+                    shift += 7
+            if f is None:
+                continue
+            kind = f.kind
+            if kind == K_INT:
+                if v >= 1 << 63:
+                    v -= 1 << 64
+            elif kind == K_BOOL:
+                v = bool(v)
+            elif kind == K_SINT:
+                v = (v >> 1) ^ -(v & 1)
+            elif kind != K_UINT:
+                raise DecodeError(f"field {f.name}: wire type 0 for a non-varint field")
+        elif wire == 2:
+            n = buf[pos]
+            pos += 1
+            if n & 0x80:
+                n &= 0x7F
+                shift = 7
+                while True:
+                    b = buf[pos]
+                    pos += 1
+                    n |= (b & 0x7F) << shift
+                    if not b & 0x80:
+                        break
+                    shift += 7
+            start = pos
+            pos += n
+            if pos > end:
+                raise DecodeError("truncated length-delimited field")
+            if f is None:
+                continue
+            kind = f.kind
+            if kind == K_STR:
+                v = buf[start:pos].decode()
+            elif kind == K_MSG:
+                v = _decode(f.cls, buf, start, pos)  # type: ignore[arg-type]
+                if f.label == MAP:
+                    d.setdefault(f.name, {})[v.__dict__.get("key", _default(v, "key"))] = v.__dict__.get(
+                        "value", _default(v, "value")
+                    )
+                    continue
+            elif kind == K_BYTES:
+                v = bytes(buf[start:pos])
+            elif f.label == REPEATED:  # packed numbers
+                d.setdefault(f.name, []).extend(_unpack(f.kind, buf, start, pos))
+                continue
+            else:
+                raise DecodeError(f"field {f.name}: wire type 2 for a scalar field")
+        elif wire == 1 or wire == 5:
+            width = 8 if wire == 1 else 4
+            start = pos
+            pos += width
+            if pos > end:
+                raise DecodeError("truncated fixed-width field")
+            if f is None:
+                continue
+            if f.wire != wire:
+                raise DecodeError(f"field {f.name}: wire type {wire} does not match its type")
+            v = _FIXED[f.kind].unpack_from(buf, start)[0]
+        else:
+            raise DecodeError(f"unsupported wire type {wire}")
+        if f.label == REPEATED:
+            d.setdefault(f.name, []).append(v)
+        else:
+            d[f.name] = v
+    if pos != end:
+        raise DecodeError("truncated message")
+    msg = cls.__new__(cls)
+    msg.__dict__ = d
+    return msg
+
+
+def _unpack(kind: int, buf: bytes, pos: int, end: int) -> list:
+    out = []
+    if kind in _FIXED:
+        st = _FIXED[kind]
+        while pos < end:
+            out.append(st.unpack_from(buf, pos)[0])
+            pos += st.size
+        return out
+    while pos < end:
+        v = 0
+        shift = 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            v |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+        if kind == K_INT and v >= 1 << 63:
+            v -= 1 << 64
+        elif kind == K_SINT:
+            v = (v >> 1) ^ -(v & 1)
+        elif kind == K_BOOL:
+            v = bool(v)
+        out.append(v)
+    if pos != end:
+        raise DecodeError("truncated packed field")
+    return out
+
+
+def _default(msg: Message, name: str):
+    return getattr(type(msg), name)
+
+
+_ZERO = {
+    K_UINT: 0, K_INT: 0, K_SINT: 0, K_BOOL: False, K_STR: "", K_BYTES: b"", K_F64: 0.0, K_F32: 0.0,
+    K_FIX32: 0, K_FIX64: 0, K_SFIX32: 0, K_SFIX64: 0,
+}  # fmt: skip
+
+
+def _build() -> dict[str, type[Message]]:
+    from types import MappingProxyType
+
+    classes: dict[str, type[Message]] = {}
+    for full_name, rows in MESSAGES.items():
+        fields = tuple(_Field(num, name, _KIND[typ], _LABEL[label]) for num, name, typ, label, _sub in rows)
+        attrs: dict[str, object] = {
+            "DESCRIPTOR": _Descriptor(full_name),
+            "_fields": fields,
+            "_by_name": {f.name: f for f in fields},
+            "_by_number": {f.number: f for f in fields},
+            "__module__": __name__,
+            "__qualname__": full_name.rsplit(".", 1)[1],
+        }
+        for f in fields:
+            if f.label == REPEATED:
+                attrs[f.name] = ()
+            elif f.label == MAP:
+                attrs[f.name] = MappingProxyType({})
+            elif f.kind != K_MSG:
+                attrs[f.name] = _ZERO[f.kind]
+        classes[full_name] = type(full_name.rsplit(".", 1)[1], (Message,), attrs)
+    for full_name, rows in MESSAGES.items():
+        cls = classes[full_name]
+        for f, (_n, _name, _t, _label, sub) in zip(cls._fields, rows, strict=True):
+            if sub:
+                f.cls = classes[sub]
+                if f.label == SINGULAR:
+                    setattr(cls, f.name, f.cls())  # an unset sub-message reads as an empty one
+    return classes
+
+
+_CLASSES = _build()
+SERVICE_DESCRIPTOR = _Descriptor(SERVICE)
+
+
+def spec_request(spec) -> Message:
+    """``SubmitJobRequest(spec=...)`` for a :class:`spur.core.job.JobSpec`, as
+    :func:`spur.rpc.convert.spec_to_proto` builds it (its fields mirror the message's; only set
+    values are passed)."""
+    names = type(spec).__dataclass_fields__
+    values = {name: value for name in names if (value := getattr(spec, name))}
+    return _CLASSES["spur.v1.SubmitJobRequest"](spec=_CLASSES["spur.v1.JobSpec"](**values))
+
+
+def message_class(full_name: str) -> type[Message]:
+    """The lite class of a message in :mod:`spur.rpc.lite_schema` (KeyError for any other)."""
+    return _CLASSES[full_name]
+
+
+def __getattr__(name: str) -> type[Message]:
+    """``lite.JobInfo`` and the like: the class of ``spur.v1.<name>``."""
+    cls = _CLASSES.get(f"spur.v1.{name}")
+    if cls is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return cls
