@@ -8,8 +8,8 @@ a pending array group (see :class:`ArrayGroup`) shows as ``<array_job_id>_[<rang
 from __future__ import annotations
 
 import time
+from collections import namedtuple
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from spur.core.timespec import format_elapsed, format_hms, format_time_limit, format_timestamp
 
@@ -149,11 +149,11 @@ SQUEUE_LONG_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-class ArrayGroup(NamedTuple):
-    """Pending tasks of one array shown as a single squeue line: ``job`` is the lowest task."""
+class ArrayGroup(namedtuple("ArrayGroup", "job task_ids")):
+    """Pending tasks of one array shown as a single squeue line: ``job`` is the lowest task,
+    ``task_ids`` a tuple of ints. (collections.namedtuple: importing typing is a start-up cost.)"""
 
-    job: object
-    task_ids: tuple[int, ...]
+    __slots__ = ()
 
 
 def has_task(job) -> bool:

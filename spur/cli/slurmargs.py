@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+
+TYPE_CHECKING = False  # typing is not imported at run time (a CLI start-up cost)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 class _MetaAction(argparse.Action):

@@ -7,7 +7,7 @@ import sys
 import time
 
 from spur.cli.client import CliError, with_controller
-from spur.cli.formats import FormatError, parse_format, parse_long_format, render, render_header
+from spur.cli.formats import FormatError, parse_format, parse_long_format, render_header, render_rows
 from spur.cli.jobfields import (
     LONG_STATE,
     SHORT_STATE,
@@ -117,8 +117,8 @@ def format_jobs(jobs, fmt: str, *, header: bool, now: float, expand: bool = Fals
     """Render rows for ``jobs`` with a -o format (``long=False``) or a -O format (``long=True``)."""
     parts = parse_long_format(fmt, SQUEUE_LONG_FIELDS) if long else parse_format(fmt)
     lines = [render_header(parts, SQUEUE_HEADERS)] if header else []
-    for job, group in sorted(group_array_tasks(jobs, expand=expand), key=job_sort_key):
-        lines.append(render(parts, lambda letter, j=job, g=group: squeue_value(j, letter, now, g)))
+    rows = sorted(group_array_tasks(jobs, expand=expand), key=job_sort_key)
+    lines += render_rows(parts, rows, lambda row, letter: squeue_value(row[0], letter, now, row[1]))
     return "".join(line + "\n" for line in lines)
 
 

@@ -19,8 +19,8 @@ Contracts (the same as the Trio channel's for unary calls):
 
 from __future__ import annotations
 
+import _socket  # the C module: ``socket``'s import (enums, selectors) costs a CLI call ~3 ms
 import os
-import socket
 import time
 from collections.abc import Coroutine, Generator
 
@@ -72,7 +72,7 @@ class BlockingChannel:
         self.connect_timeout = connect_timeout
         self.metadata = dict(metadata or {})
         self.max_message_bytes = max_message_bytes
-        self._sock: socket.socket | None = None
+        self._sock: _socket.socket | None = None
         self._h2: H2Connection | None = None
 
     def __enter__(self) -> BlockingChannel:
@@ -191,14 +191,14 @@ class BlockingChannel:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _connect(self, deadline: float | None) -> tuple[socket.socket, H2Connection]:
+    def _connect(self, deadline: float | None) -> tuple[_socket.socket, H2Connection]:
         if self._sock is not None and self._h2 is not None:
             return self._sock, self._h2
         limit = self.connect_timeout if deadline is None else min(self.connect_timeout, _remaining(deadline))
         try:
             # An ASCII host goes to getaddrinfo as bytes: a str host loads the idna codec (~1 ms).
             host: str | bytes = self.host.encode() if self.host.isascii() else self.host
-            sock = socket.create_connection((host, self.port), timeout=limit)
+            sock = _create_connection(host, self.port, limit)
         except TimeoutError:
             if deadline is not None and _remaining(deadline) <= limit:
                 raise RpcError(
@@ -211,7 +211,7 @@ class BlockingChannel:
         except OSError as exc:
             why = os.strerror(exc.errno) if isinstance(exc.errno, int) and exc.errno > 0 else str(exc)
             raise RpcError(StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {why}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         conn = H2Connection()
         self._sock, self._h2 = sock, conn
         return sock, conn
@@ -234,6 +234,22 @@ class BlockingChannel:
         if deadline is not None:
             headers.append(("grpc-timeout", encode_timeout(deadline - time.monotonic())))
         return headers + validate_metadata(merged)
+
+
+def _create_connection(host: str | bytes, port: int, timeout: float | None) -> _socket.socket:
+    """``socket.create_connection((host, port), timeout)`` on the C socket type: each address
+    getaddrinfo gives, in order, until one connects; the last error otherwise."""
+    error: OSError | None = None
+    for family, kind, proto, _name, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error if error is not None else OSError(f"getaddrinfo returned no address for {host!r}")
 
 
 def _decode_errors(response_type: Any) -> tuple[type[Exception], ...]:

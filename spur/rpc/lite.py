@@ -73,7 +73,7 @@ class Message:
     DESCRIPTOR: _Descriptor
     _fields: tuple[_Field, ...] = ()
     _by_name: dict[str, _Field] = {}
-    _by_number: dict[int, _Field] = {}
+    _by_key: dict[int, tuple[str, int, bool, object]] = {}
     DecodeError = DecodeError
 
     def __init__(self, **values: object) -> None:
@@ -198,9 +198,32 @@ def _put_scalar(out: bytearray, f: _Field, value) -> None:
         _put_value(out, f.kind, value)
 
 
+# Decoding actions, per (field number, wire type) key: see _keys.
+(A_UINT, A_INT, A_SINT, A_BOOL, A_STR, A_BYTES, A_MSG, A_MAP, A_FIXED, A_PACKED) = range(10)
+
+
+def _keys(fields: tuple[_Field, ...]) -> dict[int, tuple[str, int, bool, object]]:
+    """``(number << 3 | wire type)`` -> (name, action, repeated, sub-class / struct / kind): what
+    :func:`_decode` does with that key. Repeated numbers are accepted packed and unpacked, as
+    protobuf does; a key with any other wire type is an unknown field (skipped)."""
+    actions = {K_UINT: A_UINT, K_INT: A_INT, K_SINT: A_SINT, K_BOOL: A_BOOL, K_STR: A_STR, K_BYTES: A_BYTES}
+    out: dict[int, tuple[str, int, bool, object]] = {}
+    for f in fields:
+        rep = f.label == REPEATED
+        if f.kind == K_MSG:
+            out[f.number << 3 | 2] = (f.name, A_MAP if f.label == MAP else A_MSG, rep, f.cls)
+        elif f.kind in _FIXED:
+            out[f.number << 3 | f.wire] = (f.name, A_FIXED, rep, _FIXED[f.kind])
+        else:
+            out[f.number << 3 | f.wire] = (f.name, actions[f.kind], rep, None)
+        if rep and f.kind not in (K_STR, K_BYTES, K_MSG):
+            out[f.number << 3 | 2] = (f.name, A_PACKED, rep, f.kind)
+    return out
+
+
 def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # noqa: C901 - one tight loop
     """Decode ``buf[pos:end]`` as ``cls``. The hot loop of a ``squeue``: kept flat on purpose."""
-    by_number = cls._by_number
+    keys = cls._by_key
     d: dict = {}
     while pos < end:
         key = buf[pos]
@@ -215,9 +238,12 @@ def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # n
                 if not b & 0x80:
                     break
                 shift += 7
-        wire = key & 7
-        f = by_number.get(key >> 3)
-        if wire == 0:
+        f = keys.get(key)
+        if f is None:
+            pos = _skip(buf, pos, key & 7)
+            continue
+        name, action, rep, sub = f
+        if action <= A_BOOL:  # a varint
             v = buf[pos]
             pos += 1
             if v & 0x80:
@@ -230,19 +256,17 @@ def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # n
                     if not b & 0x80:
                         break
                     shift += 7
-            if f is None:
-                continue
-            kind = f.kind
-            if kind == K_INT:
+            if action == A_INT:
                 if v >= 1 << 63:
                     v -= 1 << 64
-            elif kind == K_BOOL:
+            elif action == A_BOOL:
                 v = bool(v)
-            elif kind == K_SINT:
+            elif action == A_SINT:
                 v = (v >> 1) ^ -(v & 1)
-            elif kind != K_UINT:
-                raise DecodeError(f"field {f.name}: wire type 0 for a non-varint field")
-        elif wire == 2:
+        elif action == A_FIXED:
+            v = sub.unpack_from(buf, pos)[0]  # type: ignore[attr-defined]
+            pos += sub.size  # type: ignore[attr-defined]
+        else:  # length-delimited
             n = buf[pos]
             pos += 1
             if n & 0x80:
@@ -259,47 +283,50 @@ def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # n
             pos += n
             if pos > end:
                 raise DecodeError("truncated length-delimited field")
-            if f is None:
-                continue
-            kind = f.kind
-            if kind == K_STR:
+            if action == A_STR:
                 v = buf[start:pos].decode()
-            elif kind == K_MSG:
-                v = _decode(f.cls, buf, start, pos)  # type: ignore[arg-type]
-                if f.label == MAP:
-                    d.setdefault(f.name, {})[v.__dict__.get("key", _default(v, "key"))] = v.__dict__.get(
-                        "value", _default(v, "value")
-                    )
-                    continue
-            elif kind == K_BYTES:
+            elif action == A_MSG:
+                v = _decode(sub, buf, start, pos)  # type: ignore[arg-type]
+            elif action == A_MAP:
+                entry = _decode(sub, buf, start, pos).__dict__  # type: ignore[arg-type]
+                d.setdefault(name, {})[entry.get("key", sub.key)] = entry.get("value", sub.value)  # type: ignore[union-attr]
+                continue
+            elif action == A_BYTES:
                 v = bytes(buf[start:pos])
-            elif f.label == REPEATED:  # packed numbers
-                d.setdefault(f.name, []).extend(_unpack(f.kind, buf, start, pos))
+            else:  # packed numbers
+                d.setdefault(name, []).extend(_unpack(sub, buf, start, pos))  # type: ignore[arg-type]
                 continue
-            else:
-                raise DecodeError(f"field {f.name}: wire type 2 for a scalar field")
-        elif wire == 1 or wire == 5:
-            width = 8 if wire == 1 else 4
-            start = pos
-            pos += width
-            if pos > end:
-                raise DecodeError("truncated fixed-width field")
-            if f is None:
-                continue
-            if f.wire != wire:
-                raise DecodeError(f"field {f.name}: wire type {wire} does not match its type")
-            v = _FIXED[f.kind].unpack_from(buf, start)[0]
+        if rep:
+            d.setdefault(name, []).append(v)
         else:
-            raise DecodeError(f"unsupported wire type {wire}")
-        if f.label == REPEATED:
-            d.setdefault(f.name, []).append(v)
-        else:
-            d[f.name] = v
+            d[name] = v
     if pos != end:
         raise DecodeError("truncated message")
     msg = cls.__new__(cls)
     msg.__dict__ = d
     return msg
+
+
+def _skip(buf: bytes, pos: int, wire: int) -> int:
+    """The position after an unknown field's value of ``wire`` type starting at ``pos``."""
+    if wire == 0:
+        while buf[pos] & 0x80:
+            pos += 1
+        return pos + 1
+    if wire == 1:
+        return pos + 8
+    if wire == 5:
+        return pos + 4
+    if wire == 2:
+        n = shift = 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return pos + n
+            shift += 7
+    raise DecodeError(f"unsupported wire type {wire}")
 
 
 def _unpack(kind: int, buf: bytes, pos: int, end: int) -> list:
@@ -332,10 +359,6 @@ def _unpack(kind: int, buf: bytes, pos: int, end: int) -> list:
     return out
 
 
-def _default(msg: Message, name: str):
-    return getattr(type(msg), name)
-
-
 _ZERO = {
     K_UINT: 0, K_INT: 0, K_SINT: 0, K_BOOL: False, K_STR: "", K_BYTES: b"", K_F64: 0.0, K_F32: 0.0,
     K_FIX32: 0, K_FIX64: 0, K_SFIX32: 0, K_SFIX64: 0,
@@ -352,7 +375,6 @@ def _build() -> dict[str, type[Message]]:
             "DESCRIPTOR": _Descriptor(full_name),
             "_fields": fields,
             "_by_name": {f.name: f for f in fields},
-            "_by_number": {f.number: f for f in fields},
             "__module__": __name__,
             "__qualname__": full_name.rsplit(".", 1)[1],
         }
@@ -371,6 +393,8 @@ def _build() -> dict[str, type[Message]]:
                 f.cls = classes[sub]
                 if f.label == SINGULAR:
                     setattr(cls, f.name, f.cls())  # an unset sub-message reads as an empty one
+    for cls in classes.values():
+        cls._by_key = _keys(cls._fields)
     return classes
 
 
