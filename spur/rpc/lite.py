@@ -18,6 +18,7 @@ empty tuple. Unknown fields are skipped, as protobuf does. Errors in the input r
 from __future__ import annotations
 
 from struct import Struct
+from struct import error as StructError
 
 from spur.rpc.lite_schema import MESSAGES, METHODS, SERVICE
 
@@ -152,7 +153,7 @@ class Message:
     def FromString(cls, data: bytes) -> Message:  # noqa: N802 - protobuf's name
         try:
             return _decode(cls, data, 0, len(data))
-        except (IndexError, UnicodeDecodeError, ValueError) as exc:
+        except (IndexError, UnicodeDecodeError, ValueError, StructError) as exc:
             if isinstance(exc, DecodeError):
                 raise
             raise DecodeError(f"error parsing {cls.DESCRIPTOR.full_name}: {exc}") from None
