@@ -37,6 +37,9 @@ def read_script(path: str | None) -> str:
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)
     """Parse options + script into a JobSpec (no I/O besides reading the script); raises CliError."""
+    from spur.cli.lazymodule import defer
+
+    defer("inspect")  # dataclasses imports it for nothing the domain classes need (spur.cli.lazymodule)
     from spur.core.job_options import (
         JobOptionError,
         build_job_spec,
@@ -51,9 +54,10 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         cli_opts, rest = parse_job_options(argv, command=PROG)
     except JobOptionError as exc:
         raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=255) from None
-    from spur.cli.cmdinfo import exit_on_meta
+    if cli_opts.help or cli_opts.usage or cli_opts.version:  # cmdinfo (and argparse) only then
+        from spur.cli.cmdinfo import exit_on_meta
 
-    exit_on_meta(PROG, cli_opts)
+        exit_on_meta(PROG, cli_opts)
     if cli_opts.wrap is not None:
         script, script_path, script_args = wrap_command(cli_opts.wrap), None, []
     else:
@@ -86,9 +90,9 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
 
 
 def _hostname() -> str:
-    import socket
+    import _socket  # socket.gethostname itself; the socket module's import costs a call ~3 ms
 
-    return socket.gethostname()
+    return _socket.gethostname()
 
 
 def main(argv: list[str]) -> int:
