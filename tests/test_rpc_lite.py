@@ -145,3 +145,18 @@ def test_unknown_fields_and_unpacked_numbers_are_read_as_protobuf_reads_them() -
 def test_malformed_input_raises_decode_error(name: str, data: bytes) -> None:
     with pytest.raises(lite.DecodeError):
         getattr(lite, name).FromString(data)
+
+
+def test_adaptive_decoding_hands_large_responses_to_protobuf(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to PROTOBUF_ABOVE bytes the lite codec decodes; beyond, protobuf (faster once loaded)."""
+    msg = pb.GetJobsResponse(jobs=[full_job_info(i) for i in range(1, 4)])
+    data = msg.SerializeToString()
+    adaptive = lite.Adaptive("spur.v1.GetJobsResponse")
+    small = adaptive.FromString(data)
+    assert isinstance(small, lite.Message)
+    monkeypatch.setattr(lite, "PROTOBUF_ABOVE", len(data) - 1)
+    large = adaptive.FromString(data)
+    assert isinstance(large, pb.GetJobsResponse) and large == msg
+    lite_matches(msg, small)
+    with pytest.raises(lite.DecodeError):
+        adaptive.FromString(data[:-1] + b"\xff" * 2)

@@ -348,15 +348,16 @@ class BlockingStub:
 
 def lite_controller_stub(channel: BlockingChannel) -> BlockingStub:
     """Blocking stub for the ``spur.v1.Controller`` RPCs :mod:`spur.rpc.lite` covers (GetJobs,
-    SubmitJob), taking and returning lite messages: protobuf is never imported. Other RPCs raise
-    AttributeError."""
+    SubmitJob), taking lite messages and returning lite ones (protobuf ones for responses larger
+    than ``lite.PROTOBUF_ABOVE``, where protobuf is the faster decoder: :class:`spur.rpc.lite.Adaptive`).
+    Other RPCs raise AttributeError."""
     from spur.rpc import lite
 
     stub = BlockingStub.__new__(BlockingStub)
     stub.channel = channel
     stub.service = lite.SERVICE_DESCRIPTOR
     stub._methods = {
-        name: (f"/{lite.SERVICE}/{name}", lite.message_class(req), lite.message_class(resp), False)
+        name: (f"/{lite.SERVICE}/{name}", lite.message_class(req), lite.Adaptive(resp), False)
         for name, (req, resp) in lite.METHODS.items()
     }
     return stub
