@@ -376,40 +376,40 @@ _ZERO = {
 }  # fmt: skip
 
 
-def _build() -> dict[str, type[Message]]:
+_CLASSES: dict[str, type[Message]] = {}
+
+
+def _build(full_name: str) -> type[Message]:
+    """Create the class of ``full_name`` and, first, of the messages it contains (on first use only:
+    ``sbatch`` never builds the job listing's classes). KeyError for a message not in the tables."""
     from types import MappingProxyType
 
-    classes: dict[str, type[Message]] = {}
-    for full_name, rows in MESSAGES.items():
-        fields = tuple(_Field(num, name, _KIND[typ], _LABEL[label]) for num, name, typ, label, _sub in rows)
-        attrs: dict[str, object] = {
-            "DESCRIPTOR": _Descriptor(full_name),
-            "_fields": fields,
-            "_by_name": {f.name: f for f in fields},
-            "__module__": __name__,
-            "__qualname__": full_name.rsplit(".", 1)[1],
-        }
-        for f in fields:
-            if f.label == REPEATED:
-                attrs[f.name] = ()
-            elif f.label == MAP:
-                attrs[f.name] = MappingProxyType({})
-            elif f.kind != K_MSG:
-                attrs[f.name] = _ZERO[f.kind]
-        classes[full_name] = type(full_name.rsplit(".", 1)[1], (Message,), attrs)
-    for full_name, rows in MESSAGES.items():
-        cls = classes[full_name]
-        for f, (_n, _name, _t, _label, sub) in zip(cls._fields, rows, strict=True):
-            if sub:
-                f.cls = classes[sub]
-                if f.label == SINGULAR:
-                    setattr(cls, f.name, f.cls())  # an unset sub-message reads as an empty one
-    for cls in classes.values():
-        cls._by_key = _keys(cls._fields)
-    return classes
+    rows = MESSAGES[full_name]
+    fields = tuple(_Field(num, name, _KIND[typ], _LABEL[label]) for num, name, typ, label, _sub in rows)
+    attrs: dict[str, object] = {
+        "DESCRIPTOR": _Descriptor(full_name),
+        "_fields": fields,
+        "_by_name": {f.name: f for f in fields},
+        "__module__": __name__,
+        "__qualname__": full_name.rsplit(".", 1)[1],
+    }
+    for f in fields:
+        if f.label == REPEATED:
+            attrs[f.name] = ()
+        elif f.label == MAP:
+            attrs[f.name] = MappingProxyType({})
+        elif f.kind != K_MSG:
+            attrs[f.name] = _ZERO[f.kind]
+    cls = _CLASSES[full_name] = type(full_name.rsplit(".", 1)[1], (Message,), attrs)
+    for f, (_n, _name, _t, _label, sub) in zip(fields, rows, strict=True):
+        if sub:
+            f.cls = _CLASSES.get(sub) or _build(sub)  # registered before recursing: cycles are fine
+            if f.label == SINGULAR:
+                setattr(cls, f.name, f.cls())  # an unset sub-message reads as an empty one
+    cls._by_key = _keys(fields)
+    return cls
 
 
-_CLASSES = _build()
 SERVICE_DESCRIPTOR = _Descriptor(SERVICE)
 
 
@@ -419,7 +419,7 @@ def spec_request(spec) -> Message:
     values are passed)."""
     names = type(spec).__dataclass_fields__
     values = {name: value for name in names if (value := getattr(spec, name))}
-    return _CLASSES["spur.v1.SubmitJobRequest"](spec=_CLASSES["spur.v1.JobSpec"](**values))
+    return message_class("spur.v1.SubmitJobRequest")(spec=message_class("spur.v1.JobSpec")(**values))
 
 
 # Above this many bytes protobuf (upb, in C) decodes a response faster than this module does, its
@@ -440,7 +440,7 @@ class Adaptive:
 
     def FromString(self, data: bytes):  # noqa: N802 - protobuf's name
         if len(data) <= PROTOBUF_ABOVE:
-            return _CLASSES[self.full_name].FromString(data)
+            return message_class(self.full_name).FromString(data)
         from spur.rpc.proto import spur_pb2  # spur.rpc.proto first: it defers protobuf's unused runtime
 
         try:
@@ -455,12 +455,12 @@ class Adaptive:
 
 def message_class(full_name: str) -> type[Message]:
     """The lite class of a message in :mod:`spur.rpc.lite_schema` (KeyError for any other)."""
-    return _CLASSES[full_name]
+    return _CLASSES.get(full_name) or _build(full_name)
 
 
 def __getattr__(name: str) -> type[Message]:
     """``lite.JobInfo`` and the like: the class of ``spur.v1.<name>``."""
-    cls = _CLASSES.get(f"spur.v1.{name}")
-    if cls is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return cls
+    try:
+        return message_class(f"spur.v1.{name}")
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
