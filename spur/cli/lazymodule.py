@@ -5,7 +5,8 @@ fresh process) but reads from it only to write a signature docstring for a datac
 Every dataclass ``sbatch`` creates has a docstring, so :func:`defer` lets it skip that import: it puts
 a stand-in under the module's name, whose first attribute read imports the real module (which then
 replaces the stand-in in ``sys.modules``) and answers from it. Code that does use the module still
-gets it, transparently; the stand-in only ever saves the import. The same technique as
+gets it, transparently; the stand-in only ever saves the import. Likewise ``copy`` (with ``weakref``),
+which ``dataclasses`` reads only in ``asdict``/``astuple``. The same technique as
 :mod:`spur.rpc.pbruntime` for protobuf's pure-Python runtime.
 """
 

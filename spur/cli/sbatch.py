@@ -39,7 +39,10 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     """Parse options + script into a JobSpec (no I/O besides reading the script); raises CliError."""
     from spur.cli.lazymodule import defer
 
-    defer("inspect")  # dataclasses imports it for nothing the domain classes need (spur.cli.lazymodule)
+    # dataclasses imports both for nothing sbatch needs (spur.cli.lazymodule): inspect for classes
+    # without a docstring, copy for asdict/astuple.
+    defer("inspect")
+    defer("copy")
     from spur.core.job_options import (
         JobOptionError,
         build_job_spec,
