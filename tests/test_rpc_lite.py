@@ -26,7 +26,9 @@ def full_job_info(job_id: int = 5) -> pb.JobInfo:
         begin_time=1.25e9,
         work_dir="/w",
     )
-    step = pb.StepInfo(step_id=0, spec=pb.StepSpec(argv=["hostname"], environment={"K": "V"}), state="RUNNING")
+    step = pb.StepInfo(
+        step_id=0, spec=pb.StepSpec(argv=["hostname"], environment={"K": "V"}), state="RUNNING"
+    )
     return pb.JobInfo(
         job_id=job_id,
         spec=spec,
@@ -92,7 +94,13 @@ def test_decoding_and_encoding_agree_with_protobuf(msg) -> None:
 def test_unset_fields_read_as_protobuf_defaults() -> None:
     job = lite.JobInfo.FromString(pb.JobInfo(job_id=1).SerializeToString())
     lite_matches(pb.JobInfo(job_id=1), job)
-    assert (job.user, job.submit_time, job.allocation, job.spec.name, job.spec.environment) == ("", 0.0, (), "", {})
+    assert (job.user, job.submit_time, job.allocation, job.spec.name, job.spec.environment) == (
+        "",
+        0.0,
+        (),
+        "",
+        {},
+    )
     assert job.HasField("array_task_id") is False and job.HasField("spec") is False
     with pytest.raises(ValueError):
         job.HasField("user")  # no presence in proto3, as protobuf says
@@ -140,7 +148,15 @@ def test_unknown_fields_and_unpacked_numbers_are_read_as_protobuf_reads_them() -
         ("JobInfo", b"\x41\x00\x00"),
         ("JobInfo", b"\x1a\x02\xff\xfe"),
     ],
-    ids=["short-length", "no-varint", "unterminated-varint", "group", "short-unknown-fixed64", "short-double", "bad-utf8"],
+    ids=[
+        "short-length",
+        "no-varint",
+        "unterminated-varint",
+        "group",
+        "short-unknown-fixed64",
+        "short-double",
+        "bad-utf8",
+    ],
 )
 def test_malformed_input_raises_decode_error(name: str, data: bytes) -> None:
     with pytest.raises(lite.DecodeError):

@@ -96,12 +96,12 @@ def render(parts: list[str | Field], lookup: Callable[[str], str]) -> str:
     return "".join(out)
 
 
-def render_rows(
-    parts: list[str | Field], items: Iterable[T], value: Callable[[T, str], str]
-) -> list[str]:
+def render_rows(parts: list[str | Field], items: Iterable[T], value: Callable[[T, str], str]) -> list[str]:
     """``[render(parts, lambda letter: value(item, letter)) for item in items]``, with the parts
     unpacked once rather than per row and cell (squeue renders thousands of cells per call)."""
-    cells = [(p, None, False, True) if isinstance(p, str) else (p.letter, p.width, p.right, False) for p in parts]
+    cells = [
+        (p, None, False, True) if isinstance(p, str) else (p.letter, p.width, p.right, False) for p in parts
+    ]
     lines = []
     for item in items:
         out = []

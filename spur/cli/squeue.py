@@ -361,7 +361,9 @@ def main(argv: list[str]) -> int:
             except CliError as exc:
                 print(f"squeue: error: {exc.message}", file=sys.stderr)
                 return 1
-            known = select_jobs(resp.jobs, filters=filters, states=None, names=set(), accounts=set(), nodes=set())
+            known = select_jobs(
+                resp.jobs, filters=filters, states=None, names=set(), accounts=set(), nodes=set()
+            )
             jobs = select_jobs(
                 known,
                 filters=[],

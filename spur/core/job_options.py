@@ -159,7 +159,6 @@ _FIELD_GROUPS: tuple[tuple[str, ...], ...] = (("nodes_min", "nodes_max"), ("mem_
 # ---- value parsers -------------------------------------------------------------------------------
 
 
-
 class _BadValue(Exception):
     """Raised by value parsers; turned into a JobOptionError naming the option."""
 
@@ -861,7 +860,6 @@ def parse_signal_spec(s: str) -> SignalSpec:
     if when > 0xFFFF:
         raise ValueError(f"Invalid --signal specification: {s!r}")
     return SignalSpec(num, when, batch, reservation)
-
 
 
 def _split_quoted(text: str, sep: str = ",") -> list[str]:

@@ -42,7 +42,9 @@ _I32 = Struct("<i")
 _I64 = Struct("<q")
 
 # Kinds: how a field's value is read from / written to the wire.
-(K_UINT, K_INT, K_SINT, K_BOOL, K_STR, K_BYTES, K_MSG, K_F64, K_F32, K_FIX32, K_FIX64, K_SFIX32, K_SFIX64) = range(13)
+(K_UINT, K_INT, K_SINT, K_BOOL, K_STR, K_BYTES, K_MSG, K_F64, K_F32, K_FIX32, K_FIX64, K_SFIX32, K_SFIX64) = (
+    range(13)
+)
 _KIND = {
     "uint32": K_UINT, "uint64": K_UINT, "int32": K_INT, "int64": K_INT, "enum": K_INT,
     "sint32": K_SINT, "sint64": K_SINT, "bool": K_BOOL, "string": K_STR, "bytes": K_BYTES,

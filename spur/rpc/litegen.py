@@ -7,6 +7,7 @@ difference, so the pure-Python codec can never drift from the schema.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -35,13 +36,22 @@ def _label(field) -> str:
     return "singular"
 
 
+def _lit(value: object) -> str:
+    """A Python literal in the project's style (double quotes), so the file passes ``ruff format``."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_lit(v) for v in value) + ")"
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
 def render() -> str:
     """The text of ``lite_schema.py`` for the current ``spur_pb2``."""
     from google.protobuf.descriptor import FieldDescriptor
 
     from spur.rpc.proto import spur_pb2
 
-    type_names = {v: k[len("TYPE_") :].lower() for k, v in vars(FieldDescriptor).items() if k.startswith("TYPE_")}
+    type_names = {
+        v: k[len("TYPE_") :].lower() for k, v in vars(FieldDescriptor).items() if k.startswith("TYPE_")
+    }
     service = spur_pb2.DESCRIPTOR.services_by_name[SERVICE.rsplit(".", 1)[1]]
     methods = {m.name: (m.input_type, m.output_type) for m in service.methods if m.name in METHODS}
     messages: dict[str, list[tuple]] = {}
@@ -57,14 +67,18 @@ def render() -> str:
             if sub is not None:
                 todo.append(sub)
         messages[desc.full_name] = rows
-    lines = [_HEADER, f"SERVICE = {SERVICE!r}\n", "METHODS = {\n"]
+    lines = [_HEADER, f"SERVICE = {_lit(SERVICE)}\n", "METHODS = {\n"]
     for name in METHODS:
         req, resp = methods[name]
-        lines.append(f"    {name!r}: ({req.full_name!r}, {resp.full_name!r}),\n")
+        lines.append(f"    {_lit(name)}: {_lit((req.full_name, resp.full_name))},\n")
     lines.append("}\n\nMESSAGES = {\n")
     for full_name in sorted(messages):
-        lines.append(f"    {full_name!r}: (\n")
-        lines.extend(f"        {row!r},\n" for row in messages[full_name])
+        rows = messages[full_name]
+        if len(rows) == 1:  # as ruff format writes a one-element tuple
+            lines.append(f"    {_lit(full_name)}: ({_lit(rows[0])},),\n")
+            continue
+        lines.append(f"    {_lit(full_name)}: (\n")
+        lines.extend(f"        {_lit(row)},\n" for row in rows)
         lines.append("    ),\n")
     lines.append("}\n")
     return "".join(lines)
