@@ -2,6 +2,7 @@
 
     python -m bench.cli_loop [--queued 600] [--calls 40] [--repeat 3] [--top 12] [--no-profile]
                              [--baseline DIR]
+    python -m bench.cli_loop --curve [--queues 0,600,2000,5000,10000] [--calls 10] [--baseline DIR]
 
 Starts a real spurctld (no agents, so jobs stay PENDING), fills its queue to ``--queued`` jobs
 (pipelined SubmitJob calls, not timed), then times fresh processes exactly as a shell loop starts
@@ -19,6 +20,9 @@ Both trees are byte-compiled first (``compileall``), as ``pip install`` leaves a
 an editable install under ``PYTHONDONTWRITEBYTECODE=1`` (as in this project's dev environment)
 would otherwise compile every Spur module from source on every call, 30-80 ms that no installed
 ``sbatch`` pays.
+``--curve``: the same four commands (and the baseline's three with ``--baseline``) timed at each
+queue length of ``--queues`` (one controller, the queue filled up between levels; ``--calls``
+calls each, interleaved), median ms per call -> ``bench/results/cli_vs_queue.{csv,png}``.
 Figures only; nothing here asserts.
 """
 
@@ -119,6 +123,73 @@ def fill_queue(address: str, count: int) -> int:
     return max(ids) if ids else 0
 
 
+def time_rotation(
+    commands: dict[str, list[str]], envs: dict[str, dict[str, str]], cwd: Path, calls: int, repeat: int
+) -> dict[str, list[list[float]]]:
+    """Each command ``calls`` times per loop, taking turns call by call, ``repeat`` loops (after one
+    untimed warm-up call each): label -> per-loop lists of wall ms."""
+    for label, cmd in commands.items():  # warm the page cache and .pyc files; not timed
+        timed_call(cmd, envs[label], cwd)
+    samples: dict[str, list[list[float]]] = {label: [] for label in commands}
+    for _ in range(repeat):
+        loop_samples: dict[str, list[float]] = {label: [] for label in commands}
+        for _ in range(calls):
+            for label, cmd in commands.items():
+                loop_samples[label].append(timed_call(cmd, envs[label], cwd))
+        for label, values in loop_samples.items():
+            samples[label].append(values)
+    return samples
+
+
+def curve(queues: list[int], calls: int, baseline: Path | None) -> None:
+    """CLI ms per call vs queue length -> bench/results/cli_vs_queue.{csv,png} (see the docstring)."""
+    from bench.series import RESULTS, write_series
+
+    rows = []
+    names = ["python -c pass", "sbatch --wrap true", "squeue", "scontrol show job N"]
+    if baseline:
+        names += [f"{n} (baseline)" for n in names[1:]]
+    with controller(wal_fsync=True, scheduler_interval_secs=60) as ctl:
+        env = _env(ctl.address)
+        queued = last_id = 0
+        for target in sorted(queues):
+            if target > queued:
+                last_id = fill_queue(ctl.address, target - queued)
+                queued = target
+            show = [str(BIN / "scontrol"), "show", "job", str(max(last_id, 1))]
+            commands = {
+                names[0]: [sys.executable, "-c", "pass"],
+                names[1]: [str(BIN / "sbatch"), "--wrap", "true"],
+                names[2]: [str(BIN / "squeue")],
+                names[3]: show,
+            }
+            envs = {label: env for label in commands}
+            if baseline:
+                base_env = {**env, "PYTHONPATH": str(baseline.resolve())}
+                for label in names[1:4]:
+                    commands[f"{label} (baseline)"] = commands[label]
+                    envs[f"{label} (baseline)"] = base_env
+            samples = time_rotation(commands, envs, ctl.root, calls, 1)
+            queued += 2 * calls + 2 if baseline else calls + 1  # the timed sbatch calls joined the queue
+            medians = [median(samples[n][0]) for n in names]
+            rows.append([target, *(round(m, 1) for m in medians)])
+            print(
+                f"{target:>6} queued: "
+                + ", ".join(f"{n} {m:.0f} ms" for n, m in zip(names, medians, strict=True))
+            )
+    print(f"machine: {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f}")
+    title = f"CLI ms per call vs jobs queued ({os.cpu_count()} cores, median of {calls} calls)"
+    for path in write_series(
+        os.path.join(RESULTS, "cli_vs_queue"),
+        "jobs queued",
+        "ms per call",
+        ["queued", *names],
+        rows,
+        title=title,
+    ):
+        print(f"wrote {path}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queued", type=int, default=600, help="jobs in the queue while timing")
@@ -127,12 +198,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--no-profile", action="store_true", help="skip the -X importtime tables")
     ap.add_argument("--baseline", type=Path, help="a checkout whose spur package to time alongside")
+    ap.add_argument("--curve", action="store_true", help="ms per call vs queue length (CSV + PNG)")
+    ap.add_argument("--queues", default="0,600,2000,5000,10000", help="queue lengths for --curve")
     args = ap.parse_args(argv)
     import spur
 
     byte_compile(Path(spur.__file__).parent)
     if args.baseline:
         byte_compile(args.baseline / "spur")
+    if args.curve:
+        curve([int(q) for q in args.queues.split(",")], args.calls, args.baseline)
+        return
     with controller(wal_fsync=True, scheduler_interval_secs=60) as ctl:
         env = _env(ctl.address)
         cwd = ctl.root
@@ -149,16 +225,7 @@ def main(argv: list[str] | None = None) -> None:
             for label in list(commands)[1:]:
                 commands[f"{label} (baseline)"] = commands[label]
                 envs[f"{label} (baseline)"] = base_env
-        for label, cmd in commands.items():  # warm the page cache and .pyc files; not timed
-            timed_call(cmd, envs[label], cwd)
-        samples: dict[str, list[list[float]]] = {label: [] for label in commands}
-        for _ in range(args.repeat):
-            loop_samples: dict[str, list[float]] = {label: [] for label in commands}
-            for _ in range(args.calls):
-                for label, cmd in commands.items():
-                    loop_samples[label].append(timed_call(cmd, envs[label], cwd))
-            for label, values in loop_samples.items():
-                samples[label].append(values)
+        samples = time_rotation(commands, envs, cwd, args.calls, args.repeat)
         medians = {label: median([v for loop in runs for v in loop]) for label, runs in samples.items()}
         floor = medians["python -c pass (floor)"]
         rows = []

@@ -167,3 +167,60 @@ def test_json_has_slurm_2205_shape() -> None:
     assert by_id[216]["user_name"] == "root" and by_id[216]["nodes"] == "vm"
     for key in ("partition", "name", "submit_time", "start_time", "end_time", "exit_code"):
         assert key in task
+
+
+QUICK_ARGVS = [
+    [],
+    ["-h"],
+    ["--noheader", "-l", "-a", "-r", "--me", "--json", "--local", "--noconvert"],
+    ["-o", "%i %j"],
+    ["-o%.18i %T"],
+    ["--format", "%i"],
+    ["--format=%i %R"],
+    ["--format="],
+    ["-o", ""],
+    ["-O", "JobID,Name:20"],
+    ["--Format=jobid"],
+    ["-u", "alice,bob", "-u", "carol", "--user=dave"],
+    ["-t", "PD", "--states", "all", "-p", "debug", "-n", "x", "-A", "acct", "-w", "n[1-3]"],
+    ["-j", "5,6_2", "--jobs", "7", "--job=8", "--jobs="],
+    ["-i", "5"],
+    ["--iterate=+3"],
+    ["-S-t"],
+    ["-v", "--verbose"],
+    ["-o", "%i", "-o", "%j"],
+]
+FALLBACK_ARGVS = [
+    ["-hl"],
+    ["-vv"],
+    ["-j"],
+    ["-j", "-h"],
+    ["-o"],
+    ["-o", "-h"],
+    ["-i", "x"],
+    ["--form", "%i"],
+    ["--help"],
+    ["-V"],
+    ["extra"],
+    ["-"],
+    ["--noheader=1"],
+    ["-x"],
+    ["-S", "-t,i"],
+]
+
+
+@pytest.mark.parametrize("argv", QUICK_ARGVS, ids=lambda a: " ".join(a) or "none")
+def test_quick_parse_agrees_with_the_argparse_parser(argv: list[str]) -> None:
+    """squeue parses plain option uses without argparse; the result is exactly argparse's."""
+    from spur.cli.squeue import build_parser, quick_parse
+
+    quick = quick_parse(argv)
+    assert quick is not None
+    assert vars(quick) == vars(build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", FALLBACK_ARGVS, ids=" ".join)
+def test_quick_parse_leaves_everything_else_to_argparse(argv: list[str]) -> None:
+    from spur.cli.squeue import quick_parse
+
+    assert quick_parse(argv) is None

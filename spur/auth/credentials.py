@@ -16,11 +16,10 @@ Empty variables count as unset. Without any, calls carry only the claimed identi
 from __future__ import annotations
 
 import os
-import socket
 import stat
+from collections import namedtuple
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 __all__ = [
     "Credential",
@@ -39,9 +38,11 @@ class CredentialError(Exception):
     """A credential source exists but may not be used; the message says why and how to fix it."""
 
 
-class Credential(NamedTuple):
-    token: str = ""
-    source: str = ""  # "SLURM_JWT", "SPUR_AUTH_TOKEN", "~/.spur/token" or "broker"
+class Credential(namedtuple("Credential", "token source", defaults=("", ""))):
+    """``token`` (str) and its ``source``: "SLURM_JWT", "SPUR_AUTH_TOKEN", "~/.spur/token" or "broker".
+    (collections.namedtuple: importing typing is a CLI start-up cost.)"""
+
+    __slots__ = ()
 
     def __repr__(self) -> str:  # never show the token
         return f"Credential(source={self.source!r})"
@@ -52,18 +53,22 @@ def broker_token(path: str | Path, timeout: float = 3.0) -> str | None:
     path = str(path)
     if not os.path.exists(path):
         return None
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    import _socket  # the C module: importing ``socket`` (enums, selectors) costs a CLI call ~3 ms
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    data = b""
+    try:
         sock.settimeout(timeout)
-        data = b""
-        try:
-            sock.connect(path)
-            while len(data) < 65536:
-                chunk = sock.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-        except OSError:
-            return None
+        sock.connect(path)
+        while len(data) < 65536:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return None
+    finally:
+        sock.close()
     kind, _, value = data.decode(errors="replace").strip().partition(" ")
     return value if kind == "token" and value else None
 

@@ -12,11 +12,14 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TypeVar
 
 __all__ = ["BUSY_RETRY_MESSAGE", "Busy", "backoff_delays", "retry_while_busy", "submit_retrying"]
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing is not imported at run time (sbatch start-up)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 BUSY_RETRY_MESSAGE = "Slurm temporarily unable to accept job, sleeping and retrying"
 MAX_RETRIES = 15  # Slurm's sbatch/srun

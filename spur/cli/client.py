@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing is not imported at run time: a query command's start-up is its cost
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from typing import Any, TypeVar
 
-
-def _defer_protobuf_python_runtime() -> None:
-    """Every CLI command imports this module before its first ``spur_pb2`` import: keep protobuf's
-    unused pure-Python runtime out of its start-up (:mod:`spur.rpc.pbruntime`, ~10 ms)."""
-    from spur.rpc.pbruntime import defer_pure_python_runtime
-
-    defer_pure_python_runtime()
-
-
-_defer_protobuf_python_runtime()
+    T = TypeVar("T")
 
 DEFAULT_CONTROLLER = "localhost:6817"
 
@@ -126,12 +118,17 @@ def service_stub(controller_stub: Any, service: Any) -> Any:
     return Stub(controller_stub.channel, service)
 
 
-def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float | None = 30.0) -> T:
+def with_controller(
+    body: Callable[[Any], Awaitable[T]], *, timeout: float | None = 30.0, lite: bool = False
+) -> T:
     """Run ``body(stub)`` against the first reachable controller; RpcError -> CliError.
 
     Unary-only bodies run on a blocking socket client (no Trio import: half the cold start of a
     query command); a body that needs a stream or a timer is run under Trio instead. Bodies must
     not write before they stream, since the Trio run starts them again.
+
+    With ``lite``, the stub takes and returns :mod:`spur.rpc.lite` messages (only the RPCs that
+    module covers; protobuf is never loaded) and the body must be unary-only.
     """
     from spur.rpc.status import RpcError, StatusCode
 
@@ -139,8 +136,10 @@ def with_controller(body: Callable[[Any], Awaitable[T]], *, timeout: float | Non
     targets = controller_targets()
     try:
         try:
-            return _run_blocking(body, targets, md)
+            return _run_blocking(body, targets, md, lite)
         except _NeedsTrio:
+            if lite:
+                raise RuntimeError("a lite controller body must make unary calls only") from None
             return _run_trio(body, targets, md)
     except RpcError as exc:
         if exc.code is StatusCode.UNAVAILABLE:
@@ -152,15 +151,24 @@ class _NeedsTrio(Exception):
     pass
 
 
-def _run_blocking(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[str, str]) -> T:
-    from spur.rpc.blocking import BlockingChannel, NeedsEventLoop, blocking_controller_stub, drive
+def _run_blocking(
+    body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[str, str], lite: bool = False
+) -> T:
+    from spur.rpc.blocking import (
+        BlockingChannel,
+        NeedsEventLoop,
+        blocking_controller_stub,
+        drive,
+        lite_controller_stub,
+    )
     from spur.rpc.status import RpcError, StatusCode
 
+    make_stub = lite_controller_stub if lite else blocking_controller_stub
     last: RpcError | None = None
     for target in targets:
         try:
             with BlockingChannel(target, metadata=md) as ch:
-                return drive(_call(body, blocking_controller_stub(ch)))
+                return drive(_call(body, make_stub(ch)))
         except NeedsEventLoop:
             raise _NeedsTrio() from None
         except RpcError as exc:

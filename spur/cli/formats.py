@@ -13,8 +13,14 @@ values; no width means the value as is.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
 _SPEC = re.compile(r"%(\.)?(-)?(\d+)?([a-zA-Z])")
 _LONG = re.compile(r"(\.)?(\d*)(.*)", re.DOTALL)
@@ -25,11 +31,11 @@ class FormatError(ValueError):
     """An unknown field name in a -O format; the message is Slurm's."""
 
 
-class Field(NamedTuple):
-    letter: str
-    width: int | None
-    right: bool
-    header: str | None = None
+class Field(namedtuple("Field", "letter width right header", defaults=(None,))):
+    """One ``%`` field: ``letter`` (str), ``width`` (int or None), ``right`` (bool: right-aligned),
+    ``header`` (str or None: the table's). collections.namedtuple: importing typing is a start-up cost."""
+
+    __slots__ = ()
 
 
 def parse_format(fmt: str) -> list[str | Field]:
@@ -88,6 +94,28 @@ def render(parts: list[str | Field], lookup: Callable[[str], str]) -> str:
         else:
             out.append(fit(lookup(p.letter), p.width, p.right))
     return "".join(out)
+
+
+def render_rows(parts: list[str | Field], items: Iterable[T], value: Callable[[T, str], str]) -> list[str]:
+    """``[render(parts, lambda letter: value(item, letter)) for item in items]``, with the parts
+    unpacked once rather than per row and cell (squeue renders thousands of cells per call)."""
+    cells = [
+        (p, None, False, True) if isinstance(p, str) else (p.letter, p.width, p.right, False) for p in parts
+    ]
+    lines = []
+    for item in items:
+        out = []
+        for text, width, right, literal in cells:
+            if literal:
+                out.append(text)
+                continue
+            v = value(item, text)
+            if width is not None:
+                v = v[:width]
+                v = v.rjust(width) if right else v.ljust(width)
+            out.append(v)
+        lines.append("".join(out))
+    return lines
 
 
 def render_header(parts: list[str | Field], headers: Mapping[str, str]) -> str:

@@ -8,8 +8,8 @@ a pending array group (see :class:`ArrayGroup`) shows as ``<array_job_id>_[<rang
 from __future__ import annotations
 
 import time
+from collections import namedtuple
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from spur.core.timespec import format_elapsed, format_hms, format_time_limit, format_timestamp
 
@@ -149,11 +149,11 @@ SQUEUE_LONG_FIELDS: dict[str, tuple[str, str]] = {
 }
 
 
-class ArrayGroup(NamedTuple):
-    """Pending tasks of one array shown as a single squeue line: ``job`` is the lowest task."""
+class ArrayGroup(namedtuple("ArrayGroup", "job task_ids")):
+    """Pending tasks of one array shown as a single squeue line: ``job`` is the lowest task,
+    ``task_ids`` a tuple of ints. (collections.namedtuple: importing typing is a start-up cost.)"""
 
-    job: object
-    task_ids: tuple[int, ...]
+    __slots__ = ()
 
 
 def has_task(job) -> bool:
@@ -283,9 +283,23 @@ def reason_list(job) -> str:
 def squeue_value(job, letter: str, now: float, group: ArrayGroup | None = None) -> str:
     """The text squeue prints for ``%<letter>`` (or an ``@name`` pseudo-letter of -O) of ``job``."""
     spec = job.spec
-    match letter:
+    match letter:  # the default format's letters first: cases are tried in order
         case "i":
             return job_id_text(job, group)
+        case "P":
+            return job.partition
+        case "j":
+            return spec.name
+        case "u":
+            return job.user
+        case "t":
+            return SHORT_STATE.get(job.state, job.state)
+        case "M":
+            return format_elapsed(run_seconds(job, now))
+        case "D":
+            return str(num_nodes(job))
+        case "R":
+            return reason_list(job)
         case "A":
             return str(job.array_job_id if group is not None else job.job_id)
         case "F":
@@ -294,36 +308,22 @@ def squeue_value(job, letter: str, now: float, group: ArrayGroup | None = None) 
             if group is not None:
                 return array_task_text(group)
             return str(job.array_task_id) if has_task(job) else "N/A"
-        case "j":
-            return spec.name
-        case "u":
-            return job.user
         case "U":
             return str(job.uid)
         case "G":
             return str(job.gid)
         case "g":
             return job.group or str(job.gid)
-        case "t":
-            return SHORT_STATE.get(job.state, job.state)
         case "T":
             return job.state
-        case "M":
-            return format_elapsed(run_seconds(job, now))
         case "l":
             return format_time_limit(job.time_limit_secs)
         case "L":
             if job.time_limit_secs < 0:
                 return "UNLIMITED"
             return format_elapsed(max(0, job.time_limit_secs - run_seconds(job, now)))
-        case "D":
-            return str(num_nodes(job))
-        case "R":
-            return reason_list(job)
         case "r":
             return job.reason or "None"
-        case "P":
-            return job.partition
         case "N":
             return job.nodelist
         case "B":

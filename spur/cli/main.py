@@ -114,7 +114,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    rc = main()
+    import gc
+
+    # The process exits now: what is alive goes with it. Frozen, the interpreter's final collection
+    # does not scan it all again (2-5 ms of a query command; the console scripts only, not main()).
+    gc.freeze()
+    sys.exit(rc)
 
 
 if __name__ == "__main__":

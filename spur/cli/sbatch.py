@@ -37,6 +37,12 @@ def read_script(path: str | None) -> str:
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)
     """Parse options + script into a JobSpec (no I/O besides reading the script); raises CliError."""
+    from spur.cli.lazymodule import defer
+
+    # dataclasses imports both for nothing sbatch needs (spur.cli.lazymodule): inspect for classes
+    # without a docstring, copy for asdict/astuple.
+    defer("inspect")
+    defer("copy")
     from spur.core.job_options import (
         JobOptionError,
         build_job_spec,
@@ -51,9 +57,10 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         cli_opts, rest = parse_job_options(argv, command=PROG)
     except JobOptionError as exc:
         raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=255) from None
-    from spur.cli.cmdinfo import exit_on_meta
+    if cli_opts.help or cli_opts.usage or cli_opts.version:  # cmdinfo (and argparse) only then
+        from spur.cli.cmdinfo import exit_on_meta
 
-    exit_on_meta(PROG, cli_opts)
+        exit_on_meta(PROG, cli_opts)
     if cli_opts.wrap is not None:
         script, script_path, script_args = wrap_command(cli_opts.wrap), None, []
     else:
@@ -86,12 +93,18 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
 
 
 def _hostname() -> str:
-    import socket
+    import _socket  # socket.gethostname itself; the socket module's import costs a call ~3 ms
 
-    return socket.gethostname()
+    return _socket.gethostname()
 
 
 def main(argv: list[str]) -> int:
+    import gc
+
+    # Start-up and one call create long-lived module objects and no garbage cycles: the collector's
+    # passes over them (each a scan of every object alive) are pure cost here. On again before --wait.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         spec, opts = prepare(argv, dict(os.environ), os.getcwd())
         if opts.test_only:
@@ -101,6 +114,9 @@ def main(argv: list[str]) -> int:
     except CliError as exc:
         print(exc.message, file=sys.stderr)
         return exc.exit_code
+    finally:
+        if collecting:
+            gc.enable()
     if opts.parsable:
         print(job_id)
     elif not opts.quiet:
@@ -116,13 +132,14 @@ def main(argv: list[str]) -> int:
 
 def submit(spec) -> int:
     from spur.cli.busy import Busy, retry_while_busy
-    from spur.rpc.convert import spec_to_proto
-    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.lite import spec_request
     from spur.rpc.status import RpcError, StatusCode
+
+    request = spec_request(spec)  # the wire request, without loading protobuf
 
     async def body(stub):
         try:
-            resp = await stub.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30)
+            resp = await stub.SubmitJob(request, timeout=30)
         except RpcError as exc:
             if exc.code is StatusCode.RESOURCE_EXHAUSTED:  # nothing was submitted: back off, retry
                 raise Busy(exc.message) from None
@@ -132,7 +149,7 @@ def submit(spec) -> int:
     from spur.cli.client import submit_failure
 
     try:
-        return retry_while_busy(lambda: with_controller(body), PROG)
+        return retry_while_busy(lambda: with_controller(body, lite=True), PROG)
     except Busy as exc:
         raise CliError(submit_failure(PROG, "Batch job submission failed: ", exc.message)) from None
     except CliError as exc:

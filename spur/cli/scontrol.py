@@ -322,7 +322,6 @@ def reconfigure_lines(resp) -> list[str]:  # resp: spur_pb2.ReconfigureResponse
 
 def show(rest: list[str]) -> int:
     from spur.core.hostlist import HostlistError, compress, expand
-    from spur.rpc.proto import spur_pb2 as pb
 
     if not rest:
         return _err("scontrol: error: show requires an entity (job, node, partition, hostnames, hostlist)")
@@ -338,6 +337,8 @@ def show(rest: list[str]) -> int:
     except HostlistError as exc:
         return _err(f"scontrol: error: {exc}")
     now = time.time()
+    if what not in ("job", "jobs"):  # jobs are read through spur.rpc.lite, without protobuf
+        from spur.rpc.proto import spur_pb2 as pb
     try:
         if what in ("job", "jobs"):
             from spur.cli.jobfields import has_task, scontrol_job
@@ -350,8 +351,11 @@ def show(rest: list[str]) -> int:
                 except ScontrolError:
                     return _err("slurm_load_jobs error: Invalid job id specified")
                 ids = [job_id]
+            from spur.rpc import lite
+
             resp = with_controller(
-                lambda stub: stub.GetJobs(pb.GetJobsRequest(job_ids=ids, include_finished=True), timeout=30)
+                lambda stub: stub.GetJobs(lite.GetJobsRequest(job_ids=ids, include_finished=True), timeout=30),
+                lite=True,
             )
             jobs = list(resp.jobs)
             if task is not None:

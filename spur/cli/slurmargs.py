@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+
+from spur.cli.optlists import split_list as split_list  # re-exported
+
+TYPE_CHECKING = False  # typing is not imported at run time (a CLI start-up cost)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 class _MetaAction(argparse.Action):
@@ -63,9 +68,3 @@ def _terminal_columns() -> int:
     return columns or 80
 
 
-def split_list(values: list[str] | None) -> list[str]:
-    """Flatten repeated comma-separated option values ("-u a,b -u c")."""
-    out: list[str] = []
-    for v in values or []:
-        out.extend(x for x in v.split(",") if x)
-    return out

@@ -7,7 +7,7 @@ import sys
 import time
 
 from spur.cli.client import CliError, with_controller
-from spur.cli.formats import FormatError, parse_format, parse_long_format, render, render_header
+from spur.cli.formats import FormatError, parse_format, parse_long_format, render_header, render_rows
 from spur.cli.jobfields import (
     LONG_STATE,
     SHORT_STATE,
@@ -22,7 +22,11 @@ from spur.cli.jobfields import (
     has_task,
     squeue_value,
 )
-from spur.cli.slurmargs import SlurmArgParser, split_list
+from spur.cli.optlists import split_list
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from spur.cli.slurmargs import SlurmArgParser
 
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING"})
 ALL_STATES = frozenset(STATE_ORDER)
@@ -32,29 +36,109 @@ class QueueError(ValueError):
     """A bad squeue argument; the message is the line Slurm prints."""
 
 
+# The option table: (short or "", long names, dest, kind). Kinds: "flag" (store_true), "value"
+# (store), "int" (store, int), "append", "append?" (append, value optional: "" when absent), "count".
+OPTIONS: tuple[tuple[str, tuple[str, ...], str, str], ...] = (
+    ("-h", ("--noheader",), "noheader", "flag"),
+    ("-o", ("--format",), "format", "value"),
+    ("-O", ("--Format",), "long_format", "value"),
+    ("-j", ("--jobs", "--job"), "jobs", "append?"),
+    ("-u", ("--user",), "user", "append"),
+    ("-t", ("--states",), "states", "append"),
+    ("-p", ("--partition",), "partition", "append"),
+    ("-n", ("--name",), "name", "append"),
+    ("-A", ("--account",), "account", "append"),
+    ("-w", ("--nodelist",), "nodelist", "append"),
+    ("", ("--me",), "me", "flag"),
+    ("-l", ("--long",), "long", "flag"),
+    ("-a", ("--all",), "all", "flag"),
+    ("-r", ("--array",), "array", "flag"),
+    ("-i", ("--iterate",), "iterate", "int"),
+    ("-S", ("--sort",), "sort", "value"),
+    ("-v", ("--verbose",), "verbose", "count"),
+    ("", ("--noconvert",), "noconvert", "flag"),
+    ("", ("--local",), "local", "flag"),
+    ("", ("--json",), "json", "flag"),
+)
+
+
 def build_parser() -> SlurmArgParser:
+    from spur.cli.slurmargs import SlurmArgParser
+
     p = SlurmArgParser("squeue")
-    p.add_argument("-h", "--noheader", action="store_true")
-    p.add_argument("-o", "--format")
-    p.add_argument("-O", "--Format", dest="long_format")
-    p.add_argument("-j", "--jobs", "--job", action="append", nargs="?", const="")
-    p.add_argument("-u", "--user", action="append")
-    p.add_argument("-t", "--states", action="append")
-    p.add_argument("-p", "--partition", action="append")
-    p.add_argument("-n", "--name", action="append")
-    p.add_argument("-A", "--account", action="append")
-    p.add_argument("-w", "--nodelist", action="append")
-    p.add_argument("--me", action="store_true")
-    p.add_argument("-l", "--long", action="store_true")
-    p.add_argument("-a", "--all", action="store_true")
-    p.add_argument("-r", "--array", action="store_true")
-    p.add_argument("-i", "--iterate", type=int)
-    p.add_argument("-S", "--sort")
-    p.add_argument("-v", "--verbose", action="count")
-    p.add_argument("--noconvert", action="store_true")
-    p.add_argument("--local", action="store_true")
-    p.add_argument("--json", action="store_true")
+    for short, longs, dest, kind in OPTIONS:
+        names = ((short,) if short else ()) + longs
+        if kind == "flag":
+            p.add_argument(*names, dest=dest, action="store_true")
+        elif kind == "value":
+            p.add_argument(*names, dest=dest)
+        elif kind == "int":
+            p.add_argument(*names, dest=dest, type=int)
+        elif kind == "append":
+            p.add_argument(*names, dest=dest, action="append")
+        elif kind == "append?":
+            p.add_argument(*names, dest=dest, action="append", nargs="?", const="")
+        else:
+            p.add_argument(*names, dest=dest, action="count")
     return p
+
+
+class _Args:
+    """The parsed options (what argparse's Namespace would hold)."""
+
+    def __init__(self, values: dict[str, object]) -> None:
+        self.__dict__.update(values)
+
+
+def quick_parse(argv: list[str]) -> _Args | None:
+    """Parse ``argv`` without argparse (its import and parser construction are a tenth of a
+    ``squeue`` call) when every argument is a plain use of :data:`OPTIONS`: ``-o FMT``, ``-oFMT``,
+    ``--format FMT``, ``--format=FMT``, single flags. Anything else (bundled short flags, an
+    optional value left out, a value that looks like an option, a non-integer ``-i``, --help,
+    unknown or abbreviated options, operands) returns None: :func:`build_parser` decides those, and
+    its answer is the reference (``tests/test_cli_squeue.py`` checks both agree)."""
+    by_name = {}
+    values: dict[str, object] = {}
+    for short, longs, dest, kind in OPTIONS:
+        for name in ((short,) if short else ()) + longs:
+            by_name[name] = (dest, kind)
+        values[dest] = False if kind == "flag" else None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+        elif arg.startswith("-") and len(arg) >= 2:
+            name, value = arg[:2], arg[2:]
+            eq = "=" if value else ""
+        else:
+            return None
+        entry = by_name.get(name)
+        if entry is None:
+            return None
+        dest, kind = entry
+        if kind in ("flag", "count"):
+            if eq:
+                return None
+            values[dest] = True if kind == "flag" else (values[dest] or 0) + 1  # type: ignore[operator]
+            continue
+        if not eq:
+            if i >= len(argv) or argv[i].startswith("-"):
+                return None
+            value = argv[i]
+            i += 1
+        if value.startswith("-") and not eq:
+            return None
+        if kind == "int":
+            if not value.strip().lstrip("+-").isdigit():
+                return None
+            values[dest] = int(value)
+        elif kind in ("append", "append?"):
+            values[dest] = [*(values[dest] or []), value]  # type: ignore[misc]
+        else:
+            values[dest] = value
+    return _Args(values)
 
 
 def parse_job_filters(values: list[str]) -> list[tuple[int, int | None]]:
@@ -117,8 +201,8 @@ def format_jobs(jobs, fmt: str, *, header: bool, now: float, expand: bool = Fals
     """Render rows for ``jobs`` with a -o format (``long=False``) or a -O format (``long=True``)."""
     parts = parse_long_format(fmt, SQUEUE_LONG_FIELDS) if long else parse_format(fmt)
     lines = [render_header(parts, SQUEUE_HEADERS)] if header else []
-    for job, group in sorted(group_array_tasks(jobs, expand=expand), key=job_sort_key):
-        lines.append(render(parts, lambda letter, j=job, g=group: squeue_value(j, letter, now, g)))
+    rows = sorted(group_array_tasks(jobs, expand=expand), key=job_sort_key)
+    lines += render_rows(parts, rows, lambda row, letter: squeue_value(row[0], letter, now, row[1]))
     return "".join(line + "\n" for line in lines)
 
 
@@ -214,8 +298,8 @@ def jobs_json(jobs, now: float) -> str:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    from spur.rpc.proto import spur_pb2 as pb
+    args = quick_parse(argv) or build_parser().parse_args(argv)
+    from spur.rpc import lite as pb  # the wire without protobuf's start-up cost
 
     try:
         filters = parse_job_filters(split_list(args.jobs))
@@ -264,36 +348,48 @@ def main(argv: list[str]) -> int:
     async def body(stub):
         return await stub.GetJobs(req, timeout=30)
 
+    import gc
+
     while True:
+        # A listing allocates thousands of objects and no reference cycles: the collector's passes
+        # during it (each a scan of every object alive) found nothing and cost ~15% of a call.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            resp = with_controller(body)
-        except CliError as exc:
-            print(f"squeue: error: {exc.message}", file=sys.stderr)
-            return 1
-        known = select_jobs(resp.jobs, filters=filters, states=None, names=set(), accounts=set(), nodes=set())
-        jobs = select_jobs(
-            known,
-            filters=[],
-            states=wanted_states,
-            names=set(split_list(args.name)),
-            accounts=set(split_list(args.account)),
-            nodes=nodes,
-        )
-        if filters and not known and len(filters) == 1:
-            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
-            return 1
-        now = time.time()
-        if args.json:
-            sys.stdout.write(jobs_json(jobs, now))
-        else:
-            if args.iterate:
-                print(time.strftime("%a %b %d %H:%M:%S %Y"))
-            sys.stdout.write(
-                format_jobs(jobs, fmt, header=not args.noheader, now=now, expand=args.array, long=long)
+            try:
+                resp = with_controller(body, lite=True)
+            except CliError as exc:
+                print(f"squeue: error: {exc.message}", file=sys.stderr)
+                return 1
+            known = select_jobs(
+                resp.jobs, filters=filters, states=None, names=set(), accounts=set(), nodes=set()
             )
-        sys.stdout.flush()
-        if not args.iterate:
-            return 0
+            jobs = select_jobs(
+                known,
+                filters=[],
+                states=wanted_states,
+                names=set(split_list(args.name)),
+                accounts=set(split_list(args.account)),
+                nodes=nodes,
+            )
+            if filters and not known and len(filters) == 1:
+                print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+                return 1
+            now = time.time()
+            if args.json:
+                sys.stdout.write(jobs_json(jobs, now))
+            else:
+                if args.iterate:
+                    print(time.strftime("%a %b %d %H:%M:%S %Y"))
+                sys.stdout.write(
+                    format_jobs(jobs, fmt, header=not args.noheader, now=now, expand=args.array, long=long)
+                )
+            sys.stdout.flush()
+            if not args.iterate:
+                return 0
+        finally:
+            if collecting:
+                gc.enable()
         time.sleep(args.iterate)
 
 

@@ -13,6 +13,7 @@ from spur.auth.admin import is_admin, permission_denied
 from spur.auth.identity import Identity, IdentityError, require_identity
 from spur.core.job import JobState
 from spur.rpc import convert
+from spur.rpc.jobinfo_cache import JobInfoCache
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -64,6 +65,7 @@ def _require_admin(context: CallContext, what: str, state: Any = None) -> Identi
 class ControllerService:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
+        self.job_infos = JobInfoCache()  # encoded JobInfo per job: GetJobs converts only changed jobs
 
     async def forward(self, method: str, request, context: CallContext):
         stub = await self.ctl.leader_stub()
@@ -129,7 +131,7 @@ class ControllerService:
             await self.ctl.leader_ready()
             await self.ctl.read_barrier()
         jobs = self._select_jobs(request)
-        return pb.GetJobsResponse(jobs=[convert.job_to_proto(j, include_script=False) for j in jobs])
+        return self.job_infos.response(jobs, self.ctl.state.jobs)
 
     async def WatchJob(self, request: pb.GetJobsRequest, context: CallContext) -> AsyncIterator[pb.JobInfo]:
         """Stream the job each time its state or reason changes, ending after a terminal state."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from spur.core.jobspec import JobSpec as JobSpec  # re-exported: its own module so sbatch loads only it
 from spur.core.units import UNLIMITED as UNLIMITED  # re-exported: spur.core.job.UNLIMITED
 
 
@@ -64,62 +65,9 @@ TERMINAL_STATES = frozenset(
 
 
 @dataclass(slots=True)
-class JobSpec:
-    """What the user asked for; mirrors the ``JobSpec`` protobuf message field for field."""
-
-    name: str = ""
-    script: str = ""
-    argv: list[str] = field(default_factory=list)
-    work_dir: str = ""
-    stdout_pattern: str = ""
-    stderr_pattern: str = ""
-    stdin_path: str = ""
-    environment: dict[str, str] = field(default_factory=dict)
-    partition: str = ""
-    num_nodes: int = 1
-    num_tasks: int = 0
-    cpus_per_task: int = 1
-    mem_per_node_mb: int = 0
-    gres: list[str] = field(default_factory=list)
-    time_limit_secs: int = 0
-    interactive: bool = False
-    account: str = ""
-    gpus_total: int = 0
-    nice: int = 0
-    nodelist: list[str] = field(default_factory=list)
-    exclude: list[str] = field(default_factory=list)
-    exclusive: bool = False
-    mem_per_cpu_mb: int = 0
-    ntasks_per_node: int = 0
-    hold: bool = False
-    comment: str = ""
-    constraint: list[str] = field(default_factory=list)
-    command: str = ""
-    array: str = ""
-    dependency: str = ""
-    begin_time: float = 0.0
-    no_requeue: bool = False
-    signal: str = ""
-    open_mode: str = ""
-    qos: str = ""
-    wckey: str = ""
-    gpus_per_task: int = 0
-    kill_on_invalid_dep: bool = False
-    ntasks_per_gpu: int = 0
-    allocation_only: bool = False
-
-    @property
-    def tasks(self) -> int:
-        """Number of tasks: explicit -n, else ntasks-per-node x nodes, else one per node."""
-        if self.num_tasks:
-            return self.num_tasks
-        if self.ntasks_per_node:
-            return self.ntasks_per_node * max(1, self.num_nodes)
-        return max(1, self.num_nodes)
-
-
-@dataclass(slots=True)
 class NodeAllocation:
+    """What a job holds on one node: CPUs, memory, GPU indices and tasks there."""
+
     node: str
     cpus: int
     mem_mb: int = 0
@@ -148,6 +96,8 @@ class StepSpec:
 
 @dataclass(slots=True)
 class Step:
+    """A job step (an srun inside an allocation) and its progress."""
+
     step_id: int
     spec: StepSpec
     state: JobState = JobState.RUNNING
@@ -161,6 +111,8 @@ class Step:
 
 @dataclass(slots=True)
 class Job:
+    """A job as the controller tracks it: the request (``spec``) and everything since submission."""
+
     job_id: int
     spec: JobSpec
     user: str = ""
@@ -210,6 +162,8 @@ class Job:
 
 @dataclass
 class GpuDevice:
+    """One GPU of a node, as its agent discovered it."""
+
     index: int
     vendor: str = ""
     model: str = ""
@@ -250,6 +204,8 @@ class PartitionState(enum.StrEnum):
 
 @dataclass
 class Partition:
+    """A partition: a named set of nodes with its limits and defaults."""
+
     name: str
     state: PartitionState = PartitionState.UP
     is_default: bool = False

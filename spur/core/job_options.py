@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import os.path
 import re
-import signal as _signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
 
 from spur.core import hostlist
-from spur.core.job import JobSpec
+from spur.core.jobspec import JobSpec
 from spur.core.resources import (
     ResourceError,
     format_gres,
@@ -34,6 +32,14 @@ from spur.core.resources import (
     parse_memory_mb,
 )
 from spur.core.timespec import TimeSpecError, parse_begin_time, parse_time_limit
+
+TYPE_CHECKING = False  # typing is not imported at run time: sbatch's start-up pays for every import
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    ArgKind = Literal["none", "required", "optional"]
+    _Parser = Callable[[str | None, "JobOptions"], dict[str, Any]]
+    ExportMode = Literal["ALL", "NONE", "LIST"]
 
 __all__ = [
     "JobOptionError",
@@ -151,9 +157,6 @@ _FIELD_GROUPS: tuple[tuple[str, ...], ...] = (("nodes_min", "nodes_max"), ("mem_
 
 
 # ---- value parsers -------------------------------------------------------------------------------
-
-ArgKind = Literal["none", "required", "optional"]
-_Parser = Callable[[str | None, "JobOptions"], dict[str, Any]]
 
 
 class _BadValue(Exception):
@@ -334,6 +337,8 @@ _SB_SR = frozenset({"sbatch", "srun"})
 
 @dataclass(frozen=True)
 class _Opt:
+    """One option of the sbatch/srun/salloc table: its names, parser and the commands it belongs to."""
+
     long: str
     short: str | None
     arg: ArgKind
@@ -752,6 +757,8 @@ class DependencyTarget:
 
 @dataclass(frozen=True)
 class DependencyCondition:
+    """One ``type:job[:job...]`` element of a ``--dependency``."""
+
     type: str
     targets: tuple[DependencyTarget, ...] = ()
 
@@ -828,7 +835,9 @@ def _signal_number(name: str) -> int:
     if not n.startswith("SIG"):
         n = "SIG" + n
     try:
-        return int(_signal.Signals[n])
+        import signal  # only for a --signal by name (its enums cost sbatch's start-up ~0.6 ms)
+
+        return int(signal.Signals[n])
     except KeyError:
         raise ValueError(name) from None
 
@@ -851,9 +860,6 @@ def parse_signal_spec(s: str) -> SignalSpec:
     if when > 0xFFFF:
         raise ValueError(f"Invalid --signal specification: {s!r}")
     return SignalSpec(num, when, batch, reservation)
-
-
-ExportMode = Literal["ALL", "NONE", "LIST"]
 
 
 def _split_quoted(text: str, sep: str = ",") -> list[str]:

@@ -19,13 +19,10 @@ Contracts (the same as the Trio channel's for unary calls):
 
 from __future__ import annotations
 
+import _socket  # the C module: ``socket``'s import (enums, selectors) costs a CLI call ~3 ms
 import os
-import socket
 import time
 from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
-
-from google.protobuf.message import DecodeError, Message
 
 from spur.rpc.h2_unary import Data, GoAway, H2Connection, H2Error, Headers, Reset
 from spur.rpc.status import RpcError, StatusCode
@@ -43,8 +40,14 @@ from spur.rpc.wire import (
 
 __all__ = ["BlockingChannel", "BlockingStub", "NeedsEventLoop", "blocking_controller_stub", "drive"]
 
-M = TypeVar("M", bound=Message)
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing itself is not imported at run time (a CLI start-up cost)
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    from google.protobuf.message import Message
+
+    M = TypeVar("M", bound=Message)
+    T = TypeVar("T")
 USER_AGENT = "spur-rpc-blocking/0.1"
 _READ = 256 * 1024
 
@@ -69,7 +72,7 @@ class BlockingChannel:
         self.connect_timeout = connect_timeout
         self.metadata = dict(metadata or {})
         self.max_message_bytes = max_message_bytes
-        self._sock: socket.socket | None = None
+        self._sock: _socket.socket | None = None
         self._h2: H2Connection | None = None
 
     def __enter__(self) -> BlockingChannel:
@@ -180,7 +183,7 @@ class BlockingChannel:
             raise RpcError(StatusCode.INTERNAL, f"{method}: expected exactly one response message")
         try:
             return response_type.FromString(messages[0])
-        except DecodeError as exc:
+        except _decode_errors(response_type) as exc:
             raise RpcError(
                 StatusCode.INTERNAL,
                 f"{method}: cannot decode response as {response_type.DESCRIPTOR.full_name}: {exc}",
@@ -188,14 +191,14 @@ class BlockingChannel:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _connect(self, deadline: float | None) -> tuple[socket.socket, H2Connection]:
+    def _connect(self, deadline: float | None) -> tuple[_socket.socket, H2Connection]:
         if self._sock is not None and self._h2 is not None:
             return self._sock, self._h2
         limit = self.connect_timeout if deadline is None else min(self.connect_timeout, _remaining(deadline))
         try:
             # An ASCII host goes to getaddrinfo as bytes: a str host loads the idna codec (~1 ms).
             host: str | bytes = self.host.encode() if self.host.isascii() else self.host
-            sock = socket.create_connection((host, self.port), timeout=limit)
+            sock = _create_connection(host, self.port, limit)
         except TimeoutError:
             if deadline is not None and _remaining(deadline) <= limit:
                 raise RpcError(
@@ -208,7 +211,7 @@ class BlockingChannel:
         except OSError as exc:
             why = os.strerror(exc.errno) if isinstance(exc.errno, int) and exc.errno > 0 else str(exc)
             raise RpcError(StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {why}") from None
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
         conn = H2Connection()
         self._sock, self._h2 = sock, conn
         return sock, conn
@@ -231,6 +234,33 @@ class BlockingChannel:
         if deadline is not None:
             headers.append(("grpc-timeout", encode_timeout(deadline - time.monotonic())))
         return headers + validate_metadata(merged)
+
+
+def _create_connection(host: str | bytes, port: int, timeout: float | None) -> _socket.socket:
+    """``socket.create_connection((host, port), timeout)`` on the C socket type: each address
+    getaddrinfo gives, in order, until one connects; the last error otherwise."""
+    error: OSError | None = None
+    for family, kind, proto, _name, address in _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    raise error if error is not None else OSError(f"getaddrinfo returned no address for {host!r}")
+
+
+def _decode_errors(response_type: Any) -> tuple[type[Exception], ...]:
+    """What ``response_type.FromString`` raises on bad input: a :mod:`spur.rpc.lite` class names its
+    own; for a protobuf class it is protobuf's (imported here, so lite-only processes never load it)."""
+    own = getattr(response_type, "DecodeError", None)
+    if isinstance(own, type) and issubclass(own, Exception):
+        return (own,)
+    from google.protobuf.message import DecodeError
+
+    return (DecodeError,)
 
 
 _H2_ERRORS = (
@@ -314,6 +344,23 @@ class BlockingStub:
             return _Done(value)
 
         return call
+
+
+def lite_controller_stub(channel: BlockingChannel) -> BlockingStub:
+    """Blocking stub for the ``spur.v1.Controller`` RPCs :mod:`spur.rpc.lite` covers (GetJobs,
+    SubmitJob), taking lite messages and returning lite ones (protobuf ones for responses larger
+    than ``lite.PROTOBUF_ABOVE``, where protobuf is the faster decoder: :class:`spur.rpc.lite.Adaptive`).
+    Other RPCs raise AttributeError."""
+    from spur.rpc import lite
+
+    stub = BlockingStub.__new__(BlockingStub)
+    stub.channel = channel
+    stub.service = lite.SERVICE_DESCRIPTOR
+    stub._methods = {
+        name: (f"/{lite.SERVICE}/{name}", lite.message_class(req), lite.Adaptive(resp), False)
+        for name, (req, resp) in lite.METHODS.items()
+    }
+    return stub
 
 
 def blocking_controller_stub(channel: BlockingChannel) -> BlockingStub:

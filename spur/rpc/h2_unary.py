@@ -22,7 +22,7 @@ Contracts:
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from collections import namedtuple
 
 from spur.rpc.hpack_codec import Decoder, HpackError, encode_block
 
@@ -44,26 +44,29 @@ class H2Error(Exception):
     """The peer broke the HTTP/2 protocol (or its header compression)."""
 
 
-class Headers(NamedTuple):
-    stream_id: int
-    headers: list[tuple[bytes, bytes]]
-    end_stream: bool
+# Events (collections.namedtuple rather than typing.NamedTuple: importing typing is a CLI start-up cost).
+class Headers(namedtuple("Headers", "stream_id headers end_stream")):
+    """HEADERS on ``stream_id`` (int): ``headers`` a list of (name, value) bytes pairs; ``end_stream`` bool."""
+
+    __slots__ = ()
 
 
-class Data(NamedTuple):
-    stream_id: int
-    data: bytes
-    end_stream: bool
+class Data(namedtuple("Data", "stream_id data end_stream")):
+    """DATA on ``stream_id`` (int): ``data`` bytes; ``end_stream`` bool."""
+
+    __slots__ = ()
 
 
-class Reset(NamedTuple):
-    stream_id: int
-    error_code: int
+class Reset(namedtuple("Reset", "stream_id error_code")):
+    """RST_STREAM of ``stream_id`` with ``error_code`` (ints)."""
+
+    __slots__ = ()
 
 
-class GoAway(NamedTuple):
-    last_stream_id: int
-    error_code: int
+class GoAway(namedtuple("GoAway", "last_stream_id error_code")):
+    """GOAWAY: ``last_stream_id`` and ``error_code`` (ints)."""
+
+    __slots__ = ()
 
 
 Event = Headers | Data | Reset | GoAway

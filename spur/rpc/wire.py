@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import re
 import struct
-import zlib
 from collections.abc import Iterable
 
 from spur.rpc.status import RpcError, StatusCode, decode_grpc_message, status_from_http
@@ -84,6 +83,8 @@ class MessageDecoder:
             raise RpcError(StatusCode.INTERNAL, "compressed message received without grpc-encoding")
         if self.encoding != "gzip":
             raise RpcError(StatusCode.UNIMPLEMENTED, f"unsupported grpc-encoding {self.encoding!r}")
+        import zlib  # only for a compressed message (an import a CLI call need not pay)
+
         inflater = zlib.decompressobj(wbits=31)
         try:
             data = inflater.decompress(payload, self.max_message_bytes + 1)
