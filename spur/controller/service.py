@@ -26,6 +26,8 @@ log = logging.getLogger("spur.controller")
 
 # Slurm's MinJobAge: finished jobs stay visible to squeue for this long.
 MIN_JOB_AGE_SECS = 300.0
+# The names GetJobs accepts for the PENDING state.
+_PENDING_NAMES = frozenset({JobState.PENDING.value, JobState.PENDING.short})
 # Metadata header asking for a read of this controller's own (possibly stale) state, not the leader's.
 LOCAL_READ_KEY = "x-spur-local-read"
 
@@ -103,6 +105,10 @@ class ControllerService:
                 for job in state.resolve_targets(i):
                     seen[job.job_id] = job
             jobs = list(seen.values())
+        elif request.states and {s.upper() for s in request.states} <= _PENDING_NAMES:
+            # Pending jobs only (`squeue -t PD`, monitoring): from the scheduler's index of pending
+            # jobs, not a scan of every job the controller holds (history included).
+            jobs = [state.jobs[i] for i in state.sched_index.pending_ids(state)]
         else:
             cutoff = self.ctl.clock.wall() - MIN_JOB_AGE_SECS
             jobs = [
