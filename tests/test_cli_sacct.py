@@ -15,6 +15,7 @@ from spur.cli.sacct import (
     parse_state_list,
     parse_time_option,
     render_table,
+    through_end_of_second,
 )
 from spur.rpc.proto import spur_pb2 as pb
 
@@ -123,6 +124,16 @@ def test_window_selects_jobs_alive_in_the_range() -> None:
     assert in_window(job(20), NOW - 1, NOW)
     late = job(21, submit_time=NOW + 100)
     assert not in_window(late, NOW - 3600, NOW)
+
+
+def test_end_bound_covers_its_whole_second() -> None:
+    # `-E now` parses to the current whole second; a job submitted (and run) within that second is
+    # still in the window, as in Slurm, whose times have no fractions.
+    now = 1_700_000_000.7
+    end = through_end_of_second(parse_time_option("now", now))
+    assert in_window(job(30, submit_time=1_700_000_000.4, start_time=1_700_000_000.5), now - 60, end)
+    assert not in_window(job(31, submit_time=1_700_000_001.0), now - 60, end)
+    assert through_end_of_second(1_700_000_000.0) < 1_700_000_001.0
 
 
 def test_array_selector_field_of_a_pending_task() -> None:

@@ -7,6 +7,7 @@ Formatting is pure (:func:`build_rows`, :func:`render_table`); :func:`main` only
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -186,6 +187,13 @@ def parse_time_option(text: str, now: float) -> float:
         raise SacctError(
             f"sacct: error: Invalid time specification (valid formats: see man sacct): {text}"
         ) from None
+
+
+def through_end_of_second(end: float) -> float:
+    """The -E bound as Slurm applies it: its times are whole seconds, so ``-E now`` (or ``-E 12:00:00``)
+    takes in everything up to the end of that second. Ours carry fractions: a job submitted at
+    ``12:00:00.4`` is selected by ``-E 12:00:00`` as Slurm would select it."""
+    return math.floor(end) + 1 - 1e-6
 
 
 def midnight(now: float) -> float:
@@ -533,7 +541,7 @@ def main(argv: list[str]) -> int:
             start = now
         else:
             start = midnight(now)
-        end = parse_time_option(args.endtime, now) if args.endtime else now
+        end = through_end_of_second(parse_time_option(args.endtime, now) if args.endtime else now)
     except SacctError as exc:
         print(str(exc), file=sys.stderr)
         return 1
