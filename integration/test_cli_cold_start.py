@@ -40,7 +40,7 @@ FORBIDDEN = (
 # What the query commands do not load either (sbatch still builds its request through the domain).
 QUERY_FORBIDDEN = ("dataclasses", "inspect", "spur.core.job", "spur.core.job_options", "typing", "socket")
 # sbatch: its options and JobSpec, without the state's records, typing, socket, argparse, or what
-# ``inspect`` pulls in (spur.cli.lazymodule keeps ``inspect`` a stand-in).
+# ``inspect`` pulls in (spur.lazymodule keeps ``inspect`` a stand-in).
 SBATCH_FORBIDDEN = ("spur.core.job", "typing", "socket", "argparse", "ast", "tokenize", "dis")
 
 _REPORT = "\nLOADED-MODULES "

@@ -37,9 +37,9 @@ def read_script(path: str | None) -> str:
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)
     """Parse options + script into a JobSpec (no I/O besides reading the script); raises CliError."""
-    from spur.cli.lazymodule import defer
+    from spur.lazymodule import defer
 
-    # dataclasses imports both for nothing sbatch needs (spur.cli.lazymodule): inspect for classes
+    # dataclasses imports both for nothing sbatch needs (spur.lazymodule): inspect for classes
     # without a docstring, copy for asdict/astuple.
     defer("inspect")
     defer("copy")

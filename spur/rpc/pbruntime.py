@@ -15,25 +15,13 @@ first ``*_pb2`` import; it is a no-op afterwards.
 
 from __future__ import annotations
 
-import importlib
 import sys
-import types
+
+from spur.lazymodule import defer
 
 __all__ = ["PYTHON_MESSAGE", "defer_pure_python_runtime"]
 
 PYTHON_MESSAGE = "google.protobuf.internal.python_message"
-
-
-class _Deferred(types.ModuleType):
-    """Stands for a module until one of its attributes is read, then loads and delegates to it."""
-
-    def __getattr__(self, attr: str):  # only called for attributes the stand-in does not have
-        if attr.startswith("__") and attr.endswith("__"):
-            raise AttributeError(attr)  # module protocol probes (__path__, __file__...) load nothing
-        if sys.modules.get(self.__name__) is self:
-            del sys.modules[self.__name__]
-        real = importlib.import_module(self.__name__)
-        return getattr(real, attr)
 
 
 def defer_pure_python_runtime() -> bool:
@@ -44,5 +32,4 @@ def defer_pure_python_runtime() -> bool:
 
     if api_implementation.Type() != "upb":
         return False
-    sys.modules[PYTHON_MESSAGE] = _Deferred(PYTHON_MESSAGE)
-    return True
+    return defer(PYTHON_MESSAGE)

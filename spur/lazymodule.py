@@ -1,4 +1,4 @@
-"""Keep a standard-library module a short-lived command never uses out of its start-up.
+"""Keep a module a short-lived process never uses out of its start-up: a stand-in until first read.
 
 ``dataclasses`` imports ``inspect`` (which imports ``ast``, ``dis``, ``tokenize``...: about 8 ms of a
 fresh process) but reads from it only to write a signature docstring for a dataclass that has none.
@@ -6,8 +6,8 @@ Every dataclass ``sbatch`` creates has a docstring, so :func:`defer` lets it ski
 a stand-in under the module's name, whose first attribute read imports the real module (which then
 replaces the stand-in in ``sys.modules``) and answers from it. Code that does use the module still
 gets it, transparently; the stand-in only ever saves the import. Likewise ``copy`` (with ``weakref``),
-which ``dataclasses`` reads only in ``asdict``/``astuple``. The same technique as
-:mod:`spur.rpc.pbruntime` for protobuf's pure-Python runtime.
+which ``dataclasses`` reads only in ``asdict``/``astuple``. :mod:`spur.rpc.pbruntime` uses it for
+protobuf's pure-Python runtime.
 """
 
 from __future__ import annotations
