@@ -99,13 +99,14 @@ class ControllerService:
 
     def _select_jobs(self, request: pb.GetJobsRequest) -> list:
         state = self.ctl.state
+        wanted = {s.upper() for s in request.states}
         if request.job_ids:
             seen: dict[int, object] = {}
             for i in request.job_ids:
                 for job in state.resolve_targets(i):
                     seen[job.job_id] = job
             jobs = list(seen.values())
-        elif request.states and {s.upper() for s in request.states} <= _PENDING_NAMES:
+        elif wanted and wanted <= _PENDING_NAMES:
             # Pending jobs only (`squeue -t PD`, monitoring): from the scheduler's index of pending
             # jobs, not a scan of every job the controller holds (history included).
             jobs = [state.jobs[i] for i in state.sched_index.pending_ids(state)]
@@ -116,8 +117,7 @@ class ControllerService:
                 for j in state.jobs.values()
                 if request.include_finished or not j.state.is_terminal or j.end_time >= cutoff
             ]
-        if request.states:
-            wanted = {s.upper() for s in request.states}
+        if wanted:
             jobs = [j for j in jobs if j.state.value in wanted or j.state.short in wanted]
         if request.users:
             users = set(request.users)
