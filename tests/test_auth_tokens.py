@@ -20,8 +20,13 @@ def _b64(data: dict) -> str:
 
 def test_round_trip_carries_slurm_and_standard_claims() -> None:
     token = mint(KEY, "alice", 1001, now=NOW, ttl_secs=300, gid=100)
-    payload = jwt.decode(token, KEY, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False})
+    payload = jwt.decode(
+        token, KEY, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False, "verify_aud": False}
+    )
+    token_id = payload.pop("jti")
+    assert len(token_id) == 32 and int(token_id, 16) >= 0
     assert payload == {
+        "aud": "client",
         "sun": "alice",
         "sub": "alice",
         "uid": 1001,
@@ -32,6 +37,41 @@ def test_round_trip_carries_slurm_and_standard_claims() -> None:
     claims = verify(KEY, token, now=NOW + 10)
     assert (claims.user, claims.uid, claims.gid, claims.admin) == ("alice", 1001, 100, False)
     assert claims.expires_at == NOW + 300
+    assert (claims.audience, claims.token_id, claims.daemon) == ("client", token_id, False)
+
+
+def test_a_token_without_aud_is_a_client_token() -> None:
+    token = jwt.encode({"sun": "alice", "uid": 1001, "iat": int(NOW), "exp": int(NOW) + 60}, KEY, "HS256")
+    claims = verify(KEY, token, now=NOW)
+    assert (claims.audience, claims.token_id, claims.daemon) == ("client", None, False)
+
+
+def test_daemon_audiences_and_raft_member() -> None:
+    for aud in ("controller", "agent", "raft"):
+        claims = verify(KEY, mint(KEY, "spurctld", 0, now=NOW, ttl_secs=60, audience=aud, member=2), now=NOW)
+        assert (claims.audience, claims.daemon, claims.member, claims.admin) == (aud, True, 2, False)
+    with pytest.raises(TokenError, match="admin claim"):
+        mint(KEY, "spurctld", 0, now=NOW, ttl_secs=60, audience="controller", admin=True)
+    forged = jwt.encode(
+        {"sun": "spurctld", "uid": 0, "iat": int(NOW), "exp": int(NOW) + 60, "aud": "agent", "admin": True},
+        KEY,
+        "HS256",
+    )
+    with pytest.raises(TokenError, match="admin claim"):
+        verify(KEY, forged, now=NOW)
+    with pytest.raises(TokenError, match="audience"):
+        verify(KEY, jwt.encode({"sun": "a", "uid": 1, "iat": 1, "exp": 2**40, "aud": "root"}, KEY), now=NOW)
+
+
+def test_future_iat_and_lifetime_are_bounded() -> None:
+    ahead = mint(KEY, "alice", 1001, now=NOW + 3600, ttl_secs=300)
+    with pytest.raises(TokenError, match="in the future"):
+        verify(KEY, ahead, now=NOW)
+    assert verify(KEY, mint(KEY, "alice", 1001, now=NOW + 30, ttl_secs=300), now=NOW).uid == 1001
+    long = mint(KEY, "alice", 1001, now=NOW, ttl_secs=10 * 365 * 86400)
+    with pytest.raises(TokenError, match="max_token_lifespan"):
+        verify(KEY, long, now=NOW, max_lifespan_secs=86400)
+    assert verify(KEY, long, now=NOW).uid == 1001  # no bound asked for
 
 
 def test_admin_claim() -> None:
