@@ -8,7 +8,7 @@ import pwd
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -346,36 +346,58 @@ def test_bad_flag_exits_2(tmp_path: Path) -> None:
     assert result.stderr.strip() == "spurd: error: invalid --memory-mb 0: must be at least 1"
 
 
-def _step_job(job_id: int, work: Path, *, uid: int, tasks: int) -> pb.JobInfo:
+STEP_ARGV = ["sh", "-c", "echo step-$SLURM_STEP_ID-task-$SLURM_PROCID; exit 6"]
+
+
+def _step_job(
+    job_id: int, work: Path, *, uid: int, tasks: int, argv: list[str] = STEP_ARGV, restarts: int = 0
+) -> pb.JobInfo:
     return pb.JobInfo(
         job_id=job_id,
         user="someone",
         uid=uid,
         gid=os.getgid(),
         state="RUNNING",
+        restarts=restarts,
         time_limit_secs=-1,
         spec=pb.JobSpec(name="alloc", work_dir=str(work), interactive=True, allocation_only=True),
         allocation=[pb.NodeAllocation(node="node1", cpus=2, tasks=1)],
-        steps=[pb.StepInfo(step_id=0, allocation=[pb.NodeAllocation(node="node1", cpus=2, tasks=tasks)])],
+        steps=[
+            pb.StepInfo(
+                step_id=0,
+                state="RUNNING",
+                spec=pb.StepSpec(argv=argv),
+                allocation=[pb.NodeAllocation(node="node1", cpus=2, tasks=tasks)],
+            )
+        ],
     )
 
 
+async def _refused(call: Awaitable[object]) -> RpcError:
+    with pytest.raises(RpcError) as exc:
+        await call
+    return exc.value
+
+
 async def test_launch_step_over_rpc(cluster: Cluster, log_on_failure: None) -> None:
+    """Only the controller's record runs: the caller's uid, restarts, task count and command are
+    ignored, every call (a re-delivery too) is checked, and only the owner may start or signal."""
     from spur.auth.identity import Identity, identity_metadata
 
     me = os.getuid()
     cluster.controller.jobs[20] = _step_job(20, cluster.work, uid=me, tasks=2)
-    cluster.controller.jobs[21] = _step_job(21, cluster.work, uid=me, tasks=1)
+    cluster.controller.jobs[21] = _step_job(21, cluster.work, uid=me, tasks=1, argv=["sleep", "60"])
     stranger = identity_metadata(Identity(me + 4242, me + 4242, "stranger", "stranger"))
-    argv = ["sh", "-c", "echo step-$SLURM_STEP_ID-task-$SLURM_PROCID; exit 6"]
+    forged_marker = cluster.work / "forged-ran"
     with trio.fail_after(TIMEOUT):
         cluster.start_agent()
         reg = await cluster.registered(1)
         async with agent(reg.port, identity_metadata()) as stub:
-            # The caller claims one task and uid 0; the controller's record (2 tasks, our uid) wins.
-            claimed = _step_job(20, cluster.work, uid=0, tasks=1)
-            request = pb.LaunchStepRequest(job=claimed, step=claimed.steps[0], node="node1", first_task=0)
-            request.step.spec.argv.extend(argv)
+            # The caller claims uid 0, one task, a restart and its own command; the controller's wins.
+            claimed = _step_job(
+                20, cluster.work, uid=0, tasks=1, restarts=1, argv=["sh", "-c", f"touch {forged_marker}"]
+            )
+            request = pb.LaunchStepRequest(job=claimed, step=claimed.steps[0], node="node1", first_task=5)
             assert not (await stub.LaunchStep(request, timeout=10)).already_running
             chunks = await _drain(
                 stub.StreamOutput(pb.StreamOutputRequest(job_id=20, step_id=0, follow=True), timeout=10)
@@ -390,22 +412,46 @@ async def test_launch_step_over_rpc(cluster: Cluster, log_on_failure: None) -> N
             )
             report = next(r for r in cluster.controller.reports if r.job_id == 20)
             assert report.HasField("step_id") and (report.step_id, report.exit_code) == (0, 6)
+            # Re-delivery while the controller still lists the step as running: nothing starts again,
+            # whatever restart count the caller claims.
             assert (await stub.LaunchStep(request, timeout=10)).already_running
+            # Once the controller has the step's end, the step is over for every caller.
+            cluster.controller.jobs[20].steps[0].state = "COMPLETED"
+            exc = await _refused(stub.LaunchStep(request, timeout=10))
+            assert exc.code == StatusCode.FAILED_PRECONDITION and "COMPLETED" in exc.message
+            assert not forged_marker.exists()
 
             other = pb.LaunchStepRequest(job=claimed, step=claimed.steps[0], node="node1")
-            other.step.spec.argv.extend(argv)
             other.job.job_id = 404
-            with pytest.raises(RpcError) as exc:
-                await stub.LaunchStep(other, timeout=10)
-            assert exc.value.code == StatusCode.NOT_FOUND, exc.value.message
+            exc = await _refused(stub.LaunchStep(other, timeout=10))
+            assert exc.code == StatusCode.NOT_FOUND, exc.message
             other.job.job_id = 21
+            other.step.step_id = 7  # a step the controller never created
+            exc = await _refused(stub.LaunchStep(other, timeout=10))
+            assert exc.code == StatusCode.NOT_FOUND and "step 21.7" in exc.message, exc.message
+            other.step.step_id = 0
             async with agent(reg.port, stranger) as stranger_stub:
-                with pytest.raises(RpcError) as exc:
-                    await stranger_stub.LaunchStep(other, timeout=10)
-            assert exc.value.code == StatusCode.PERMISSION_DENIED, exc.value.message
-            with pytest.raises(RpcError) as exc:
-                await stub.SignalJob(pb.SignalJobRequest(job_id=20, action="freeze"), timeout=5)
-            assert exc.value.code == StatusCode.INVALID_ARGUMENT
+                exc = await _refused(stranger_stub.LaunchStep(other, timeout=10))
+                assert exc.code == StatusCode.PERMISSION_DENIED, exc.message
+                assert not (await stub.LaunchStep(other, timeout=10)).already_running
+                # Another user may neither signal the step nor use the controller's actions.
+                exc = await _refused(
+                    stranger_stub.SignalJob(pb.SignalJobRequest(job_id=21, signal=0, step_id=0), timeout=5)
+                )
+                assert exc.code == StatusCode.PERMISSION_DENIED, exc.message
+                exc = await _refused(
+                    stranger_stub.SignalJob(pb.SignalJobRequest(job_id=21, action="suspend"), timeout=5)
+                )
+                assert exc.code == StatusCode.PERMISSION_DENIED, exc.message
+            # The owner may cancel its own step.
+            await stub.SignalJob(
+                pb.SignalJobRequest(job_id=21, signal=0, step_id=0, grace_secs=0.2), timeout=5
+            )
+            await cluster.controller.wait_until(
+                lambda: any(r.job_id == 21 and r.cancelled for r in cluster.controller.reports)
+            )
+            exc = await _refused(stub.SignalJob(pb.SignalJobRequest(job_id=20, action="freeze"), timeout=5))
+            assert exc.code == StatusCode.INVALID_ARGUMENT
 
 
 async def test_suspend_and_resume_over_rpc(cluster: Cluster, log_on_failure: None) -> None:

@@ -11,6 +11,11 @@ once the controller has it.
 
 Contracts:
 
+- The executor trusts its requests: the job record of a launch (user, uid, gid, restarts, allocation,
+  time limit) is the controller's -- LaunchJob comes from the controller, and the Agent service
+  rebuilds every LaunchStep from the controller's record before it gets here
+  (:mod:`spur.agent.service`). In particular a unit's *run* (the job's restart count) is the
+  controller's, so no caller can pass a larger one to have a finished unit launched again.
 - ``launch`` is idempotent per job id and ``launch_step`` per (job id, step id): a unit this agent
   runs, ran, or still remembers returns ``already_running=True`` and starts nothing. A step may be
   launched whether or not this agent runs anything else of the job (salloc allocations, other nodes
@@ -324,7 +329,8 @@ class Executor:
         )
 
     async def launch_step(self, request: spur_pb2.LaunchStepRequest) -> bool:
-        """Start this node's tasks of the step of ``request``; return True when it was already known.
+        """Start this node's tasks of the step of ``request`` (built from the controller's record, see
+        the module docstring); return True when it was already known.
 
         Raises LaunchError (user-caused, final status recorded) or BackendError (agent-side, recorded).
         """
@@ -603,7 +609,11 @@ class Executor:
 
     # ------------------------------------------------------------------ control
 
-    def _select(self, job_id: int, step_id: int | None, batch_only: bool) -> list[TrackedJob]:
+    def select(
+        self, job_id: int, step_id: int | None = None, *, batch_only: bool = False
+    ) -> list[TrackedJob]:
+        """The units a signal of ``job_id`` reaches: ``step_id``'s, the batch script's (``batch_only``)
+        or all of the job's. UnknownJob when there is none."""
         if step_id is not None:
             return [self.get(job_id, step_id)]
         if batch_only:
@@ -630,7 +640,7 @@ class Executor:
         """
         if signum != 0 and not 0 < signum < signal.NSIG:
             raise ValueError(f"invalid signal number {signum}")
-        for job in self._select(job_id, step_id, batch_only):
+        for job in self.select(job_id, step_id, batch_only=batch_only):
             if job.finished.is_set() or job.nursery is None:
                 continue
             if signum == 0:
@@ -642,7 +652,7 @@ class Executor:
 
     def requeue(self, job_id: int, grace: float = 0.0) -> None:
         """End every unit of the job like a cancel; the reports say ``requeued`` (not cancelled)."""
-        for job in self._select(job_id, None, False):
+        for job in self.select(job_id):
             if not job.finished.is_set() and job.nursery is not None and job.kill_reason is None:
                 log.info("%s: requeue: terminating", job.name)
                 reason = "requeue" if job.step_id is None else "cancel"
@@ -653,7 +663,7 @@ class Executor:
 
         The change is saved in each unit's spec so a restarted agent keeps it. UnknownJob if none.
         """
-        units = self._select(job_id, None, False)
+        units = self.select(job_id)
         for job in units:
             if job.spec is None or job.finished.is_set():
                 continue
@@ -667,7 +677,7 @@ class Executor:
 
     def suspend(self, job_id: int) -> None:
         """SIGSTOP every running unit of the job; its time limit stops running. UnknownJob if none."""
-        units = self._select(job_id, None, False)
+        units = self.select(job_id)
         if self.suspensions.suspend(job_id, self.clock.wall()):
             log.info("job %d: suspended", job_id)
         for job in units:
@@ -675,7 +685,7 @@ class Executor:
 
     def resume(self, job_id: int) -> None:
         """SIGCONT every running unit of the job; its time limit runs again. UnknownJob if none."""
-        units = self._select(job_id, None, False)
+        units = self.select(job_id)
         if self.suspensions.resume(job_id, self.clock.wall()):
             log.info("job %d: resumed", job_id)
         for job in units:

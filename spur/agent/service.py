@@ -6,14 +6,26 @@ launch failure -> INTERNAL (also reported); a launch fenced by an older controll
 already seen -> FAILED_PRECONDITION; unknown job or step -> NOT_FOUND; invalid signal number, unknown
 action or malformed request -> INVALID_ARGUMENT.
 
-LaunchStep is called by srun (a user's process), not by the controller, so when the servicer has a
-``lookup_job`` (spurd wires the controller's GetJobs) the job record the step runs under -- its user,
-allocation and time limit -- is the controller's, not the caller's: a step of a job the controller
-does not know as running on this node, or of another user's job (the caller's identity headers), is
-refused (NOT_FOUND / FAILED_PRECONDITION / PERMISSION_DENIED; the caller is the identity the auth
-interceptor verified), and the step's
-allocation is taken from the controller's record when it lists the step. StreamOutput serves only the
-owner of the job (or an administrator) when the call carries an identity.
+Who decides what runs:
+
+- ``LaunchJob`` (batch scripts, interactive tasks) is the controller's: the auth policy admits only a
+  daemon credential to it. Nothing a ``LaunchStep`` caller sends reaches it (a step is always a unit
+  ``(job, step_id)``, never the job's own unit).
+- ``LaunchStep`` is called by srun (a user's process), so nothing in its request is trusted but the
+  ids: every call, a re-delivery included, asks the controller (``lookup_job``, spurd wires the
+  controller's GetJobs) and launches the request rebuilt from the controller's record alone -- the
+  job (user, uid, gid, restarts, allocation, time limit) and the step (command, allocation), with
+  this node's first task rank computed from the step's allocation. Refused: a job the controller
+  does not know (NOT_FOUND), one that is not running, one this node is not allocated to, a step the
+  controller does not list (NOT_FOUND) or that is over, or whose tasks on this node ended
+  (FAILED_PRECONDITION), a caller who is neither the job's owner nor an administrator
+  (PERMISSION_DENIED; the caller is the identity the auth interceptor verified), a controller that
+  cannot be asked (UNAVAILABLE). A unit this agent already runs or ran is not a reason to skip any of
+  this; once the checks pass, a re-delivered step answers ``already_running`` and starts nothing.
+  There is no servicer without a lookup: an agent that cannot ask a controller runs no steps.
+- ``SignalJob`` and ``StreamOutput`` serve only the owner of the unit (or an administrator or the
+  controller) when the call carries an identity; the auth policy keeps SignalJob to daemons in
+  ``required`` mode.
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ from spur.agent.executor import Executor, UnknownJob
 from spur.agent.launchspec import LaunchError
 from spur.agent.output import stream_output
 from spur.auth.admin import is_admin
-from spur.auth.identity import IdentityError, require_identity
+from spur.auth.identity import Identity, IdentityError, require_identity
 from spur.rpc.proto import spur_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -35,14 +47,14 @@ __all__ = ["AgentServicer", "JobLookup"]
 
 log = logging.getLogger("spur.agent.service")
 
-# Job states in which a job's steps may start.
+# Job (and step) states in which a step may start.
 _STEP_STATES = frozenset({"RUNNING"})
 
 JobLookup = Callable[[int], Awaitable[spur_pb2.JobInfo | None]]
 
 
 class AgentServicer:
-    def __init__(self, executor: Executor, *, node_name: str, lookup_job: JobLookup | None = None) -> None:
+    def __init__(self, executor: Executor, *, node_name: str, lookup_job: JobLookup) -> None:
         self.executor = executor
         self.node_name = node_name
         self.fence_term = 0
@@ -85,31 +97,31 @@ class AgentServicer:
             raise RpcError(
                 StatusCode.INVALID_ARGUMENT, "LaunchStep needs a job with a non-zero job_id and a step"
             )
-        step_name = f"{job_id}.{request.step.step_id}"
-        if not request.step.spec.argv:
-            raise RpcError(StatusCode.INVALID_ARGUMENT, f"step {step_name} has no command to run")
-        request.node = request.node or self.node_name
-        if request.node != self.node_name:
+        node = request.node or self.node_name
+        if node != self.node_name:
             raise RpcError(
                 StatusCode.INVALID_ARGUMENT,
-                f"LaunchStep for node {request.node} reached node {self.node_name}",
+                f"LaunchStep for node {node} reached node {self.node_name}",
             )
-        if self.lookup_job is not None and not self.executor.knows(job_id, request.step.step_id):
-            await self._authorize_step(request, step_name, context)
+        launch = await self._authorized_step(job_id, request.step.step_id, context)
         try:
-            known = await self.executor.launch_step(request)
+            known = await self.executor.launch_step(launch)
         except LaunchError as e:
             raise RpcError(StatusCode.FAILED_PRECONDITION, str(e)) from None
         except BackendError as e:
             raise RpcError(StatusCode.INTERNAL, f"node {self.node_name}: {e}") from None
         return spur_pb2.LaunchJobResponse(already_running=known)
 
-    async def _authorize_step(
-        self, request: spur_pb2.LaunchStepRequest, step_name: str, context: CallContext
-    ) -> None:
-        """Replace the caller's job record with the controller's (see the module docstring)."""
-        assert self.lookup_job is not None
-        job_id = request.job.job_id
+    async def _authorized_step(
+        self, job_id: int, step_id: int, context: CallContext
+    ) -> spur_pb2.LaunchStepRequest:
+        """The launch of step ``job_id.step_id`` on this node, built from the controller's record
+        alone, once the caller may start it; RpcError otherwise (see the module docstring)."""
+        step_name = f"{job_id}.{step_id}"
+        try:
+            caller = require_identity(context.identity, context.metadata)
+        except IdentityError as e:
+            raise RpcError(StatusCode.UNAUTHENTICATED, str(e)) from None
         try:
             job = await self.lookup_job(job_id)
         except RpcError as e:
@@ -118,33 +130,50 @@ class AgentServicer:
             ) from None
         if job is None:
             raise RpcError(StatusCode.NOT_FOUND, f"job {job_id} is not known to the controller")
+        if not _may_act_for(caller, job.uid):
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED,
+                f"Access/permission denied: job {job_id} belongs to uid {job.uid}, not to uid {caller.uid}",
+            )
         if job.state not in _STEP_STATES:
             raise RpcError(
                 StatusCode.FAILED_PRECONDITION,
                 f"job {job_id} is {job.state}, so step {step_name} cannot start",
             )
-        try:
-            caller = require_identity(context.identity, context.metadata)
-        except IdentityError as e:
-            raise RpcError(StatusCode.UNAUTHENTICATED, str(e)) from None
-        if not is_admin(caller) and caller.uid != job.uid:
-            raise RpcError(
-                StatusCode.PERMISSION_DENIED,
-                f"Access/permission denied: job {job_id} belongs to uid {job.uid}, not to uid {caller.uid}",
-            )
         if not any(a.node == self.node_name for a in job.allocation):
             raise RpcError(
                 StatusCode.FAILED_PRECONDITION, f"node {self.node_name} is not allocated to job {job_id}"
             )
-        request.job.CopyFrom(job)
-        known_step = next((s for s in job.steps if s.step_id == request.step.step_id), None)
-        if known_step is not None and known_step.allocation:
-            del request.step.allocation[:]
-            request.step.allocation.extend(known_step.allocation)
+        step = next((s for s in job.steps if s.step_id == step_id), None)
+        if step is None:
+            raise RpcError(
+                StatusCode.NOT_FOUND,
+                f"step {step_name} is not known to the controller (srun creates it first)",
+            )
+        if step.state not in _STEP_STATES:
+            raise RpcError(
+                StatusCode.FAILED_PRECONDITION, f"step {step_name} is {step.state or 'not running'}"
+            )
+        if self.node_name in step.exited_nodes:
+            raise RpcError(
+                StatusCode.FAILED_PRECONDITION,
+                f"the tasks of step {step_name} on node {self.node_name} have already ended",
+            )
+        first_task = 0
+        for alloc in step.allocation:
+            if alloc.node == self.node_name:
+                break
+            first_task += alloc.tasks
+        else:
+            raise RpcError(
+                StatusCode.FAILED_PRECONDITION, f"node {self.node_name} is not part of step {step_name}"
+            )
+        return spur_pb2.LaunchStepRequest(job=job, step=step, node=self.node_name, first_task=first_task)
 
     async def SignalJob(self, request: spur_pb2.SignalJobRequest, context: CallContext) -> spur_pb2.Empty:
         step_id = request.step_id if request.HasField("step_id") else None
         try:
+            self._check_signal_caller(request, step_id, context)
             if request.action == "":
                 self.executor.signal(
                     request.job_id,
@@ -172,6 +201,29 @@ class AgentServicer:
             raise RpcError(StatusCode.INVALID_ARGUMENT, str(e)) from None
         return spur_pb2.Empty()
 
+    def _check_signal_caller(
+        self, request: spur_pb2.SignalJobRequest, step_id: int | None, context: CallContext
+    ) -> None:
+        """A caller with an identity that is not an administrator (or the controller) may only signal
+        or cancel its own units; the other actions (suspend, requeue, time limits) are the
+        controller's. Raises RpcError PERMISSION_DENIED, or UnknownJob."""
+        caller = context.identity
+        if caller is None or caller.anonymous or is_admin(caller):
+            return
+        if request.action != "":
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED,
+                f"Access/permission denied: SignalJob action {request.action!r} is the controller's "
+                f"(caller is uid {caller.uid}; use scontrol)",
+            )
+        for unit in self.executor.select(request.job_id, step_id, batch_only=request.batch_only):
+            owner = unit.spec.uid if unit.spec is not None else None
+            if owner is not None and not _may_act_for(caller, owner):
+                raise RpcError(
+                    StatusCode.PERMISSION_DENIED,
+                    f"Access/permission denied: {unit.name} belongs to uid {owner}, not to uid {caller.uid}",
+                )
+
     async def StreamOutput(
         self, request: spur_pb2.StreamOutputRequest, context: CallContext
     ) -> AsyncIterator[spur_pb2.OutputChunk]:
@@ -183,7 +235,7 @@ class AgentServicer:
         caller = context.identity
         owner = job.spec.uid if job.spec is not None else None
         if caller is not None and not caller.anonymous and owner is not None:
-            if not is_admin(caller) and caller.uid != owner:
+            if not _may_act_for(caller, owner):
                 raise RpcError(
                     StatusCode.PERMISSION_DENIED,
                     f"Access/permission denied: the output of {job.name} belongs to uid {owner}, "
@@ -206,3 +258,9 @@ class AgentServicer:
                 for j in self.executor.jobs()
             ],
         )
+
+
+def _may_act_for(caller: Identity, owner_uid: int) -> bool:
+    """Whether ``caller`` may act on a job (or unit) of ``owner_uid``: its owner, an administrator, or
+    a Spur daemon credential (today such a credential is an admin one; see spur.auth.admin)."""
+    return caller.uid == owner_uid or is_admin(caller)
