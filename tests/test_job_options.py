@@ -16,6 +16,7 @@ from spur.core.job_options import (
     JobOptions,
     SignalSpec,
     build_job_spec,
+    check_root_only,
     export_environment,
     merge_options,
     options_from_env,
@@ -657,3 +658,23 @@ def test_memory_rejects_bare_b_suffix() -> None:
 
 def test_wckey_from_environment() -> None:
     assert options_from_env({"SBATCH_WCKEY": "w1"}).wckey == "w1"
+
+
+# ---- --uid / --gid: root only (Slurm's slurm_opt.c arg_set_uid / arg_set_gid) -----------------------
+
+
+@pytest.mark.parametrize("command", ["sbatch", "salloc", "srun"])
+@pytest.mark.parametrize("option", ["uid", "gid"])
+def test_uid_gid_only_permitted_by_root(command: str, option: str) -> None:
+    opts, _ = parse_job_options([f"--{option}=0", "x"], command=command)
+    with pytest.raises(JobOptionError) as exc:
+        check_root_only(opts, real_uid=1000, command=command)
+    assert str(exc.value) == f"{command}: error: --{option} only permitted by root user"
+    check_root_only(opts, real_uid=0, command=command)  # root may
+
+
+def test_uid_from_a_directive_is_refused_too() -> None:
+    directives = parse_script_options(parse_sbatch_directives("#!/bin/sh\n#SBATCH --uid=root\ntrue\n"))
+    with pytest.raises(JobOptionError, match="--uid only permitted by root user"):
+        check_root_only(merge_options(directives, JobOptions()), real_uid=1000, command="sbatch")
+    check_root_only(JobOptions(), real_uid=1000, command="sbatch")  # nothing given: nothing refused

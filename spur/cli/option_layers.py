@@ -21,9 +21,18 @@ def parse_option_layers(
     The command line overrides ``prog``'s input environment variables; ``drop_env`` names option
     fields the environment must not set (srun inside an allocation ignores SLURM_JOB_NAME).
     ``--help``, ``--usage`` and ``-V``/``--version`` print their text (see :mod:`spur.cli.cmdinfo`)
-    and exit 0 before anything is submitted; ``usage`` is kept for callers' error texts.
+    and exit 0 before anything is submitted; ``usage`` is kept for callers' error texts. ``--uid`` /
+    ``--gid`` from a user other than root are refused with Slurm's message.
     """
-    from spur.core.job_options import JobOptionError, merge_options, options_from_env, parse_job_options
+    import os
+
+    from spur.core.job_options import (
+        JobOptionError,
+        check_root_only,
+        merge_options,
+        options_from_env,
+        parse_job_options,
+    )
 
     try:
         cli_opts, rest = parse_job_options(argv, command=prog)
@@ -35,4 +44,9 @@ def parse_option_layers(
     exit_on_meta(prog, cli_opts)  # --help, --usage, -V/--version: print, exit 0, allocate nothing
     for name in drop_env:
         setattr(env_opts, name, None)
-    return merge_options(env_opts, cli_opts), cli_opts, list(rest)
+    merged = merge_options(env_opts, cli_opts)
+    try:
+        check_root_only(merged, real_uid=os.getuid(), command=prog)  # --uid/--gid: root only, as Slurm
+    except JobOptionError as exc:
+        raise CliError(str(exc), exit_code=1) from None
+    return merged, cli_opts, list(rest)

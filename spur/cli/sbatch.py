@@ -46,6 +46,7 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     from spur.core.job_options import (
         JobOptionError,
         build_job_spec,
+        check_root_only,
         merge_options,
         options_from_env,
         parse_job_options,
@@ -80,6 +81,10 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         text = str(exc)
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
     opts = merge_options(directive_opts, env_opts, cli_opts)
+    try:
+        check_root_only(opts, real_uid=os.getuid(), command=PROG)
+    except JobOptionError as exc:
+        raise CliError(str(exc), 255) from None
     try:
         spec = build_job_spec(
             opts, script=script, argv=script_args, cwd=cwd, environ=environ, script_path=script_path

@@ -52,6 +52,7 @@ __all__ = [
     "parse_script_options",
     "options_from_env",
     "merge_options",
+    "check_root_only",
     "build_job_spec",
     "parse_array_spec",
     "parse_dependency",
@@ -689,6 +690,20 @@ def options_from_env(env: Mapping[str, str], command: str = "sbatch") -> JobOpti
 
 _FIELD_NAMES = tuple(f.name for f in fields(JobOptions))
 _GROUP_OF = {name: group for group in _FIELD_GROUPS for name in group}
+
+
+def check_root_only(opts: JobOptions, *, real_uid: int, command: str) -> None:
+    """Refuse ``--uid`` / ``--gid`` unless the command runs as root (real uid 0), with Slurm's text
+    (``sbatch: error: --uid only permitted by root user``); from any layer (command line, ``#SBATCH``).
+
+    Root may give them; the job is still submitted as root (the options are accepted and not
+    applied, as before). Raises :class:`JobOptionError`.
+    """
+    if real_uid == 0:
+        return
+    for name in ("uid", "gid"):
+        if getattr(opts, name) is not None:
+            raise JobOptionError(f"{command}: error: --{name} only permitted by root user", command=command)
 
 
 def merge_options(*layers: JobOptions) -> JobOptions:
