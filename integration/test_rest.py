@@ -22,6 +22,7 @@ import pytest
 
 from integration.harness import BIN, Cluster, free_port, wait_for
 from spur.auth.tokens import mint
+from spur.rest.errors import AUTHENTICATION_FAILED
 
 pytestmark = pytest.mark.integration
 
@@ -164,7 +165,8 @@ def test_no_identity_is_401_and_unknown_user_too(cluster: Cluster) -> None:
     assert r.status_code == 401
     assert r.json()["errors"][0]["error_number"] == 1007 and r.json()["jobs"] == []
     r = httpx.get(f"{base}{S}/jobs", headers={"X-SLURM-USER-NAME": "no-such-user-here"})
-    assert r.status_code == 401 and "no-such-user-here" in r.json()["errors"][0]["description"]
+    assert r.status_code == 401
+    assert r.json()["errors"][0]["description"] == AUTHENTICATION_FAILED  # never names the user
 
 
 def test_submit_errors_use_slurm_numbers(api: httpx.Client, tmp_path: Path) -> None:
@@ -404,6 +406,13 @@ def test_required_auth_mode_refuses_requests_without_a_valid_token(tmp_path: Pat
             assert r.json()["errors"][0]["error_number"] == 1007
             r = httpx.post(f"{base}{D}/accounts", headers=headers, json={"accounts": [{"name": "sneaky"}]})
             assert r.status_code == 401, (headers, r.text)
+        # Without a token an existing and a made-up account get the same answer: no enumeration.
+        answers = {
+            name: httpx.get(f"{base}{S}/jobs", headers={"X-SLURM-USER-NAME": name})
+            for name in (USER, "no-such-user-here")
+        }
+        assert {r.status_code for r in answers.values()} == {401}
+        assert {r.json()["errors"][0]["description"] for r in answers.values()} == {AUTHENTICATION_FAILED}
         # nothing changed: with a valid token there is no job and no such account
         token = mint(b"rest-test-key-0123456789abcdef-0123", USER, os.getuid(), now=time.time(), ttl_secs=600)
         valid = {"X-SLURM-USER-NAME": USER, "X-SLURM-USER-TOKEN": token}

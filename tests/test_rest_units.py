@@ -11,7 +11,7 @@ import pytest
 from spur.auth.identity import Identity
 from spur.rest import mapping
 from spur.rest.auth import metadata_from_headers
-from spur.rest.errors import RestError, from_rpc_error
+from spur.rest.errors import AUTHENTICATION_FAILED, RestError, from_rpc_error
 from spur.rest.limits import Limits, decode_body
 from spur.rest.openapi import build_document
 from spur.rpc.proto import spur_pb2 as pb
@@ -90,12 +90,24 @@ def test_bearer_token_names_the_user_by_its_sun_claim() -> None:
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"X-SLURM-USER-NAME": "mallory"}, {"Authorization": "Bearer not-a-jwt"}, {"Authorization": "Basic x"}],
+    [
+        {},
+        {"X-SLURM-USER-NAME": "mallory"},
+        {"X-SLURM-USER-NAME": "alice", "X-SLURM-USER-TOKEN": _jwt({"sun": "mallory", "exp": 1})},
+        {"X-SLURM-USER-NAME": "mallory", "X-SLURM-USER-TOKEN": _jwt({"sun": "alice", "exp": 1})},
+        {"Authorization": f"Bearer {_jwt({'sun': 'mallory', 'exp': 1})}"},
+        {"Authorization": "Bearer not-a-jwt"},
+        {"Authorization": "Basic x"},
+        {"X-SLURM-USER-NAME": "alice", "X-SLURM-USER-TOKEN": "x" * 20000},
+    ],
 )
-def test_no_usable_identity_is_401(headers: dict) -> None:
+def test_every_authentication_failure_is_the_same_401(headers: dict) -> None:
+    """Whatever is wrong, the answer is one text that never says whether the user exists."""
     with pytest.raises(RestError) as info:
         metadata_from_headers(headers, resolve, "s")
-    assert info.value.status == 401 and info.value.error_number == 1007
+    assert (info.value.status, info.value.error_number) == (401, 1007)
+    assert info.value.description == AUTHENTICATION_FAILED
+    assert "mallory" not in info.value.description and "alice" not in info.value.description
 
 
 # ---------------------------------------------------------------------------- error mapping
@@ -107,7 +119,6 @@ def test_no_usable_identity_is_401(headers: dict) -> None:
         (StatusCode.NOT_FOUND, "Invalid job id specified", 404, 2017),
         (StatusCode.INVALID_ARGUMENT, "invalid partition name specified", 400, 2000),
         (StatusCode.PERMISSION_DENIED, "Access/permission denied", 403, 2002),
-        (StatusCode.UNAUTHENTICATED, "bad token", 401, 1007),
         (StatusCode.FAILED_PRECONDITION, "Job/step already completing or completed", 409, 2021),
         (StatusCode.NOT_FOUND, "Node zz not found", 404, 2018),
         (StatusCode.INVALID_ARGUMENT, "something odd", 400, -1),
@@ -116,6 +127,11 @@ def test_no_usable_identity_is_401(headers: dict) -> None:
 def test_rpc_errors_become_slurm_errors(code: StatusCode, message: str, status: int, number: int) -> None:
     err = from_rpc_error(RpcError(code, message), "src")
     assert (err.status, err.error_number, err.description) == (status, number, message)
+
+
+def test_a_refused_credential_is_the_same_401() -> None:
+    err = from_rpc_error(RpcError(StatusCode.UNAUTHENTICATED, "invalid credential: bad signature"), "src")
+    assert (err.status, err.error_number, err.description) == (401, 1007, AUTHENTICATION_FAILED)
 
 
 # ---------------------------------------------------------------------------- submit and update

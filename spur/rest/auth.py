@@ -12,6 +12,12 @@ Verifying the token and the claim against each other is the controller server's 
 (``[auth] mode``); the REST layer runs that same interceptor before every call. With auth disabled
 the claim is trusted, exactly as the gRPC path trusts the CLI's headers: only ``[auth] mode =
 "required"`` makes an exposed REST port safe.
+
+Every authentication failure answers 401 with one text, ``spur.rest.errors.AUTHENTICATION_FAILED``
+(:func:`spur.rest.errors.authentication_failed`), whatever went wrong (no user named, an unknown
+user, a user name the token does not carry, a token that does not verify), so a client without a
+valid token cannot tell an existing account from a missing one. The reason is logged on the server
+(never the token).
 """
 
 from __future__ import annotations
@@ -21,7 +27,14 @@ import json
 from collections.abc import Callable, Mapping
 
 from spur.auth.identity import Identity, identity_metadata
-from spur.rest.errors import SLURM_PROTOCOL_AUTHENTICATION_ERROR, RestError
+from spur.rest.errors import authentication_failed
+
+__all__ = [
+    "UserResolver",
+    "home_of",
+    "metadata_from_headers",
+    "resolve_local_user",
+]
 
 UserResolver = Callable[[str], Identity | None]
 _MAX_TOKEN = 16 * 1024
@@ -50,7 +63,8 @@ def metadata_from_headers(headers: Mapping[str, str], resolve_user: UserResolver
     """Build the call metadata (see the module docstring). ``headers`` keys are matched
     case-insensitively; ``resolve_user(name)`` gives the account's uid/gid (None: no such user).
 
-    Raises a 401 RestError when no user can be named or the named user does not exist.
+    Raises the 401 of :func:`spur.rest.errors.authentication_failed` when no user can be named, the
+    named user does not exist, or a token names another user than ``X-SLURM-USER-NAME``.
     """
     lowered = {k.lower(): v for k, v in headers.items()}
     token = lowered.get("x-slurm-user-token", "").strip()
@@ -58,18 +72,17 @@ def metadata_from_headers(headers: Mapping[str, str], resolve_user: UserResolver
     if not token and auth[:7].lower() == "bearer ":
         token = auth[7:].strip()
     if len(token) > _MAX_TOKEN:
-        raise RestError(401, SLURM_PROTOCOL_AUTHENTICATION_ERROR, "token is too long", source)
-    user = lowered.get("x-slurm-user-name", "").strip() or (_claimed_user(token) if token else None)
+        raise authentication_failed(source, f"token of {len(token)} bytes (at most {_MAX_TOKEN})")
+    token_user = _claimed_user(token) if token else None
+    user = lowered.get("x-slurm-user-name", "").strip() or token_user
     if not user:
-        raise RestError(
-            401,
-            SLURM_PROTOCOL_AUTHENTICATION_ERROR,
-            "no user given: send X-SLURM-USER-NAME (and X-SLURM-USER-TOKEN) or Authorization: Bearer",
-            source,
-        )
+        raise authentication_failed(source, "no user named (no X-SLURM-USER-NAME, no readable token)")
+    if token_user is not None and token_user != user:
+        # The interceptor would refuse it too; refused here, before the name is looked up.
+        raise authentication_failed(source, f"the token is not {user[:64]!r}'s")
     ident = resolve_user(user)
     if ident is None:
-        raise RestError(401, SLURM_PROTOCOL_AUTHENTICATION_ERROR, f"unknown user {user!r}", source)
+        raise authentication_failed(source, f"unknown user {user[:64]!r}")
     md = identity_metadata(ident)
     if token:
         md["authorization"] = f"Bearer {token}"

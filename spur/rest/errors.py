@@ -8,9 +8,12 @@ gRPC status a ControllerService method raised into the matching Slurm error numb
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from spur.rpc.status import RpcError, StatusCode
+
+log = logging.getLogger("spur.rest.errors")
 
 SLURM_VERSION = {"major": 22, "micro": 8, "minor": 5}
 SLURM_RELEASE = "22.05.8"
@@ -155,16 +158,30 @@ _HTTP_STATUS: dict[StatusCode, int] = {
 }
 
 
+# The only text of a REST 401: it must not depend on whether the named user exists (spur.rest.auth).
+AUTHENTICATION_FAILED = (
+    "Authentication failure: send X-SLURM-USER-NAME with X-SLURM-USER-TOKEN, or Authorization: "
+    "Bearer, carrying a valid token of that user (see 'scontrol token')"
+)
+
+
+def authentication_failed(source: str, reason: str) -> RestError:
+    """The 401 of every REST authentication failure; ``reason`` (no secrets in it) is only logged."""
+    log.info("REST authentication refused (%s): %s", source, reason)
+    return RestError(401, SLURM_PROTOCOL_AUTHENTICATION_ERROR, AUTHENTICATION_FAILED, source)
+
+
 def from_rpc_error(exc: RpcError, source: str) -> RestError:
     """The RestError for a ControllerService refusal: HTTP status by gRPC code, Slurm error number by
     code and (for argument/precondition errors) by the message, which is Slurm's own text where Slurm
-    has one. The description is the service's message (it never holds secrets)."""
+    has one. The description is the service's message (it never holds secrets), except for
+    UNAUTHENTICATED: every REST 401 says the same (:func:`authentication_failed`)."""
     status = _HTTP_STATUS.get(exc.code, 500)
     message = exc.message or ""
     lowered = message.lower()
     if exc.code is StatusCode.UNAUTHENTICATED:
-        number = SLURM_PROTOCOL_AUTHENTICATION_ERROR
-    elif exc.code is StatusCode.PERMISSION_DENIED:
+        return authentication_failed(source, message)  # one text for every 401
+    if exc.code is StatusCode.PERMISSION_DENIED:
         number = ESLURM_ACCESS_DENIED
     elif exc.code is StatusCode.UNAVAILABLE:
         number = ESLURM_CONTROLLER_UNAVAILABLE
