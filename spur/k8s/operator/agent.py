@@ -8,7 +8,10 @@
 - ``SignalJob`` with signal 0/SIGTERM/SIGKILL (cancel, requeue) deletes the job's pods with the
   grace period the controller sent and reports the job cancelled; a job with no pods is NOT_FOUND.
   Other signals and actions have no Kubernetes equivalent: FAILED_PRECONDITION, saying so.
-- Job steps and output streaming are not served on Kubernetes nodes (UNIMPLEMENTED, saying so).
+- Job steps and output streaming are not served on Kubernetes nodes (UNIMPLEMENTED, saying so):
+  ``LaunchStep`` is the one Agent call a user's process makes, and here it runs nothing whatever
+  record it carries. ``LaunchJob`` and ``SignalJob`` are the controller's (the auth policy admits only
+  a daemon credential to them), so their job record is the controller's.
 
 A pod watcher (list + watch of the pods labelled ``app.kubernetes.io/managed-by=spur-k8s-operator``)
 keeps every job's pods; when :func:`spur.k8s.operator.pods.job_outcome` says a job ended, its final
