@@ -12,20 +12,16 @@ Who decides what runs:
   daemon credential to it. Nothing a ``LaunchStep`` caller sends reaches it (a step is always a unit
   ``(job, step_id)``, never the job's own unit).
 - ``LaunchStep`` is called by srun (a user's process), so nothing in its request is trusted but the
-  ids: every call, a re-delivery included, asks the controller (``lookup_job``, spurd wires the
-  controller's GetJobs) and launches the request rebuilt from the controller's record alone -- the
-  job (user, uid, gid, restarts, allocation, time limit) and the step (command, allocation), with
-  this node's first task rank computed from the step's allocation. Refused: a job the controller
-  does not know (NOT_FOUND), one that is not running, one this node is not allocated to, a step the
-  controller does not list (NOT_FOUND) or that is over, or whose tasks on this node ended
-  (FAILED_PRECONDITION), a caller who is neither the job's owner nor an administrator
-  (PERMISSION_DENIED; the caller is the identity the auth interceptor verified), a controller that
-  cannot be asked (UNAVAILABLE). A unit this agent already runs or ran is not a reason to skip any of
-  this; once the checks pass, a re-delivered step answers ``already_running`` and starts nothing.
-  There is no servicer without a lookup: an agent that cannot ask a controller runs no steps.
+  ids: every call, a re-delivery included, asks the controller (``lookup_job``: spurd wires the
+  controller's GetJobs; UNAVAILABLE when it cannot be asked) and launches the request
+  :func:`spur.agent.step_authority.step_launch` rebuilds from the controller's record alone, which
+  also says who may start which step. A unit this agent already runs or ran is not a reason to skip
+  any of this; once the checks pass, a re-delivered step answers ``already_running`` and starts
+  nothing. There is no servicer without a lookup: an agent that cannot ask a controller runs no steps.
 - ``SignalJob`` and ``StreamOutput`` serve only the owner of the unit (or an administrator or the
-  controller) when the call carries an identity; the auth policy keeps SignalJob to daemons in
-  ``required`` mode.
+  controller) when the call carries an identity, and a user may only signal or cancel (suspend,
+  resume, requeue and time limits are the controller's); the auth policy keeps SignalJob to daemons
+  in ``required`` mode.
 """
 
 from __future__ import annotations
@@ -37,8 +33,9 @@ from spur.agent.backends import BackendError
 from spur.agent.executor import Executor, UnknownJob
 from spur.agent.launchspec import LaunchError
 from spur.agent.output import stream_output
+from spur.agent.step_authority import may_act_for, step_launch
 from spur.auth.admin import is_admin
-from spur.auth.identity import Identity, IdentityError, require_identity
+from spur.auth.identity import IdentityError, require_identity
 from spur.rpc.proto import spur_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -46,9 +43,6 @@ from spur.rpc.status import RpcError, StatusCode
 __all__ = ["AgentServicer", "JobLookup"]
 
 log = logging.getLogger("spur.agent.service")
-
-# Job (and step) states in which a step may start.
-_STEP_STATES = frozenset({"RUNNING"})
 
 JobLookup = Callable[[int], Awaitable[spur_pb2.JobInfo | None]]
 
@@ -116,8 +110,7 @@ class AgentServicer:
         self, job_id: int, step_id: int, context: CallContext
     ) -> spur_pb2.LaunchStepRequest:
         """The launch of step ``job_id.step_id`` on this node, built from the controller's record
-        alone, once the caller may start it; RpcError otherwise (see the module docstring)."""
-        step_name = f"{job_id}.{step_id}"
+        alone, once the caller may start it; RpcError otherwise (:mod:`spur.agent.step_authority`)."""
         try:
             caller = require_identity(context.identity, context.metadata)
         except IdentityError as e:
@@ -128,47 +121,7 @@ class AgentServicer:
             raise RpcError(
                 StatusCode.UNAVAILABLE, f"cannot confirm job {job_id} with the controller: {e.message}"
             ) from None
-        if job is None:
-            raise RpcError(StatusCode.NOT_FOUND, f"job {job_id} is not known to the controller")
-        if not _may_act_for(caller, job.uid):
-            raise RpcError(
-                StatusCode.PERMISSION_DENIED,
-                f"Access/permission denied: job {job_id} belongs to uid {job.uid}, not to uid {caller.uid}",
-            )
-        if job.state not in _STEP_STATES:
-            raise RpcError(
-                StatusCode.FAILED_PRECONDITION,
-                f"job {job_id} is {job.state}, so step {step_name} cannot start",
-            )
-        if not any(a.node == self.node_name for a in job.allocation):
-            raise RpcError(
-                StatusCode.FAILED_PRECONDITION, f"node {self.node_name} is not allocated to job {job_id}"
-            )
-        step = next((s for s in job.steps if s.step_id == step_id), None)
-        if step is None:
-            raise RpcError(
-                StatusCode.NOT_FOUND,
-                f"step {step_name} is not known to the controller (srun creates it first)",
-            )
-        if step.state not in _STEP_STATES:
-            raise RpcError(
-                StatusCode.FAILED_PRECONDITION, f"step {step_name} is {step.state or 'not running'}"
-            )
-        if self.node_name in step.exited_nodes:
-            raise RpcError(
-                StatusCode.FAILED_PRECONDITION,
-                f"the tasks of step {step_name} on node {self.node_name} have already ended",
-            )
-        first_task = 0
-        for alloc in step.allocation:
-            if alloc.node == self.node_name:
-                break
-            first_task += alloc.tasks
-        else:
-            raise RpcError(
-                StatusCode.FAILED_PRECONDITION, f"node {self.node_name} is not part of step {step_name}"
-            )
-        return spur_pb2.LaunchStepRequest(job=job, step=step, node=self.node_name, first_task=first_task)
+        return step_launch(job, job_id, step_id, node=self.node_name, caller=caller)
 
     async def SignalJob(self, request: spur_pb2.SignalJobRequest, context: CallContext) -> spur_pb2.Empty:
         step_id = request.step_id if request.HasField("step_id") else None
@@ -218,7 +171,7 @@ class AgentServicer:
             )
         for unit in self.executor.select(request.job_id, step_id, batch_only=request.batch_only):
             owner = unit.spec.uid if unit.spec is not None else None
-            if owner is not None and not _may_act_for(caller, owner):
+            if owner is not None and not may_act_for(caller, owner):
                 raise RpcError(
                     StatusCode.PERMISSION_DENIED,
                     f"Access/permission denied: {unit.name} belongs to uid {owner}, not to uid {caller.uid}",
@@ -235,7 +188,7 @@ class AgentServicer:
         caller = context.identity
         owner = job.spec.uid if job.spec is not None else None
         if caller is not None and not caller.anonymous and owner is not None:
-            if not _may_act_for(caller, owner):
+            if not may_act_for(caller, owner):
                 raise RpcError(
                     StatusCode.PERMISSION_DENIED,
                     f"Access/permission denied: the output of {job.name} belongs to uid {owner}, "
@@ -258,9 +211,3 @@ class AgentServicer:
                 for j in self.executor.jobs()
             ],
         )
-
-
-def _may_act_for(caller: Identity, owner_uid: int) -> bool:
-    """Whether ``caller`` may act on a job (or unit) of ``owner_uid``: its owner, an administrator, or
-    a Spur daemon credential (today such a credential is an admin one; see spur.auth.admin)."""
-    return caller.uid == owner_uid or is_admin(caller)
