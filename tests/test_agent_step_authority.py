@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spur.agent.step_authority import may_act_for, step_launch
 from spur.auth.identity import Identity
@@ -102,3 +104,61 @@ def test_another_users_job_is_refused_before_anything_about_it_is_said() -> None
     """A stranger learns no more than that the job is not its own (not its steps or nodes)."""
     for job in (record(state="PENDING"), record(step_state="COMPLETED"), record()):
         assert refusal(job, caller=OTHER, step_id=9, node="n9").code == StatusCode.PERMISSION_DENIED
+
+
+# ---------------------------------------------------------------------------- any record, any caller
+
+NODES = st.sampled_from(["n0", "n1", "n2"])
+STATES = st.sampled_from(["RUNNING", "PENDING", "COMPLETED", "CANCELLED", ""])
+UIDS = st.sampled_from([0, 1001, 1002])
+
+
+@st.composite
+def records(draw: st.DrawFn) -> pb.JobInfo:
+    def allocation() -> list[pb.NodeAllocation]:
+        nodes = draw(st.lists(NODES, unique=True, max_size=3))
+        return [pb.NodeAllocation(node=n, tasks=draw(st.integers(0, 4))) for n in nodes]
+
+    steps = [
+        pb.StepInfo(
+            step_id=step_id,
+            state=draw(STATES),
+            spec=pb.StepSpec(argv=["true"]),
+            allocation=allocation(),
+            exited_nodes=draw(st.lists(NODES, unique=True, max_size=2)),
+        )
+        for step_id in draw(st.lists(st.integers(0, 3), unique=True, max_size=3))
+    ]
+    return pb.JobInfo(
+        job_id=draw(st.sampled_from([7, 8])),
+        uid=draw(UIDS),
+        gid=draw(st.integers(0, 2000)),
+        state=draw(STATES),
+        restarts=draw(st.integers(0, 3)),
+        allocation=allocation(),
+        steps=steps,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(job=st.none() | records(), step_id=st.integers(0, 3), node=NODES, caller_uid=UIDS)
+def test_whatever_the_record_only_a_running_step_of_ones_own_job_here_launches(
+    job: pb.JobInfo | None, step_id: int, node: str, caller_uid: int
+) -> None:
+    caller = Identity(caller_uid, caller_uid, f"u{caller_uid}", f"u{caller_uid}")
+    try:
+        launch = step_launch(job, 7, step_id, node=node, caller=caller)
+    except RpcError as exc:
+        assert exc.code in (
+            StatusCode.NOT_FOUND,
+            StatusCode.PERMISSION_DENIED,
+            StatusCode.FAILED_PRECONDITION,
+        )
+        return
+    assert job is not None and launch.job == job  # the controller's record, unchanged
+    assert caller_uid in (0, job.uid) and job.state == "RUNNING" and job.job_id == 7
+    assert any(a.node == node for a in job.allocation)
+    step = next(s for s in job.steps if s.step_id == step_id)
+    assert launch.step == step and step.state == "RUNNING" and node not in step.exited_nodes
+    names = [a.node for a in step.allocation]
+    assert launch.first_task == sum(a.tasks for a in step.allocation[: names.index(node)])
