@@ -336,6 +336,8 @@ def test_launch_job_with_a_user_token_is_refused(scene: Scene) -> None:
 def test_redelivery_of_a_running_step_is_idempotent(scene: Scene) -> None:
     """(e) Step 1 runs: delivered again (as srun would, and with a forged record) it is
     ``already_running`` and no second copy starts."""
+    sleeping = ["sleep", "299"]
+    wait_for(lambda: _processes(scene.attacker.pw_uid, sleeping) == 1, timeout=30, what="step 1's task")
     record = scene.cluster.job(scene.job)
     step = _step(record, 1)
     assert step is not None
@@ -345,7 +347,7 @@ def test_redelivery_of_a_running_step_is_idempotent(scene: Scene) -> None:
     outcomes = scene.attack(("n1", "LaunchStep", genuine), ("n1", "LaunchStep", forged))
     assert outcomes == [{"code": "OK", "already_running": True}] * 2, outcomes
     assert _lines(scene.shared / f"long-{scene.job}.txt") == [str(scene.attacker.pw_uid)]
-    assert _processes(scene.attacker.pw_uid, ["sleep", "299"]) == 1
+    assert _processes(scene.attacker.pw_uid, sleeping) == 1
     assert not never.exists()
 
 
