@@ -124,7 +124,8 @@ def _call(
     argv = [PUBLIC_PYTHON or sys.executable, "-m", "integration.hostile_call", spec]
     if user is not None:
         argv = ["runuser", "-u", user, "--", "env", *(f"{k}={v}" for k, v in env.items()), *argv]
-    out = subprocess.run(argv, cwd="/", env=env, capture_output=True, text=True, timeout=60)
+    outer = {**env, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}  # runuser lives in sbin
+    out = subprocess.run(argv, cwd="/", env=outer, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)
     return answer["code"], answer["message"], answer["response"]
@@ -181,7 +182,8 @@ def _cli(c: Cluster, shared: Path, user: str, *args: str, env: dict[str, str] | 
         "-c",
         launcher,
     ]
-    return subprocess.run([*argv, *args], cwd=shared, capture_output=True, text=True, timeout=60)
+    outer = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    return subprocess.run([*argv, *args], cwd=shared, env=outer, capture_output=True, text=True, timeout=60)
 
 
 def _user_token(c: Cluster, shared: Path, user: str) -> tuple[str, str]:
@@ -260,7 +262,7 @@ def test_a_captured_controller_token_replayed_by_a_user_is_no_admin(
     assert code == "PERMISSION_DENIED", message
     # submit a job as root: refused, nothing recorded
     spec = {"spec": {"script": "#!/bin/sh\nid -u > /tmp/spsc-pwned\n", "workDir": "/tmp"}}
-    code, message, _ = _ctl(c, "SubmitJob", spec, {**md, "x-spur-uid": "0", "x-spur-user": "root"}, a)
+    code, message, _ = _ctl(c, "SubmitJob", spec, {**md, "x-spur-uid": "0"}, a)
     assert code == "PERMISSION_DENIED" and "cannot act for a user" in message, message
     assert _job_ids(c) == before
     # drain a node, cancel another's job: refused, nothing changed
