@@ -264,7 +264,9 @@ def _run_matrix(c: Cluster, mode: str) -> list[str]:
                             channels[where], method, _request(c, method), credential_metadata(credential)
                         )
                         refused = code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED)
-                        name = method.name if service.name not in QUALIFIED else f"{service.name}/{method.name}"
+                        name = (
+                            method.name if service.name not in QUALIFIED else f"{service.name}/{method.name}"
+                        )
                         want = expected_to_pass(mode, credential, name)
                         if refused == want:
                             wrong.append(
@@ -285,7 +287,11 @@ def test_every_rpc_with_every_credential(clusters: Any, mode: str) -> None:
 
 
 def test_matrix_covers_every_method() -> None:
-    names = {m.name if s.name not in QUALIFIED else f"{s.name}/{m.name}" for _w, s in _services() for m in s.methods}
+    names = {
+        m.name if s.name not in QUALIFIED else f"{s.name}/{m.name}"
+        for _w, s in _services()
+        for m in s.methods
+    }
     assert ADMIN_ONLY | DAEMON_ONLY | VERIFIED_ONLY <= names
     assert len(names) >= 20
 

@@ -417,3 +417,13 @@ def test_revoke_by_id_needs_an_admin_and_by_token_needs_its_owner() -> None:
     assert [c.token_id for c in proposed] == [alice.token_id, "abc"]
     listed = _run(svc.ListRevoked, auth_pb2.ListRevokedRequest(), Context(ADMIN))
     assert listed.changed and {t.token_id for t in listed.tokens} == {alice.token_id, "abc"}
+
+
+def test_cli_tells_join_tokens_from_user_tokens_and_reads_a_token_id() -> None:
+    from spur.cli.token import is_join_token, token_id
+
+    assert is_join_token("548468") and is_join_token("62f3cb") and is_join_token("62f3cb." + "a" * 32)
+    jwt_token = mint(KEY, "alice", 1001, now=NOW, ttl_secs=60, token_id="c0ffee" * 5 + "aa")
+    assert not is_join_token("c0ffee" * 5 + "aa") and not is_join_token(jwt_token)
+    assert token_id(jwt_token) == "c0ffee" * 5 + "aa"
+    assert token_id("not-a-token") is None and token_id("a.b.c") is None

@@ -8,7 +8,7 @@ token`` also prints the new token's id on stderr (``scontrol token`` prints Slur
 
 Revocation: ``scontrol token revoke ID|TOKEN`` and ``spur token revoke ID|TOKEN`` put a user token on
 the cluster's deny-list: an administrator by id, anyone by passing its own token. ``spur token
-revoke`` of a node join token id (six digits) revokes that join token instead, and the subcommands
+revoke`` of a node join token id (six hex digits) revokes that join token instead, and the subcommands
 ``create|list`` manage join tokens (``spur.cli.node_tokens``).
 """
 
@@ -60,9 +60,10 @@ def token_id(token: str) -> str | None:
 
 
 def is_join_token(text: str) -> bool:
-    """A node join token id (six digits) or a whole join token (``<id>.<secret>``)."""
-    head = text.strip().split(".", 1)[0]
-    return len(head) == 6 and head.isdigit() and text.count(".") <= 1
+    """A node join token id (six hex digits) or a whole join token (``<id>.<secret>``); a user
+    token's id is 32 hex digits and a JWT has two dots."""
+    head = text.strip().split(".", 1)[0].lower()
+    return len(head) == 6 and all(ch in "0123456789abcdef" for ch in head) and text.count(".") <= 1
 
 
 def revoke_token(what: str) -> str:
