@@ -427,3 +427,33 @@ def test_cli_tells_join_tokens_from_user_tokens_and_reads_a_token_id() -> None:
     assert not is_join_token("c0ffee" * 5 + "aa") and not is_join_token(jwt_token)
     assert token_id(jwt_token) == "c0ffee" * 5 + "aa"
     assert token_id("not-a-token") is None and token_id("a.b.c") is None
+
+
+def test_an_agent_keeps_polling_through_failures(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from trio.testing import MockClock
+
+    from spur.agent.revocations import follow_revocations
+
+    answers = [RpcError(StatusCode.UNAVAILABLE, "no leader"), RpcError(StatusCode.UNAVAILABLE, "still none")]
+    learnt = LearntDenyList(Clock())
+
+    async def call(name, request, *, service=None):
+        if answers:
+            raise answers.pop(0)
+        return auth_pb2.ListRevokedResponse(
+            version=2, changed=True, tokens=[auth_pb2.RevokedToken(token_id="x", expires_at=NOW + 60)]
+        )
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(follow_revocations, call, learnt)
+            await trio.sleep(25)
+            nursery.cancel_scope.cancel()
+
+    with caplog.at_level(logging.WARNING, logger="spur.agent.revocations"):
+        trio.run(main, clock=MockClock(autojump_threshold=0))
+    assert learnt.version == 2 and learnt.is_revoked("x")
+    warnings = [r for r in caplog.records if "deny-list" in r.getMessage()]
+    assert len(warnings) == 1  # one line per failure streak
