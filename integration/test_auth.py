@@ -74,8 +74,10 @@ DAEMON_ONLY = {
 # Methods whose bare name another service also uses are listed as "Service/Method".
 DAEMON_ONLY |= {f"K0sAgent/{m.name}" for m in k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"].methods}
 ADMIN_ONLY |= {f"K8sCluster/{m}" for m in ("Up", "Down", "AddNodes", "RemoveNodes")}
-QUALIFIED = ("K0sAgent", "K8sCluster")  # services whose methods the matrix names "Service/Method"
-VERIFIED_ONLY = {"MintToken"}  # a token is never minted for a merely claimed identity
+DAEMON_ONLY |= {"Auth/ListRevoked"}  # agents learn the token deny-list
+QUALIFIED = ("K0sAgent", "K8sCluster", "Auth")  # services whose methods the matrix names "Service/Method"
+# A token is never minted (or revoked) for a merely claimed identity.
+VERIFIED_ONLY = {"Auth/MintToken", "Auth/RevokeToken"}
 CREDENTIALS = ("none", "bad signature", "expired", "wrong key", "another user", "non-admin", "admin")
 INVALID = {"bad signature", "expired", "wrong key", "another user"}
 
@@ -94,6 +96,8 @@ def expected_to_pass(mode: str, credential: str, method: str) -> bool:
             return admin
         if method in DAEMON_ONLY and mode == "required":
             return admin
+        if method in VERIFIED_ONLY:
+            return verified
         return True
     if method in ADMIN_ONLY:
         return admin
@@ -106,14 +110,17 @@ def expected_to_pass(mode: str, credential: str, method: str) -> bool:
 
 def credential_metadata(credential: str) -> dict[str, str]:
     now = time.time()
+    # With a gid, as MintToken and the broker mint them (the made-up user has no password entry).
     tokens = {
         "none": None,
-        "bad signature": _tamper(mint(KEY, ME.user, ME.uid, now=now, ttl_secs=600)),
-        "expired": mint(KEY, ME.user, ME.uid, now=now - 3600, ttl_secs=60),
-        "wrong key": mint(b"not-the-cluster-key-0123456789abcdef", ME.user, ME.uid, now=now, ttl_secs=600),
-        "another user": mint(KEY, "eve", 4243, now=now, ttl_secs=600),
-        "non-admin": mint(KEY, ME.user, ME.uid, now=now, ttl_secs=600),
-        "admin": mint(KEY, ME.user, ME.uid, now=now, ttl_secs=600, admin=True),
+        "bad signature": _tamper(mint(KEY, ME.user, ME.uid, now=now, ttl_secs=600, gid=ME.gid)),
+        "expired": mint(KEY, ME.user, ME.uid, now=now - 3600, ttl_secs=60, gid=ME.gid),
+        "wrong key": mint(
+            b"not-the-cluster-key-0123456789abcdef", ME.user, ME.uid, now=now, ttl_secs=600, gid=ME.gid
+        ),
+        "another user": mint(KEY, "eve", 4243, now=now, ttl_secs=600, gid=4243),
+        "non-admin": mint(KEY, ME.user, ME.uid, now=now, ttl_secs=600, gid=ME.gid),
+        "admin": mint(KEY, ME.user, ME.uid, now=now, ttl_secs=600, admin=True, gid=ME.gid),
     }
     md = identity_metadata(ME)
     token = tokens[credential]
@@ -257,7 +264,9 @@ def _run_matrix(c: Cluster, mode: str) -> list[str]:
                             channels[where], method, _request(c, method), credential_metadata(credential)
                         )
                         refused = code in (StatusCode.UNAUTHENTICATED, StatusCode.PERMISSION_DENIED)
-                        name = method.name if service.name not in QUALIFIED else f"{service.name}/{method.name}"
+                        name = (
+                            method.name if service.name not in QUALIFIED else f"{service.name}/{method.name}"
+                        )
                         want = expected_to_pass(mode, credential, name)
                         if refused == want:
                             wrong.append(
@@ -278,7 +287,11 @@ def test_every_rpc_with_every_credential(clusters: Any, mode: str) -> None:
 
 
 def test_matrix_covers_every_method() -> None:
-    names = {m.name if s.name not in QUALIFIED else f"{s.name}/{m.name}" for _w, s in _services() for m in s.methods}
+    names = {
+        m.name if s.name not in QUALIFIED else f"{s.name}/{m.name}"
+        for _w, s in _services()
+        for m in s.methods
+    }
     assert ADMIN_ONLY | DAEMON_ONLY | VERIFIED_ONLY <= names
     assert len(names) >= 20
 
@@ -323,7 +336,7 @@ def test_required_mode_end_to_end_with_the_broker(clusters: Any, tmp_path: Path)
     assert token.stdout.startswith("SLURM_JWT=") and token.stdout.count("\n") == 1
     import jwt
 
-    claims = jwt.decode(token.stdout.strip().split("=", 1)[1], KEY, algorithms=["HS256"])
+    claims = jwt.decode(token.stdout.strip().split("=", 1)[1], KEY, algorithms=["HS256"], audience="client")
     assert claims["sun"] == "root" and claims["uid"] == 0 and claims["exp"] - claims["iat"] == 600
 
     # Without the broker (and no other credential) the same call is refused, saying why.

@@ -128,7 +128,7 @@ def _token_claims(out: subprocess.CompletedProcess) -> dict:
     assert out.returncode == 0, out.stderr
     line = out.stdout.strip()
     assert line.startswith("SLURM_JWT=")
-    return jwt.decode(line.split("=", 1)[1], KEY, algorithms=["HS256"])
+    return jwt.decode(line.split("=", 1)[1], KEY, algorithms=["HS256"], audience="client")
 
 
 def test_each_user_gets_a_token_for_itself_only(cluster: Cluster, shared: Path, users: dict) -> None:

@@ -24,8 +24,11 @@ KEY = "operator-test-key-0123456789abcdef"
 
 
 def _token(*, admin: bool, key: str = KEY, user: str | None = None) -> str:
-    name = user or ("spurctld" if admin else "alice")
-    return mint(key.encode(), name, 0 if admin else 1000, now=time.time(), ttl_secs=300, admin=admin)
+    """``admin``: the controller's credential (audience controller: what spurctld sends an agent);
+    else a user's token (alice, with her gid)."""
+    if admin:
+        return mint(key.encode(), user or "spurctld", 0, now=time.time(), ttl_secs=300, audience="controller")
+    return mint(key.encode(), user or "alice", 1000, now=time.time(), ttl_secs=300, gid=1000)
 
 
 def _signal(port: int, token: str | None) -> StatusCode:
@@ -166,7 +169,8 @@ def test_a_required_mode_cluster_runs_a_spurjob(tmp_path: Path) -> None:
     key_file.chmod(0o600)
     conf = f'[auth]\nmode = "required"\njwt_key_file = "{key_file}"\n'
     with operator_env(tmp_path, conf_extra=conf) as env:
-        env.cluster.metadata = {"authorization": f"Bearer {_token(admin=True, user='root')}"}
+        root = mint(KEY.encode(), "root", 0, now=time.time(), ttl_secs=600, admin=True, gid=0)
+        env.cluster.metadata = {"authorization": f"Bearer {root}"}
         env.start_operator("--auth-mode", "required", env={"SPUR_JWT_KEY": KEY})
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         env.apply(spurjob("secure", ["#SBATCH -N 2", "true"]))

@@ -175,7 +175,7 @@ def test_revoked_token_refuses_and_revoke_of_unknown_is_not_found():
     assert token.revoked and token.revoked_time == 150.0
     refused = admit(log, "n2")
     assert isinstance(refused, Rejected) and "join token 0a1b2c was revoked" in refused.message
-    assert domain(log).credential_ok("n1", hash_secret("c" * 64))  # admitted nodes stay admitted
+    assert not domain(log).credential_ok("n1", hash_secret("c" * 64))  # its credentials die with it
     missing = log(RevokeAdmissionToken("ffffff", 150.0))
     assert isinstance(missing, Rejected) and missing.code == "NOT_FOUND"
 

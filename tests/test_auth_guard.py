@@ -23,8 +23,28 @@ class Clock:
         return self.now
 
 
-def _auth(mode: str, clock: Clock, key: bytes | None = KEY) -> ServerAuth:
-    return ServerAuth(AuthSettings(mode=mode, key=key), daemon_name="spurctld", clock=clock, log_interval=60)
+class Groups:
+    """A two-user password database: alice (primary 100, also in 200)."""
+
+    def is_member(self, user: str, gid: int) -> bool:
+        return user == "alice" and gid in (100, 200)
+
+    def primary_gid(self, user: str) -> int | None:
+        return 100 if user == "alice" else None
+
+    def group_name(self, gid: int) -> str | None:
+        return {100: "users", 200: "proj"}.get(gid)
+
+
+def _auth(mode: str, clock: Clock, key: bytes | None = KEY, audience: str = "controller") -> ServerAuth:
+    return ServerAuth(
+        AuthSettings(mode=mode, key=key),
+        daemon_name="spurctld",
+        clock=clock,
+        log_interval=60,
+        daemon_audience=audience,
+        groups=Groups(),
+    )
 
 
 def test_a_token_is_verified_once_and_forgotten_when_it_expires() -> None:
@@ -69,12 +89,16 @@ def test_refusals_are_logged_without_the_token(caplog: pytest.LogCaptureFixture)
     assert all(KEY.decode() not in r.getMessage() for r in caplog.records)
 
 
-def test_daemon_token_is_admin_and_renewed_before_it_expires() -> None:
+def test_daemon_token_has_its_audience_no_admin_and_is_renewed_before_it_expires() -> None:
     clock = Clock()
     auth = _auth("required", clock)
     first = auth.daemon_metadata()["authorization"].split()[1]
     claims = verify(KEY, first, now=clock.now)
-    assert claims.user == "spurctld" and claims.admin
+    assert claims.user == "spurctld" and not claims.admin and claims.audience == "controller"
+    agent = verify(
+        KEY, _auth("required", clock, audience="agent").daemon_metadata()["authorization"][7:], now=clock.now
+    )
+    assert agent.audience == "agent" and not agent.admin
     assert claims.expires_at - clock.now == DAEMON_TOKEN_TTL_SECS
     assert auth.daemon_metadata()["authorization"].split()[1] == first
     clock.now += DAEMON_TOKEN_TTL_SECS * 0.7

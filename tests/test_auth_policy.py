@@ -53,7 +53,7 @@ def test_authenticate(mode, has_key, presented, verification, claimed, expected)
 
 
 def test_verified_identity_takes_gid_and_admin_from_the_token() -> None:
-    admin = Claims(user="ops", uid=2000, issued_at=0, expires_at=1e12, admin=True)
+    admin = Claims(user="ops", uid=2000, issued_at=0, expires_at=1e12, admin=True, gid=2000)
     result = authenticate(mode="required", has_key=True, presented=True, verification=admin, claimed={})
     assert isinstance(result, Authenticated)
     assert result.identity == Identity(2000, 2000, "ops", "2000", admin=True, verified=True)

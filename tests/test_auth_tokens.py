@@ -21,7 +21,10 @@ def _b64(data: dict) -> str:
 def test_round_trip_carries_slurm_and_standard_claims() -> None:
     token = mint(KEY, "alice", 1001, now=NOW, ttl_secs=300, gid=100)
     payload = jwt.decode(
-        token, KEY, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False, "verify_aud": False}
+        token,
+        KEY,
+        algorithms=["HS256"],
+        options={"verify_exp": False, "verify_iat": False, "verify_aud": False},
     )
     token_id = payload.pop("jti")
     assert len(token_id) == 32 and int(token_id, 16) >= 0

@@ -191,6 +191,7 @@ decay_half_life = "2-00:00:00"
 jwt_key_file = "/etc/spur/key"
 mode = "required"
 token_ttl_secs = 60
+max_token_lifespan = 3600
 broker_socket = "/tmp/spur-auth.sock"
 broker_ttl_secs = 120
 
@@ -434,7 +435,12 @@ def test_unknown_section() -> None:
         ("[cluster]\ncontrol_plane_replicas = 2\n", "cluster.control_plane_replicas", "2", "odd"),
         ("[network]\nwg_port = 70000\n", "network.wg_port", "70000", "port number"),
         ('[agent]\nwg_endpoint = "node1.example"\n', "agent.wg_endpoint", '"node1.example"', "host names"),
-        ("[network]\nwg_reconcile_interval_secs = 0\n", "network.wg_reconcile_interval_secs", "0", "at least"),
+        (
+            "[network]\nwg_reconcile_interval_secs = 0\n",
+            "network.wg_reconcile_interval_secs",
+            "0",
+            "at least",
+        ),
         (
             '[network]\nwg_interface = "a-very-long-interface"\n',
             "network.wg_interface",

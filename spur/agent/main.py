@@ -104,7 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "process", "systemd"], help="how jobs are started")
     p.add_argument("--heartbeat", type=float, metavar="SECS", help="heartbeat interval override")
     p.add_argument(
-        "--metrics-addr", metavar="HOST:PORT", help="Prometheus metrics address (agent.metrics_addr; 'off' = none)"
+        "--metrics-addr",
+        metavar="HOST:PORT",
+        help="Prometheus metrics address (agent.metrics_addr; 'off' = none)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument(
@@ -290,8 +292,15 @@ async def run_agent(
         opts.state_dir,
     )
 
+    from spur.agent.revocations import follow_revocations
+    from spur.auth.denylist import LearntDenyList
+
+    denylist = LearntDenyList()  # learnt from the controllers: revoked tokens are refused here too
     auth = ServerAuth(
-        opts.auth if opts.auth is not None else load_settings(opts.auth_cfg), daemon_name="spurd"
+        opts.auth if opts.auth is not None else load_settings(opts.auth_cfg),
+        daemon_name="spurd",
+        daemon_audience="agent",
+        denylist=denylist,
     )
     async with (
         open_controller_link(opts.controllers, metadata_provider=auth.daemon_metadata) as link,
@@ -305,6 +314,8 @@ async def run_agent(
             executor.mark_reported(job_id, step_id, cluster=report.cluster_id)
 
         reporter = Reporter(lambda r: link.call("ReportJobStatus", r), acked)
+        if auth.settings.has_key:
+            await nursery.start(follow_revocations, link.call, denylist)
         credentials = CredentialKeeper(opts.state_dir, link.metadata)
         executor = Executor(
             state_dir=opts.state_dir,
@@ -328,9 +339,7 @@ async def run_agent(
             from spur.metrics.agent import AgentMetrics
 
             metrics = AgentMetrics(executor.jobs)
-        server = Server(
-            interceptor=auth, observer=metrics.observe_rpc if metrics is not None else None
-        )
+        server = Server(interceptor=auth, observer=metrics.observe_rpc if metrics is not None else None)
 
         async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:
             response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))

@@ -1,8 +1,10 @@
 """The one place that decides who is an administrator.
 
-Admin = uid 0, a verified token carrying ``admin: true`` (only an admin, the controller or an agent,
-all holders of the cluster key, can mint one), or, given the cluster ``state``, a user whom accounting
-records with AdminLevel=Administrator (``sacctmgr modify user NAME set adminlevel=Administrator``).
+Admin = a user (a ``client``-audience identity) with uid 0, a verified token carrying ``admin: true``
+(minted only by ``MintToken`` for an admin, or by a holder of the cluster key), or, given the cluster
+``state``, a user whom accounting records with AdminLevel=Administrator (``sacctmgr modify user NAME
+set adminlevel=Administrator``). A daemon credential (controller, agent or raft audience) is never an
+admin, whatever its uid: a captured daemon token must not become an administrator.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from spur.auth.identity import Identity
 
 __all__ = ["ADMIN_PRIVILEGE", "is_admin", "permission_denied"]
 
-ADMIN_PRIVILEGE = (
-    "the administrator privilege (uid 0, an admin token or accounting AdminLevel=Administrator)"
-)
+ADMIN_PRIVILEGE = "the administrator privilege (uid 0, an admin token or accounting AdminLevel=Administrator)"
 
 
 def is_admin(identity: Identity, state: Any = None) -> bool:
-    """Whether ``identity`` may do administrator-only things."""
+    """Whether ``identity`` may do administrator-only things (never for a daemon credential)."""
+    if identity.daemon:
+        return False
     if identity.uid == 0 or (identity.admin and identity.verified):
         return True
     accounting = getattr(state, "domains", {}).get("accounting")

@@ -8,12 +8,17 @@ Contracts:
   call with UNAUTHENTICATED or PERMISSION_DENIED and the policy's message. Malformed metadata is a
   refusal, never a crash.
 - Verified tokens are cached by digest until they expire (at most ``cache_size`` entries), so a token is
-  verified about once however many calls carry it.
+  verified about once however many calls carry it. Every verification (cached or not) refuses a token
+  whose id is on the deny-list (``denylist``: the replicated ``revocation`` domain on a controller,
+  the list learnt from the controllers on an agent), a user token living longer than ``[auth]
+  max_token_lifespan``, a daemon token living longer than :data:`MAX_DAEMON_TOKEN_SECS`, and a token
+  issued in the future beyond the skew.
 - In permissive mode with a key a call without a credential is logged (method and peer), at most once
   per ``log_interval`` seconds per method (without a key nobody can authenticate, so nothing is logged), with the number of such calls since the last line. Refusals are
   logged the same way. Tokens and keys are never logged.
 - :meth:`ServerAuth.daemon_metadata` is the ``authorization`` header this daemon sends on its own calls
-  (``sub`` = the daemon's name, admin, short TTL, renewed before it expires); empty without a key.
+  (``sub`` = the daemon's name, audience ``daemon_audience`` -- ``controller`` on spurctld, ``agent``
+  on spurd and the operator --, never admin, short TTL, renewed before it expires); empty without a key.
 """
 
 from __future__ import annotations
@@ -23,17 +28,26 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from spur.auth import policy
+from spur.auth.audiences import AUD_AGENT, AUD_CLIENT
 from spur.auth.keys import AuthSettings
-from spur.auth.tokens import Claims, TokenError, mint, verify
+from spur.auth.tokens import DEFAULT_SKEW_SECS, Claims, TokenError, mint, verify
 
-__all__ = ["ServerAuth", "DAEMON_TOKEN_TTL_SECS"]
+__all__ = ["DAEMON_TOKEN_TTL_SECS", "DenyList", "MAX_DAEMON_TOKEN_SECS", "ServerAuth"]
 
 log = logging.getLogger("spur.auth")
 
 DAEMON_TOKEN_TTL_SECS = 300
+# The longest lifetime a daemon credential may have (daemons mint DAEMON_TOKEN_TTL_SECS ones).
+MAX_DAEMON_TOKEN_SECS = 3600
+
+
+class DenyList(Protocol):
+    """Revoked token ids (the controller's ``revocation`` domain, an agent's learnt copy)."""
+
+    def is_revoked(self, token_id: str | None) -> bool: ...
 
 
 class _VerifiedCache:
@@ -86,11 +100,22 @@ class ServerAuth:
         log_interval: float = 60.0,
         cache_size: int = 10000,
         state: Any = None,
+        daemon_audience: str = AUD_AGENT,
+        groups: policy.GroupDirectory | None = None,
+        denylist: DenyList | None = None,
     ) -> None:
         self.settings = settings
-        # The cluster state on a controller (accounting Administrators are admins); None on an agent.
+        # The cluster state on a controller (accounting Administrators are admins; its ``revocation``
+        # domain is the deny-list); None on an agent.
         self.state = state
         self.daemon_name = daemon_name
+        self.daemon_audience = daemon_audience
+        if groups is None:
+            from spur.auth.groups import SystemGroups
+
+            groups = SystemGroups()
+        self.groups = groups
+        self._denylist = denylist
         self.clock = clock
         self._cache = _VerifiedCache(cache_size)
         self._log = _RateLimitedLog(log_interval)
@@ -100,18 +125,41 @@ class ServerAuth:
     def mode(self) -> str:
         return self.settings.mode
 
-    def verify(self, token: str) -> Claims | TokenError:
-        """The claims of ``token`` (cached until it expires) or why it is refused."""
+    @property
+    def denylist(self) -> DenyList | None:
+        """The deny-list in force: the one given, else the controller state's ``revocation`` domain."""
+        if self._denylist is not None:
+            return self._denylist
+        domains = getattr(self.state, "domains", None)
+        return domains.get("revocation") if isinstance(domains, dict) else None
+
+    @denylist.setter
+    def denylist(self, value: DenyList | None) -> None:
+        self._denylist = value
+
+    def verify(self, token: str, *, check_revoked: bool = True) -> Claims | TokenError:
+        """The claims of ``token`` (cached until it expires) or why it is refused (module docstring)."""
         now = self.clock()
         digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         claims = self._cache.get(digest, now)
-        if claims is not None:
-            return claims
-        try:
-            claims = verify(self.settings.key or b"", token, now=now)
-        except TokenError as exc:
-            return exc
-        self._cache.put(digest, claims, now)
+        if claims is None:
+            try:
+                claims = verify(self.settings.key or b"", token, now=now, skew_secs=DEFAULT_SKEW_SECS)
+            except TokenError as exc:
+                return exc
+            limit = (
+                self.settings.max_token_lifespan if claims.audience == AUD_CLIENT else MAX_DAEMON_TOKEN_SECS
+            )
+            if claims.expires_at - claims.issued_at > limit:
+                return TokenError(
+                    f"token lifetime exceeds the maximum of {limit} seconds"
+                    + (" (auth.max_token_lifespan)" if claims.audience == AUD_CLIENT else "")
+                )
+            self._cache.put(digest, claims, now)
+        if check_revoked and claims.token_id is not None:
+            denied = self.denylist
+            if denied is not None and denied.is_revoked(claims.token_id):
+                return TokenError("token has been revoked (scontrol token revoke)")
         return claims
 
     def authenticate(self, method: str, metadata: dict[str, str], peer: str) -> Any:
@@ -132,6 +180,7 @@ class ServerAuth:
             presented=presented,
             verification=verification,
             claimed=metadata,
+            groups=self.groups,
         )
         now = self.clock()
         if isinstance(result, policy.Refusal):
@@ -187,11 +236,27 @@ class ServerAuth:
     # ------------------------------------------------------------------ this daemon's own calls
 
     def mint_for(
-        self, user: str, uid: int, *, ttl_secs: float, admin: bool = False, gid: int | None = None
+        self,
+        user: str,
+        uid: int,
+        *,
+        ttl_secs: float,
+        admin: bool = False,
+        gid: int | None = None,
+        audience: str = AUD_CLIENT,
+        token_id: str | None = None,
     ) -> str:
         """A token signed with the cluster key (raises TokenError without a key)."""
         return mint(
-            self.settings.key or b"", user, uid, now=self.clock(), ttl_secs=ttl_secs, admin=admin, gid=gid
+            self.settings.key or b"",
+            user,
+            uid,
+            now=self.clock(),
+            ttl_secs=ttl_secs,
+            admin=admin,
+            gid=gid,
+            audience=audience,
+            token_id=token_id,
         )
 
     def daemon_metadata(self) -> dict[str, str]:
@@ -201,6 +266,8 @@ class ServerAuth:
             return {}
         now = self.clock()
         if self._daemon_token is None or self._daemon_token[1] - now < DAEMON_TOKEN_TTL_SECS / 3:
-            token = self.mint_for(self.daemon_name, os.geteuid(), ttl_secs=DAEMON_TOKEN_TTL_SECS, admin=True)
+            token = self.mint_for(
+                self.daemon_name, os.geteuid(), ttl_secs=DAEMON_TOKEN_TTL_SECS, audience=self.daemon_audience
+            )
             self._daemon_token = (token, now + DAEMON_TOKEN_TTL_SECS)
         return {policy.AUTHORIZATION_KEY: f"Bearer {self._daemon_token[0]}"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spur.auth.audiences import AUD_CLIENT, DAEMON_AUDIENCES
 from spur.auth.headers import GID_KEY as GID_KEY  # the header names are re-exported from here
 from spur.auth.headers import GROUP_KEY as GROUP_KEY
 from spur.auth.headers import UID_KEY as UID_KEY
@@ -18,7 +19,9 @@ from spur.auth.headers import process_names
 
 @dataclass(frozen=True)
 class Identity:
-    """Who a call comes from. ``verified``: proven by a credential; ``admin``: the token's admin claim."""
+    """Who a call comes from. ``verified``: proven by a credential; ``admin``: the token's admin claim;
+    ``audience``: the credential's (``client`` for a user and for every claimed identity; a daemon
+    audience -- controller, agent, raft -- never speaks for a user and is never an admin)."""
 
     uid: int
     gid: int
@@ -26,6 +29,12 @@ class Identity:
     group: str
     admin: bool = False
     verified: bool = False
+    audience: str = AUD_CLIENT
+
+    @property
+    def daemon(self) -> bool:
+        """A daemon credential's identity (controller, agent or raft audience)."""
+        return self.audience in DAEMON_AUDIENCES
 
     @property
     def anonymous(self) -> bool:

@@ -35,6 +35,7 @@ class AuthSettings:
     broker_socket: Path = DEFAULT_BROKER_SOCKET
     broker_ttl_secs: int = 300
     token_ttl_secs: int = 86400
+    max_token_lifespan: int = 86400
 
     @property
     def has_key(self) -> bool:
@@ -87,4 +88,5 @@ def load_settings(auth_cfg: Any) -> AuthSettings:
         broker_socket=Path(getattr(auth_cfg, "broker_socket", None) or DEFAULT_BROKER_SOCKET),
         broker_ttl_secs=int(getattr(auth_cfg, "broker_ttl_secs", 300)),
         token_ttl_secs=int(getattr(auth_cfg, "token_ttl_secs", 86400)),
+        max_token_lifespan=int(getattr(auth_cfg, "max_token_lifespan", 86400)),
     )

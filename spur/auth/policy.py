@@ -12,13 +12,22 @@ credential (already verified by the caller, or None) and the claimed identity he
 - ``required``: a call without a valid credential is refused (UNAUTHENTICATED).
 - With a verified credential the token's subject IS the identity: a claimed uid, user name or (when
   the token carries one) gid that disagrees with it is refused (PERMISSION_DENIED). Claimed headers
-  may be absent (daemons send none).
+  may be absent (daemons send none). The identity's audience is the token's.
+- The recorded gid of a verified user is a verified one: the token's ``gid``; else the claimed
+  ``x-spur-gid`` when the password/group database (:class:`GroupDirectory`) says the user is a member
+  of that group; else the user's primary gid from the password database; else the call is refused
+  (PERMISSION_DENIED: a user the database does not know cannot be given a group).
 
-Authorization (:func:`authorize`) by the method's privilege in :data:`METHOD_PRIVILEGE`:
+Authorization (:func:`authorize`) by the method's privilege in :data:`METHOD_PRIVILEGE` and the
+daemon audiences in :data:`DAEMON_CALLERS`:
 
-- ``ADMIN`` methods need :func:`spur.auth.admin.is_admin` in every mode.
-- ``DAEMON`` methods (agent-to-controller and controller-to-agent calls) need an admin or daemon token
-  in ``required`` mode; in the other modes they are open, as before authentication existed.
+- A daemon credential (controller, agent or raft audience) may call only the methods that list its
+  audience in :data:`DAEMON_CALLERS`, in every mode: daemons never act for a user (submit, cancel,
+  mint tokens, accounting changes, ...) and are never admins. The raft audience is listed nowhere.
+- ``ADMIN`` methods need :func:`spur.auth.admin.is_admin` (a user) in every mode.
+- ``DAEMON`` methods (agent-to-controller and controller-to-agent calls) need, in ``required`` mode,
+  a daemon credential of a listed audience or an admin user (tests and operators drive them by hand);
+  in the other modes a user identity may call them, as before authentication existed.
 - Everything else needs only an identity; per-object rules (another user's job) are the handlers'.
 """
 
@@ -27,16 +36,19 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from spur.auth.admin import ADMIN_PRIVILEGE, is_admin, permission_denied
-from spur.auth.identity import ANONYMOUS, GID_KEY, GROUP_KEY, UID_KEY, USER_KEY, Identity, IdentityError
+from spur.auth.audiences import AUD_AGENT, AUD_CONTROLLER
+from spur.auth.identity import ANONYMOUS, GID_KEY, UID_KEY, USER_KEY, Identity, IdentityError
 from spur.auth.identity import identity_from_metadata as _claimed_identity
 from spur.auth.tokens import Claims, TokenError
 
 __all__ = [
     "AUTHORIZATION_KEY",
     "Authenticated",
+    "DAEMON_CALLERS",
+    "GroupDirectory",
     "METHOD_PRIVILEGE",
     "Privilege",
     "Refusal",
@@ -89,7 +101,61 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.k8s.v1.K8sCluster/Down": Privilege.ADMIN,
     "/spur.k8s.v1.K8sCluster/AddNodes": Privilege.ADMIN,
     "/spur.k8s.v1.K8sCluster/RemoveNodes": Privilege.ADMIN,
+    "/spur.v1.Auth/ListRevoked": Privilege.DAEMON,
 }
+
+_AGENT = frozenset({AUD_AGENT})
+_CONTROLLER = frozenset({AUD_CONTROLLER})
+
+# The daemon audiences that may call a method; a method not listed refuses every daemon credential.
+# Controller methods (6817) serve agents (spurd and the Kubernetes operator) and other controllers;
+# agent methods (6818) serve controllers. The raft audience is accepted on neither port.
+DAEMON_CALLERS: dict[str, frozenset[str]] = {
+    # spurd / the operator -> controllers
+    "/spur.v1.Controller/RegisterNode": _AGENT,
+    "/spur.v1.Controller/Heartbeat": _AGENT,
+    "/spur.v1.Controller/ReportJobStatus": _AGENT,
+    "/spur.batch.v1.ControllerBatch/ReportJobStatuses": _AGENT,
+    "/spur.v1.Controller/GetJobs": _AGENT,  # spurd confirms a step's job; the operator reads its jobs
+    "/spur.v1.Controller/GetNodes": _AGENT,  # the operator reads a node's state
+    "/spur.inventory.v1.Inventory/RemoveNode": _AGENT,  # the operator: a Kubernetes node was deleted
+    "/spur.v1.Accounting/Show": _AGENT,  # the operator's quota reconciler (read only)
+    "/spur.mesh.v1.Mesh/Join": _AGENT,
+    "/spur.mesh.v1.Mesh/Leave": _AGENT,
+    "/spur.mesh.v1.Mesh/Members": _AGENT,
+    "/spur.v1.Auth/ListRevoked": _AGENT,  # agents learn the token deny-list
+    # controllers -> controllers
+    "/spur.v1.Controller/RegisterController": _CONTROLLER,
+    "/spur.v1.Controller/GetControllerStatus": _CONTROLLER,
+    # controllers -> agents (spurd and the operator's virtual agent)
+    "/spur.v1.Agent/LaunchJob": _CONTROLLER,
+    "/spur.batch.v1.AgentBatch/LaunchJobs": _CONTROLLER,
+    "/spur.v1.Agent/SignalJob": _CONTROLLER,
+    "/spur.v1.Agent/StreamOutput": _CONTROLLER,  # REST output, proxied for a verified user
+    "/spur.mesh.v1.MeshAgent/Apply": _CONTROLLER,
+    "/spur.k0s.v1.K0sAgent/Apply": _CONTROLLER,
+    "/spur.k0s.v1.K0sAgent/Status": _CONTROLLER,
+    "/spur.k0s.v1.K0sAgent/Stop": _CONTROLLER,
+    "/spur.k0s.v1.K0sAgent/Reset": _CONTROLLER,
+    "/spur.k0s.v1.K0sAgent/CreateToken": _CONTROLLER,
+    "/spur.k0s.v1.K0sAgent/AdminKubeconfig": _CONTROLLER,
+}
+
+
+class GroupDirectory(Protocol):
+    """The password and group databases, as the gid rule needs them (see the module docstring)."""
+
+    def is_member(self, user: str, gid: int) -> bool:
+        """Whether ``user`` belongs to group ``gid`` (its primary group included)."""
+        ...
+
+    def primary_gid(self, user: str) -> int | None:
+        """``user``'s primary gid, or None when the password database does not know the user."""
+        ...
+
+    def group_name(self, gid: int) -> str | None:
+        """The name of group ``gid``, or None when unknown."""
+        ...
 
 
 # How a refusal names what was refused (the method name otherwise).
@@ -145,10 +211,12 @@ def authenticate(
     presented: bool,
     verification: Claims | TokenError | None,
     claimed: Mapping[str, str],
+    groups: GroupDirectory | None = None,
 ) -> Authenticated | Refusal:
     """Apply the mode rules (module docstring). ``presented``: the call carried a credential (a
     malformed one included); ``verification``: its verified claims or why it failed (None when absent
-    or not verified because there is no key)."""
+    or not verified because there is no key); ``groups``: the databases for a user token without a
+    gid (None: no database, so such a token is refused)."""
     if mode not in MODES:
         return Refusal("INTERNAL", f"unknown auth mode {mode!r}")
     if mode == "disabled":
@@ -163,7 +231,7 @@ def authenticate(
         if isinstance(verification, TokenError) or verification is None:
             why = str(verification) if verification is not None else "not verified"
             return Refusal("UNAUTHENTICATED", f"invalid credential: {why}")
-        return _from_claims(verification, claimed)
+        return _from_claims(verification, claimed, groups)
     if mode == "required":
         return Refusal(
             "UNAUTHENTICATED",
@@ -185,7 +253,9 @@ def _claimed(claimed: Mapping[str, str]) -> Authenticated | Refusal:
         return Refusal("UNAUTHENTICATED", str(exc))
 
 
-def _from_claims(claims: Claims, claimed: Mapping[str, str]) -> Authenticated | Refusal:
+def _from_claims(
+    claims: Claims, claimed: Mapping[str, str], groups: GroupDirectory | None
+) -> Authenticated | Refusal:
     raw_uid = claimed.get(UID_KEY)
     if raw_uid is not None and raw_uid.strip() != str(claims.uid):
         return Refusal(
@@ -209,29 +279,77 @@ def _from_claims(claims: Claims, claimed: Mapping[str, str]) -> Authenticated | 
                 f"gid {claims.gid})",
             )
         gid = claims.gid
-    elif raw_gid is not None and raw_gid.strip().isdigit():
-        gid = int(raw_gid)  # a token without a gid (e.g. Slurm's): agents still run jobs only in the
-        # user's own groups (spur.agent.launchspec.job_gid)
+    elif claims.daemon:
+        gid = claims.uid  # a daemon never acts for a user, so its group is never recorded
     else:
-        gid = claims.uid
-    group = claimed.get(GROUP_KEY) or str(gid)
-    return Authenticated(Identity(claims.uid, gid, claims.user, group, admin=claims.admin, verified=True))
+        found = _verified_gid(claims, raw_gid, groups)
+        if isinstance(found, Refusal):
+            return found
+        gid = found
+    if claims.daemon:
+        group = str(gid)
+    else:
+        group = (groups.group_name(gid) if groups is not None else None) or str(gid)
+    return Authenticated(
+        Identity(
+            claims.uid,
+            gid,
+            claims.user,
+            group,
+            admin=claims.admin,
+            verified=True,
+            audience=claims.audience,
+        )
+    )
+
+
+def _verified_gid(claims: Claims, raw_gid: str | None, groups: GroupDirectory | None) -> int | Refusal:
+    """The gid of a user token without one (module docstring): a claimed group the user belongs to,
+    else its primary group, else a refusal."""
+    if groups is not None:
+        if raw_gid is not None and raw_gid.strip().isdigit() and len(raw_gid.strip()) <= 10:
+            wanted = int(raw_gid)
+            if groups.is_member(claims.user, wanted):
+                return wanted
+        primary = groups.primary_gid(claims.user)
+        if primary is not None:
+            return primary
+    return Refusal(
+        "PERMISSION_DENIED",
+        f"user {claims.user} (uid {claims.uid}): the credential carries no gid and the user's groups "
+        "are unknown to this daemon's password database; use a token with a gid (scontrol token)",
+    )
 
 
 def authorize(method: str, identity: Identity, *, mode: str, state: Any = None) -> Refusal | None:
     """None when ``identity`` may call ``method``, else the refusal (module docstring). ``state`` is
     the controller's cluster state, for the accounting Administrators rule of ``is_admin``."""
     privilege = METHOD_PRIVILEGE.get(method, Privilege.USER)
+    name = _ACTIONS.get(method) or method.rsplit("/", 1)[-1]
+    if identity.daemon:
+        if identity.audience in DAEMON_CALLERS.get(method, ()):
+            return None
+        allowed = DAEMON_CALLERS.get(method)
+        why = (
+            f"it needs a {' or '.join(sorted(allowed))} credential"
+            if allowed
+            else "a daemon credential cannot act for a user or as an administrator"
+        )
+        return Refusal(
+            "PERMISSION_DENIED",
+            f"Access/permission denied: {name} refused for a daemon credential "
+            f"(audience {identity.audience}): {why}",
+        )
     if privilege is Privilege.USER or is_admin(identity, state):
         return None
-    name = _ACTIONS.get(method) or method.rsplit("/", 1)[-1]
     who = f"user {identity.user} (uid {identity.uid})"
     if privilege is Privilege.ADMIN:
         return Refusal("PERMISSION_DENIED", f"{permission_denied(name)}; caller is {who}")
     if mode != "required":
         return None
+    audiences = " or ".join(sorted(DAEMON_CALLERS.get(method, ()))) or "daemon"
     return Refusal(
         "PERMISSION_DENIED",
-        permission_denied(name, f"a Spur daemon credential (controller or node agent) or {ADMIN_PRIVILEGE}")
+        permission_denied(name, f"a Spur daemon credential (audience {audiences}) or {ADMIN_PRIVILEGE}")
         + f" (auth.mode = required); caller is {who}",
     )

@@ -40,13 +40,14 @@ __all__ = [
     "verify",
 ]
 
+from spur.auth.audiences import AUD_AGENT as AUD_AGENT
+from spur.auth.audiences import AUD_CLIENT as AUD_CLIENT
+from spur.auth.audiences import AUD_CONTROLLER as AUD_CONTROLLER
+from spur.auth.audiences import AUD_RAFT as AUD_RAFT
+from spur.auth.audiences import AUDIENCES as AUDIENCES
+from spur.auth.audiences import DAEMON_AUDIENCES as DAEMON_AUDIENCES
+
 ALGORITHM = "HS256"
-AUD_CLIENT = "client"
-AUD_CONTROLLER = "controller"
-AUD_AGENT = "agent"
-AUD_RAFT = "raft"
-AUDIENCES = frozenset({AUD_CLIENT, AUD_CONTROLLER, AUD_AGENT, AUD_RAFT})
-DAEMON_AUDIENCES = frozenset({AUD_CONTROLLER, AUD_AGENT, AUD_RAFT})
 # How far in the future a token's iat may lie (clock differences between hosts).
 DEFAULT_SKEW_SECS = 60.0
 # A Spur token is ~250 bytes; anything far larger is refused before it is parsed.

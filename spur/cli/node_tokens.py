@@ -2,7 +2,7 @@
 
 ``create`` prints the token (``<id>.<secret>``) on stdout, alone, so scripts can capture it; the
 secret is shown this once and stored only hashed. ``list`` prints a table (never a secret);
-``revoke ID`` stops new registrations with that token (nodes already admitted keep their credential).
+``revoke ID`` stops new registrations with that token and ends the credentials of the nodes it admitted.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ Node join tokens for [admission] mode = "token" (administrators only).
            --ttl DURATION   lifetime: 90s, 30m, 24h (default), 7d, 2w; 0 = never expires
            --uses N         registrations it admits (default: unlimited)
   list     show every token: id, state, uses, expiry (never the secret)
-  revoke   stop a token from admitting more nodes (already admitted nodes stay)
+  revoke   stop a token: no more nodes join with it, the nodes it admitted must join again
 """
 
 DEFAULT_TTL = "24h"

@@ -16,6 +16,7 @@ USAGE = """Usage: scontrol <command> [args]
   hold|uhold|release|requeue|requeuehold|suspend|resume JOB_LIST
   ping | reconfigure | version
   token [username=NAME] [lifespan=SECONDS]
+  token revoke ID|TOKEN
 """
 JOB_ACTIONS = ("hold", "uhold", "release", "requeue", "requeuehold", "suspend", "resume")
 

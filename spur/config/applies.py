@@ -117,6 +117,7 @@ APPLIES: dict[str, Mark] = {
     "auth.jwt_key_file": BOTH,
     "auth.mode": BOTH,
     "auth.token_ttl_secs": CTLD,
+    "auth.max_token_lifespan": BOTH,
     "auth.broker_socket": Mark(Applies.BOTH, _CLI),
     "auth.broker_ttl_secs": BOTH,
     # [admission]

@@ -153,6 +153,7 @@ class AuthConfig:
     jwt_key_file: Path | None = None
     mode: AuthMode = AuthMode.PERMISSIVE
     token_ttl_secs: int = 86400
+    max_token_lifespan: int = 86400
     broker_socket: Path = Path("/run/spur/auth.sock")
     broker_ttl_secs: int = 300
 

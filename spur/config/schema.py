@@ -308,6 +308,13 @@ class AuthSchema(SectionSchema):
         validate=f.at_least(1),
         metadata=doc("Default lifetime of tokens from scontrol token / spur token (seconds)."),
     )
+    max_token_lifespan = f.Int(
+        validate=f.at_least(1),
+        metadata=doc(
+            "Longest lifetime (exp - iat, seconds) of a user token: MintToken refuses a longer one and "
+            "every daemon refuses to verify one (a token minted elsewhere with the key included)."
+        ),
+    )
     broker_socket = f.PathField(
         metadata=doc(
             "Unix socket of the local credential broker (spurd and spurctld serve it; the CLI asks it)."
@@ -321,6 +328,12 @@ class AuthSchema(SectionSchema):
     def check(self, obj: AuthConfig) -> None:
         if obj.jwt_key is not None and obj.jwt_key_file is not None:
             raise _fail("jwt_key_file", "set either auth.jwt_key or auth.jwt_key_file, not both")
+        if obj.token_ttl_secs > obj.max_token_lifespan:
+            raise _fail(
+                "token_ttl_secs",
+                f"must not exceed auth.max_token_lifespan ({obj.max_token_lifespan}); raise "
+                "max_token_lifespan or lower token_ttl_secs",
+            )
 
 
 class AdmissionSchema(SectionSchema):
@@ -369,7 +382,7 @@ class ClusterSchema(SectionSchema):
     )
     storage_provisioner = f.Str(metadata=doc("Storage plugin name."))
     local_path_dir = f.PathField(metadata=doc("Host directory of the local-path provisioner."))
-    k0s_version = f.Str(metadata=doc("k0s release to install and run: a tag (pinned) or \"latest\"."))
+    k0s_version = f.Str(metadata=doc('k0s release to install and run: a tag (pinned) or "latest".'))
     k0s_binary = f.PathField(metadata=doc("Path of the k0s binary on nodes."))
     k0s_release_url = f.Str(
         metadata=doc("Base URL of the k0s releases (binaries and sha256sums.txt are fetched under it).")
@@ -378,7 +391,9 @@ class ClusterSchema(SectionSchema):
     k0s_config_dir = f.PathField(
         metadata=doc("Where spurd keeps the node's k0s config and cached join token (mode 0700).")
     )
-    systemctl = f.Str(metadata=doc("systemctl command spurd manages the k0s unit with (a path, or a name on PATH)."))
+    systemctl = f.Str(
+        metadata=doc("systemctl command spurd manages the k0s unit with (a path, or a name on PATH).")
+    )
     systemd_unit_dir = f.PathField(metadata=doc("Directory spurd writes its k0s systemd unit into."))
     cdi_dir = f.PathField(metadata=doc("Directory spurd writes the CDI spec of the node's GPUs into."))
     k8s_provisioning_timeout_secs = f.Int(

@@ -69,7 +69,11 @@ class Controller:
         from spur.auth.keys import load_settings
 
         self._overrides = dict(overrides or {})
-        self.auth = ServerAuth(auth if auth is not None else load_settings(cfg.auth), daemon_name="spurctld")
+        self.auth = ServerAuth(
+            auth if auth is not None else load_settings(cfg.auth),
+            daemon_name="spurctld",
+            daemon_audience="controller",
+        )
         self.cfg = cfg
         self.config_path = config_path
         self.node_id = node_id
@@ -243,7 +247,7 @@ class Controller:
             self.plugin_manager = load_plugin_manager("scheduler", self.cfg.scheduler.plugin)
         host, port = self.listen or _split(self.cfg.controller.listen_addr, 6817)
         from spur.auth.broker import serve_broker
-        from spur.auth.service import AuthService
+        from spur.controller.auth_service import ControllerAuthService
         from spur.controller.surfaces import make_metrics, start_surfaces
         from spur.rpc.proto import auth_pb2
 
@@ -283,9 +287,7 @@ class Controller:
         from spur.rpc.proto import k8s_pb2
 
         server.add_service(k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"], K8sClusterService(self))
-        server.add_service(
-            auth_pb2.DESCRIPTOR.services_by_name["Auth"], AuthService(self.auth, state=self.state)
-        )
+        server.add_service(auth_pb2.DESCRIPTOR.services_by_name["Auth"], ControllerAuthService(self))
         self.grpc_server = server
         from spur.accounting.service import SERVICE as ACCOUNTING_DB
         from spur.accounting.service import AccountingDbService

@@ -8,7 +8,9 @@ or a log line. Checks compare hashes in constant time (:func:`spur.core.admissio
 Expiry and remaining uses are evaluated with the time stamped into the command by the leader, so
 applying the log is deterministic. A successful :class:`AdmitNode` consumes one use of the token
 and records the hash of the node credential the leader minted for that node (replacing an older
-one). Revoking a token stops new registrations with it; credentials already issued stay valid.
+one). Revoking a token stops new registrations with it and invalidates every node credential it
+issued (each credential records the token that admitted it): such a node's heartbeats and reports
+are refused until it joins again with a valid token.
 """
 
 from __future__ import annotations
@@ -126,9 +128,14 @@ class AdmissionDomain(StateDomain):
         return sorted(self.tokens.values(), key=lambda t: (t.created, t.token_id))
 
     def credential_ok(self, node: str, presented_hash: str) -> bool:
-        """True when ``presented_hash`` is the hash of ``node``'s current credential (constant time)."""
+        """True when ``presented_hash`` is the hash of ``node``'s current credential (constant time)
+        and the join token that issued it is not revoked."""
         cred = self.credentials.get(node)
-        return secret_matches(cred.secret_hash if cred else "", presented_hash)
+        matches = secret_matches(cred.secret_hash if cred else "", presented_hash)
+        if not matches or cred is None:
+            return False
+        token = self.tokens.get(cred.token_id)
+        return token is None or not token.revoked
 
     # ------------------------------------------------------------------ commands
 

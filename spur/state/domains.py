@@ -12,6 +12,7 @@ from spur.state.job_stats import JobStats
 from spur.state.k8s_cluster import K8sClusterDomain
 from spur.state.mesh import MeshDomain
 from spur.state.outbox import OutboxDomain
+from spur.state.revocation import RevocationDomain
 
 DOMAINS: list[type[StateDomain]] = [
     AdmissionDomain,
@@ -20,4 +21,5 @@ DOMAINS: list[type[StateDomain]] = [
     OutboxDomain,
     MeshDomain,
     K8sClusterDomain,
+    RevocationDomain,
 ]

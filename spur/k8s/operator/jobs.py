@@ -212,6 +212,13 @@ class JobController:
         )
         return next((j for j in answer.jobs if j.job_id == response.job_id), None)
 
+    def _owner_metadata(self, obj: dict[str, Any]) -> dict[str, str] | None:
+        """The job owner's call headers (its token with a key), or None when the object names none."""
+        try:
+            return self.submit_metadata(sj.identity_of(obj, self.default_uid))
+        except sj.SpurJobError:
+            return None
+
     async def _finalize(self, obj: dict[str, Any], jobs: dict[int, Any]) -> None:
         meta = obj["metadata"]
         remaining = sj.without_finalizer(obj)
@@ -228,7 +235,12 @@ class JobController:
             job = jobs.get(job_id)
             if job is not None and job.state in _ACTIVE:
                 try:
-                    await self.link.call(CONTROLLER, "CancelJob", pb.CancelJobRequest(job_id=job_id))
+                    await self.link.call(  # as the job's owner: a daemon credential cannot cancel
+                        CONTROLLER,
+                        "CancelJob",
+                        pb.CancelJobRequest(job_id=job_id),
+                        metadata=self._owner_metadata(obj),
+                    )
                     log.info("%s deleted: job %d cancelled", sj.describe(obj), job_id)
                 except RpcError as exc:
                     if exc.code in (StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED):

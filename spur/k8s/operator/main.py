@@ -105,6 +105,15 @@ async def run_operator(
         # identities (auth.mode disabled/permissive), and the operator acts as uid 0, as root would.
         return auth.daemon_metadata() if key else dict(operator_identity)
 
+    def admin_metadata() -> dict[str, str] | None:
+        # Draining/resuming a node (UpdateNode) is an administrator's action and a daemon credential
+        # (audience agent) is never an admin: the operator, a holder of the cluster key, signs those
+        # calls with a one-minute admin user token of its own. Without a key it claims uid 0.
+        if not key:
+            return None
+        token = auth.mint_for("spur-k8s-operator", 0, ttl_secs=60, admin=True, gid=0)
+        return {"authorization": f"Bearer {token}"}
+
     def submit_metadata(who: SpurJobIdentity) -> dict[str, str]:
         ident = identity_metadata(Identity(who.uid, who.uid, who.user, who.user))
         if key:
@@ -175,6 +184,7 @@ async def run_operator(
                 resync=max(opts.resync_secs * 30, 30.0),
                 on_cluster_name=lambda name: cluster.__setitem__("name", name),
                 credential_secret=secret_ref,
+                admin_metadata=admin_metadata,
             )
             jobs = JobController(
                 kube,

@@ -81,7 +81,10 @@ class NodeWatcher:
         resync: float = 300.0,
         on_cluster_name: Callable[[str], None] = lambda name: None,
         credential_secret: tuple[str, str] | None = None,
+        admin_metadata: Callable[[], dict[str, str] | None] = lambda: None,
     ) -> None:
+        # Headers for UpdateNode, an administrator's action a daemon credential may not take.
+        self.admin_metadata = admin_metadata
         self.kube = kube
         self.link = link
         self.address = address
@@ -247,7 +250,10 @@ class NodeWatcher:
                 return
             for action, reason in state_actions(desired, current.state, current.reason):
                 await self.link.call(
-                    CONTROLLER, "UpdateNode", pb.UpdateNodeRequest(nodes=name, state=action, reason=reason)
+                    CONTROLLER,
+                    "UpdateNode",
+                    pb.UpdateNodeRequest(nodes=name, state=action, reason=reason),
+                    metadata=self.admin_metadata(),
                 )
                 log.info("node %s: %s%s", name, action, f" ({reason})" if reason else "")
         except TransportError as exc:

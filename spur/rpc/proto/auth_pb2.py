@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nauth.proto\x12\x07spur.v1\"J\n\x10MintTokenRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x15\n\rlifespan_secs\x18\x02 \x01(\r\x12\r\n\x05\x61\x64min\x18\x03 \x01(\x08\"U\n\x11MintTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08username\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\r\x12\x12\n\nexpires_at\x18\x04 \x01(\x03\x32J\n\x04\x41uth\x12\x42\n\tMintToken\x12\x19.spur.v1.MintTokenRequest\x1a\x1a.spur.v1.MintTokenResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nauth.proto\x12\x07spur.v1\"J\n\x10MintTokenRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x15\n\rlifespan_secs\x18\x02 \x01(\r\x12\r\n\x05\x61\x64min\x18\x03 \x01(\x08\"g\n\x11MintTokenResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\x10\n\x08username\x18\x02 \x01(\t\x12\x0b\n\x03uid\x18\x03 \x01(\r\x12\x12\n\nexpires_at\x18\x04 \x01(\x03\x12\x10\n\x08token_id\x18\x05 \x01(\t\"5\n\x12RevokeTokenRequest\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\t\";\n\x13RevokeTokenResponse\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12\x12\n\nexpires_at\x18\x02 \x01(\x03\"+\n\x12ListRevokedRequest\x12\x15\n\rsince_version\x18\x01 \x01(\x04\"4\n\x0cRevokedToken\x12\x10\n\x08token_id\x18\x01 \x01(\t\x12\x12\n\nexpires_at\x18\x02 \x01(\x01\"^\n\x13ListRevokedResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\x12%\n\x06tokens\x18\x03 \x03(\x0b\x32\x15.spur.v1.RevokedToken2\xde\x01\n\x04\x41uth\x12\x42\n\tMintToken\x12\x19.spur.v1.MintTokenRequest\x1a\x1a.spur.v1.MintTokenResponse\x12H\n\x0bRevokeToken\x12\x1b.spur.v1.RevokeTokenRequest\x1a\x1c.spur.v1.RevokeTokenResponse\x12H\n\x0bListRevoked\x12\x1b.spur.v1.ListRevokedRequest\x1a\x1c.spur.v1.ListRevokedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,7 +34,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MINTTOKENREQUEST']._serialized_start=23
   _globals['_MINTTOKENREQUEST']._serialized_end=97
   _globals['_MINTTOKENRESPONSE']._serialized_start=99
-  _globals['_MINTTOKENRESPONSE']._serialized_end=184
-  _globals['_AUTH']._serialized_start=186
-  _globals['_AUTH']._serialized_end=260
+  _globals['_MINTTOKENRESPONSE']._serialized_end=202
+  _globals['_REVOKETOKENREQUEST']._serialized_start=204
+  _globals['_REVOKETOKENREQUEST']._serialized_end=257
+  _globals['_REVOKETOKENRESPONSE']._serialized_start=259
+  _globals['_REVOKETOKENRESPONSE']._serialized_end=318
+  _globals['_LISTREVOKEDREQUEST']._serialized_start=320
+  _globals['_LISTREVOKEDREQUEST']._serialized_end=363
+  _globals['_REVOKEDTOKEN']._serialized_start=365
+  _globals['_REVOKEDTOKEN']._serialized_end=417
+  _globals['_LISTREVOKEDRESPONSE']._serialized_start=419
+  _globals['_LISTREVOKEDRESPONSE']._serialized_end=513
+  _globals['_AUTH']._serialized_start=516
+  _globals['_AUTH']._serialized_end=738
 # @@protoc_insertion_point(module_scope)
