@@ -420,12 +420,6 @@ def test_a_forged_group_header_records_a_verified_gid(cluster: Cluster, users) -
     assert code == "PERMISSION_DENIED" and "disagrees" in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spurd's StreamOutput lets only an admin or the owner read, and the controller's credential "
-    "(which the REST attach proxy presents) is no longer an admin: spur/agent/service.py must accept the "
-    "controller audience there (or spur/rest/output.py forward the user's own credential)",
-)
 def test_rest_attach_to_a_users_job_still_works_with_scoped_credentials(
     cluster: Cluster, shared: Path, users
 ) -> None:

@@ -33,7 +33,7 @@ from spur.agent.backends import BackendError
 from spur.agent.executor import Executor, UnknownJob
 from spur.agent.launchspec import LaunchError
 from spur.agent.output import stream_output
-from spur.agent.step_authority import may_act_for, step_launch
+from spur.agent.step_authority import is_controller, may_act_for, step_launch
 from spur.auth.admin import is_admin
 from spur.auth.identity import IdentityError, require_identity
 from spur.rpc.proto import spur_pb2
@@ -161,7 +161,7 @@ class AgentServicer:
         or cancel its own units; the other actions (suspend, requeue, time limits) are the
         controller's. Raises RpcError PERMISSION_DENIED, or UnknownJob."""
         caller = context.identity
-        if caller is None or caller.anonymous or is_admin(caller):
+        if caller is None or caller.anonymous or is_admin(caller) or is_controller(caller):
             return
         if request.action != "":
             raise RpcError(
@@ -188,7 +188,7 @@ class AgentServicer:
         caller = context.identity
         owner = job.spec.uid if job.spec is not None else None
         if caller is not None and not caller.anonymous and owner is not None:
-            if not may_act_for(caller, owner):
+            if not (is_controller(caller) or may_act_for(caller, owner)):
                 raise RpcError(
                     StatusCode.PERMISSION_DENIED,
                     f"Access/permission denied: the output of {job.name} belongs to uid {owner}, "

@@ -17,19 +17,26 @@ from __future__ import annotations
 
 from spur.auth.admin import is_admin
 from spur.auth.identity import Identity
+from spur.auth.tokens import AUD_CONTROLLER
 from spur.rpc.proto import spur_pb2
 from spur.rpc.status import RpcError, StatusCode
 
-__all__ = ["may_act_for", "step_launch"]
+__all__ = ["is_controller", "may_act_for", "step_launch"]
 
 # Job (and step) states in which a step may start.
 _RUNNING = "RUNNING"
 
 
 def may_act_for(caller: Identity, owner_uid: int) -> bool:
-    """Whether ``caller`` may act on a job (or unit) of ``owner_uid``: its owner or an administrator
-    (today the controller's daemon credential is an administrator one; see spur.auth.admin)."""
-    return caller.uid == owner_uid or is_admin(caller)
+    """Whether ``caller`` may act on a job (or unit) of ``owner_uid`` as a user: its owner or an
+    administrator user. A daemon credential is neither (spur.auth.admin), whatever its uid."""
+    return (caller.uid == owner_uid and not caller.daemon) or is_admin(caller)
+
+
+def is_controller(caller: Identity) -> bool:
+    """A verified controller credential (audience ``controller``): the controller's own calls, which
+    carry its decisions (signals, REST's output streams), not a user's."""
+    return caller.verified and caller.audience == AUD_CONTROLLER
 
 
 def step_launch(
