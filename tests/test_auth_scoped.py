@@ -429,12 +429,12 @@ def test_cli_tells_join_tokens_from_user_tokens_and_reads_a_token_id() -> None:
     assert token_id("not-a-token") is None and token_id("a.b.c") is None
 
 
-def test_an_agent_keeps_polling_through_failures(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_agent_keeps_fetching_the_deny_list_through_failures(caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
     from trio.testing import MockClock
 
-    from spur.agent.revocations import follow_revocations
+    from spur.agent.revocations import VersionHint, follow_revocations
 
     answers = [RpcError(StatusCode.UNAVAILABLE, "no leader"), RpcError(StatusCode.UNAVAILABLE, "still none")]
     learnt = LearntDenyList(Clock())
@@ -448,7 +448,7 @@ def test_an_agent_keeps_polling_through_failures(caplog: pytest.LogCaptureFixtur
 
     async def main():
         async with trio.open_nursery() as nursery:
-            await nursery.start(follow_revocations, call, learnt)
+            await nursery.start(follow_revocations, call, learnt, VersionHint())
             await trio.sleep(25)
             nursery.cancel_scope.cancel()
 
@@ -457,3 +457,43 @@ def test_an_agent_keeps_polling_through_failures(caplog: pytest.LogCaptureFixtur
     assert learnt.version == 2 and learnt.is_revoked("x")
     warnings = [r for r in caplog.records if "deny-list" in r.getMessage()]
     assert len(warnings) == 1  # one line per failure streak
+
+
+def test_an_agent_fetches_the_deny_list_only_when_a_heartbeat_names_another_version() -> None:
+    from trio.testing import MockClock
+
+    from spur.agent.revocations import VersionHint, follow_revocations
+
+    server = {"version": 0, "tokens": {}}
+    asked: list[int] = []
+    learnt = LearntDenyList(Clock())
+    hint = VersionHint()
+
+    async def call(name, request, *, service=None):
+        asked.append(request.since_version)
+        if request.since_version == server["version"]:
+            return auth_pb2.ListRevokedResponse(version=server["version"], changed=False)
+        return auth_pb2.ListRevokedResponse(
+            version=server["version"],
+            changed=True,
+            tokens=[auth_pb2.RevokedToken(token_id=t, expires_at=e) for t, e in server["tokens"].items()],
+        )
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(follow_revocations, call, learnt, hint)
+            await trio.sleep(300)  # many heartbeats naming the same version: no fetch after the first
+            for _ in range(10):
+                hint.announce(0)
+            await trio.sleep(1)
+            assert asked == [0]
+            server["version"], server["tokens"] = 1, {"t1": NOW + 600}
+            hint.announce(1)
+            await trio.sleep(1)
+            assert learnt.version == 1 and learnt.is_revoked("t1") and asked == [0, 0]
+            hint.announce(0)  # a stale heartbeat answered by a lagging view: one check, no loop
+            await trio.sleep(60)
+            assert len(asked) == 3
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=MockClock(autojump_threshold=0))

@@ -292,10 +292,11 @@ async def run_agent(
         opts.state_dir,
     )
 
-    from spur.agent.revocations import follow_revocations
+    from spur.agent.revocations import VersionHint, follow_revocations
     from spur.auth.denylist import LearntDenyList
 
     denylist = LearntDenyList()  # learnt from the controllers: revoked tokens are refused here too
+    revocation_hint = VersionHint()  # the deny-list version heartbeat answers announce
     auth = ServerAuth(
         opts.auth if opts.auth is not None else load_settings(opts.auth_cfg),
         daemon_name="spurd",
@@ -315,7 +316,7 @@ async def run_agent(
 
         reporter = Reporter(lambda r: link.call("ReportJobStatus", r), acked)
         if auth.settings.has_key:
-            await nursery.start(follow_revocations, link.call, denylist)
+            await nursery.start(follow_revocations, link.call, denylist, revocation_hint)
         credentials = CredentialKeeper(opts.state_dir, link.metadata)
         executor = Executor(
             state_dir=opts.state_dir,
@@ -427,6 +428,7 @@ async def run_agent(
             node_name=opts.name,
             heartbeat_override=opts.heartbeat,
             on_registered=registered,
+            on_heartbeat=lambda answer: revocation_hint.announce(answer.revocation_version),
         )
         await nursery.start(registrar.run)
         await nursery.start(mesh.rejoin, name="mesh-rejoin")

@@ -36,6 +36,7 @@ class Registrar:
         node_name: str,
         heartbeat_override: float | None = None,
         on_registered: Callable[[spur_pb2.RegisterNodeResponse], None] = lambda r: None,
+        on_heartbeat: Callable[[spur_pb2.HeartbeatResponse], None] = lambda r: None,
         unreported_job_ids: Callable[[], list[int]] = list,
         initial_backoff: float = 1.0,
         max_backoff: float = 60.0,
@@ -46,6 +47,7 @@ class Registrar:
         self._name = node_name
         self._override = heartbeat_override
         self._on_registered = on_registered
+        self._on_heartbeat = on_heartbeat
         self._unreported = unreported_job_ids
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
@@ -104,6 +106,7 @@ class Registrar:
                 continue
             assert isinstance(answer, spur_pb2.HeartbeatResponse)
             leader_interval = answer.heartbeat_interval_secs  # 0 from a controller that does not say
+            self._on_heartbeat(answer)
             if not answer.known:
                 log.warning("controller does not know node %s; registering again", self._name)
                 response = await self.register()

@@ -364,7 +364,9 @@ class ControllerService:
             await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
             self.ctl.kick_scheduler()
         interval = int(self.ctl.cfg.controller.heartbeat_interval_secs)  # live: scontrol reconfigure
-        return pb.HeartbeatResponse(known=True, heartbeat_interval_secs=interval)
+        return pb.HeartbeatResponse(
+            known=True, heartbeat_interval_secs=interval, revocation_version=_revocation_version(self.ctl)
+        )
 
     @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
@@ -477,6 +479,12 @@ class ControllerService:
             not_applied=outcome.not_applied,
             received_by=self.ctl.node_id,
         )
+
+
+def _revocation_version(ctl: Controller) -> int:
+    """The token deny-list's version (agents fetch the list when theirs differs)."""
+    domain = ctl.state.domains.get("revocation")
+    return int(getattr(domain, "version", 0))
 
 
 def _expand_names(exprs: list[str]) -> list[str]:

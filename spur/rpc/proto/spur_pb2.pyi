@@ -509,12 +509,14 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., unreported_job_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("known", "heartbeat_interval_secs")
+    __slots__ = ("known", "heartbeat_interval_secs", "revocation_version")
     KNOWN_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_INTERVAL_SECS_FIELD_NUMBER: _ClassVar[int]
+    REVOCATION_VERSION_FIELD_NUMBER: _ClassVar[int]
     known: bool
     heartbeat_interval_secs: int
-    def __init__(self, known: _Optional[bool] = ..., heartbeat_interval_secs: _Optional[int] = ...) -> None: ...
+    revocation_version: int
+    def __init__(self, known: _Optional[bool] = ..., heartbeat_interval_secs: _Optional[int] = ..., revocation_version: _Optional[int] = ...) -> None: ...
 
 class JobStatusReport(_message.Message):
     __slots__ = ("job_id", "node", "exit_code", "signal", "timed_out", "cancelled", "end_time", "message", "launch_failed", "step_id", "cluster_id", "out_of_memory")
