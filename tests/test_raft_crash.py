@@ -34,6 +34,12 @@ class Log:
         return json.dumps(self.items).encode()
     def restore(self, data):
         self.items = json.loads(data)
+    def decode_snapshot(self, data):
+        return json.loads(data)
+    def adopt(self, decoded):
+        self.items = decoded
+    def check_command(self, data):
+        pass
 
 async def main(path, workers, fork):
     node = RaftNode(
