@@ -787,7 +787,9 @@ class RaftNode:
             if self._role is Role.LEADER or (self._others and self._leader_recent()):
                 return
             if self._term >= MAX_TERM:
-                log.error("raft node %d cannot campaign: term %d is the highest allowed", self._node_id, self._term)
+                log.error(
+                    "raft node %d cannot campaign: term %d is the highest allowed", self._node_id, self._term
+                )
                 return
             term = self._term + 1
             self._leader_id = None
@@ -1204,6 +1206,17 @@ class RaftNode:
                 peer.next_index = peer.match_index + 1
                 peer.backoff_until = trio.current_time() + self._heartbeat
             else:
+                if 0 < reply.conflict_index <= peer.match_index:
+                    # It lost entries it had acknowledged (storage set aside at start as damaged): start over
+                    # from what it has now; the commit index never moves back.
+                    log.warning(
+                        "raft node %d: member %d lost its log after index %d (had acknowledged %d); refilling it",
+                        self._node_id,
+                        peer.id,
+                        reply.conflict_index - 1,
+                        peer.match_index,
+                    )
+                    peer.match_index = reply.conflict_index - 1
                 peer.next_index = max(peer.match_index + 1, self._retry_index(reply))
 
     def _acknowledged(self, peer: _Peer, sent: tuple[float, int]) -> None:
@@ -1300,7 +1313,9 @@ class RaftNode:
                 log.warning("cannot fork for the snapshot at index %d (serializing here): %s", index, exc)
             else:
                 self._snapshotting = True
-                self._nursery.start_soon(self._forked_snapshot, child, index, term, name=f"raft-snapshot-{index}")
+                self._nursery.start_soon(
+                    self._forked_snapshot, child, index, term, name=f"raft-snapshot-{index}"
+                )
                 return
         try:
             data = self._sm.snapshot()
@@ -1308,7 +1323,9 @@ class RaftNode:
             log.exception("state machine snapshot at index %d failed; retrying later", index)
             return
         self._snapshotting = True
-        self._nursery.start_soon(self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}")
+        self._nursery.start_soon(
+            self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}"
+        )
 
     async def _forked_snapshot(self, child: Any, index: int, term: int) -> None:
         """Collect the bytes of the child forked at ``index`` (``spur.raft.forked``), then save them."""

@@ -352,9 +352,13 @@ class RaftStorage:
         for rec in scan.records:
             expected = first + len(segment.offsets)
             if rec.index != expected:
-                damage = CorruptLogError(path, rec.offset, f"record holds index {rec.index}, expected {expected}")
+                damage = CorruptLogError(
+                    path, rec.offset, f"record holds index {rec.index}, expected {expected}"
+                )
             elif rec.term < prev_term:
-                damage = CorruptLogError(path, rec.offset, f"term {rec.term} of index {rec.index} went backwards")
+                damage = CorruptLogError(
+                    path, rec.offset, f"term {rec.term} of index {rec.index} went backwards"
+                )
             if damage is not None and damage.offset == rec.offset:
                 segment.size = rec.offset
                 break

@@ -126,7 +126,10 @@ async def open_peer_clients(
         for peer, address in addresses.items():
             channel = await stack.enter_async_context(
                 open_channel(
-                    address, connect_timeout=connect_timeout, keepalive_interval=10.0, metadata_provider=provider
+                    address,
+                    connect_timeout=connect_timeout,
+                    keepalive_interval=10.0,
+                    metadata_provider=provider,
                 )
             )
             stubs[peer] = Stub(channel, RAFT_SERVICE)

@@ -138,7 +138,9 @@ class ClusterState:
         """Take over the whole state of `decoded` (from `decode_snapshot`). This object, its domain objects
         and the domains dict keep their identity (collaborators hold references to them)."""
         if not isinstance(decoded, ClusterState):
-            raise TypeError(f"adopt() takes a ClusterState from decode_snapshot, not {type(decoded).__name__}")
+            raise TypeError(
+                f"adopt() takes a ClusterState from decode_snapshot, not {type(decoded).__name__}"
+            )
         for name, domain in self.domains.items():
             vars(domain).update(vars(decoded.domains[name]))
             domain.state = self
