@@ -1033,24 +1033,25 @@ class RaftNode:
         async with self._lock:
             if request.term < self._term:
                 return pb.InstallSnapshotResponse(term=self._term)
-            await self._accept_leader(request.term, request.leader_id)
             key = (request.term, request.leader_id, request.last_index, request.last_term)
             if request.offset == 0:
-                self._incoming = (key, bytearray())
-            if self._incoming is None or self._incoming[0] != key:
+                buffer = bytearray()
+            elif self._incoming is None or self._incoming[0] != key:
+                await self._accept_leader(request.term, request.leader_id)
                 return pb.InstallSnapshotResponse(term=self._term, next_offset=0)
-            buffer = self._incoming[1]
+            else:
+                buffer = self._incoming[1]
             if request.offset != len(buffer):
+                await self._accept_leader(request.term, request.leader_id)
                 return pb.InstallSnapshotResponse(term=self._term, next_offset=len(buffer))
-            buffer += request.data
-            if not request.done:
-                return pb.InstallSnapshotResponse(term=self._term, next_offset=len(buffer))
-            self._incoming = None
-            if request.last_index > self._commit_index:
-                data = bytes(buffer)
+            decoded: object = None
+            install = request.done and request.last_index > self._commit_index
+            if install:
+                data = bytes(buffer) + request.data
+                self._incoming = None
                 try:
                     decoded = self._sm.decode_snapshot(data)
-                except Exception as exc:
+                except Exception as exc:  # refused before it changes anything, the term included
                     log.warning(
                         "raft node %d refused the snapshot at index %d from member %d (%d bytes): it does "
                         "not decode (%s)",
@@ -1064,6 +1065,13 @@ class RaftNode:
                         StatusCode.INVALID_ARGUMENT,
                         f"snapshot at index {request.last_index} does not decode: {_reason(exc)}",
                     ) from None
+            await self._accept_leader(request.term, request.leader_id)
+            buffer += request.data
+            if not request.done:
+                self._incoming = (key, buffer)
+                return pb.InstallSnapshotResponse(term=self._term, next_offset=len(buffer))
+            self._incoming = None
+            if install and request.last_index > self._commit_index:
                 try:
                     await self._install(Snapshot(request.last_index, request.last_term, data), decoded)
                 except StorageError as exc:
