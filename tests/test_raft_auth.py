@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -54,7 +55,17 @@ def test_a_members_credential_verifies_as_that_member_and_is_renewed_with_a_thir
         ({"authorization": "Basic abc"}, StatusCode.UNAUTHENTICATED, "Bearer"),
         (_bearer("not-a-jwt"), StatusCode.UNAUTHENTICATED, "invalid Raft credential"),
         (
-            _bearer(mint(b"another-key-0123456789abcdef0123456789", "spurctld", 0, now=NOW, ttl_secs=300, audience=AUD_RAFT, member=1)),
+            _bearer(
+                mint(
+                    b"another-key-0123456789abcdef0123456789",
+                    "spurctld",
+                    0,
+                    now=NOW,
+                    ttl_secs=300,
+                    audience=AUD_RAFT,
+                    member=1,
+                )
+            ),
             StatusCode.UNAUTHENTICATED,
             "signature",
         ),
@@ -398,3 +409,41 @@ def test_salvage_sets_aside_a_damaged_snapshot_file(tmp_path: Path) -> None:
     assert snapshot is None and entries == []
     storage.close()
     assert (tmp_path / "snapshot.corrupt").exists()
+
+
+# -- the controller's wiring -----------------------------------------------------------------------------
+
+
+def _controller(tmp_path: Path, auth: str, caplog: pytest.LogCaptureFixture) -> Any:
+    from spur.config import parse_config_text
+    from spur.controller.app import Controller
+
+    key_file = tmp_path / "jwt.key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o600)
+    conf = '[controller]\npeers = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]\n' + auth.format(key=key_file)
+    cfg = parse_config_text(conf, overrides={"controller.state_dir": str(tmp_path / "state")})
+    with caplog.at_level(logging.WARNING, logger="spur.controller"):
+        ctl = Controller(cfg, listen=("127.0.0.1", 0), node_id=2)
+    ctl.storage.close()
+    return ctl
+
+
+@pytest.mark.parametrize("mode", ["required", "permissive", "disabled"])
+def test_a_controller_with_the_key_requires_raft_credentials_in_every_mode(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
+) -> None:
+    ctl = _controller(tmp_path, f'[auth]\nmode = "{mode}"\njwt_key_file = "{{key}}"\n', caplog)
+    credentials = ctl.raft._credentials
+    assert isinstance(credentials, JwtRaftCredentials)
+    assert JwtRaftCredentials(KEY, 1).verify_member(credentials.outgoing_metadata()) == 2
+    assert not [r for r in caplog.records if "Raft port is unauthenticated" in r.message]
+
+
+def test_a_controller_without_a_key_warns_once_that_raft_is_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ctl = _controller(tmp_path, '[auth]\nmode = "disabled"\n', caplog)
+    assert ctl.raft._credentials is None
+    warnings = [r.message for r in caplog.records if "Raft port is unauthenticated" in r.message]
+    assert len(warnings) == 1 and "jwt_key" in warnings[0]

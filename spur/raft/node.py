@@ -60,7 +60,7 @@ from spur.raft.storage import HardState, LogEntry, RaftStorage, Snapshot, Storag
 from spur.raft.transport import RAFT_SERVICE, PeerClients, RaftService, open_peer_clients
 from spur.rpc.channel import parse_target
 from spur.rpc.proto import raft_pb2 as pb
-from spur.rpc.server import Server
+from spur.rpc.server import Interceptor, Server
 from spur.rpc.status import RpcError, StatusCode
 
 log = logging.getLogger(__name__)
@@ -433,7 +433,7 @@ class RaftNode:
             self._set_role(Role.FOLLOWER)
             self._fail_proposals("raft node stopped")
 
-    def _interceptor(self) -> Any:
+    def _interceptor(self) -> Interceptor | None:
         """The Raft server's interceptor: checks the sender's credential (None without credentials)."""
         if self._credentials is None:
             return None
