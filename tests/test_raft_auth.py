@@ -447,3 +447,25 @@ def test_a_controller_without_a_key_warns_once_that_raft_is_open(
     assert ctl.raft._credentials is None
     warnings = [r.message for r in caplog.records if "Raft port is unauthenticated" in r.message]
     assert len(warnings) == 1 and "jwt_key" in warnings[0]
+
+
+async def test_a_member_holding_an_out_of_range_term_keeps_running_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Storage written before terms were bounded (term 2**64-1 persisted from a forged message): the
+    member no longer dies at its next election with 'Value out of range'."""
+    from spur.raft.storage import HARD_STATE_FILE
+
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / HARD_STATE_FILE).write_bytes(codec.encode_hard_state(2**64 - 1, None))
+    peers = [f"127.0.0.1:{port}" for port in free_ports(3)]
+    storage = RaftStorage(tmp_path, fsync=False)
+    node = RaftNode(node_id=2, storage=storage, state_machine=KeyValue(), peers=peers)
+    with caplog.at_level(logging.ERROR):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.run)
+            await trio.sleep(30)  # fifteen election timeouts and more (virtual time)
+            assert node.term == 2**64 - 1 and node.role == "follower"
+            nursery.cancel_scope.cancel()
+    storage.close()
+    assert len([r for r in caplog.records if "cannot campaign" in r.message]) == 1

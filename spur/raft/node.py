@@ -265,6 +265,7 @@ class RaftNode:
         self._snapshotting = False
         self._truncate_pending: int | None = None  # a storage truncation that failed and must be redone
         self._incoming: tuple[tuple[int, int, int, int], bytearray] | None = None  # snapshot being received
+        self._out_of_range_logged = False  # a term at or above MAX_TERM was reported (once)
 
         self._lock = trio.Lock()
         self._last_heard = -math.inf  # when the current leader last reached us
@@ -560,7 +561,14 @@ class RaftNode:
         """A reply carried a higher term: adopt it (unless something else already did, or it is out of
         range: then the reply is ignored)."""
         if term > MAX_TERM:
-            log.warning("raft node %d ignores a reply with term %d (above %d)", self._node_id, term, MAX_TERM)
+            if not self._out_of_range_logged:  # once: such a member answers every heartbeat the same
+                self._out_of_range_logged = True
+                log.warning(
+                    "raft node %d ignores replies with term %d (above %d); that member's state needs repair",
+                    self._node_id,
+                    term,
+                    MAX_TERM,
+                )
             return
         async with self._lock:
             if term > self._term:
@@ -771,6 +779,8 @@ class RaftNode:
         """Would a majority vote for us in the next term? Changes nobody's term or vote."""
         if self._leader_recent():
             return False
+        if self._term_exhausted():
+            return False
         term = self._term
         request = pb.RequestVoteRequest(
             term=term + 1,
@@ -782,14 +792,26 @@ class RaftNode:
         won = await self._gather_votes(request)
         return won and self._term == term and not self._leader_recent()
 
+    def _term_exhausted(self) -> bool:
+        """True (said once in the log) when our term is at or above MAX_TERM: no election can follow. Only
+        a storage written before terms were bounded can hold such a term."""
+        if self._term < MAX_TERM:
+            return False
+        if not self._out_of_range_logged:
+            self._out_of_range_logged = True
+            log.error(
+                "raft node %d cannot campaign: its term %d is at or above the highest allowed (%d)",
+                self._node_id,
+                self._term,
+                MAX_TERM,
+            )
+        return True
+
     async def _campaign(self) -> None:
         async with self._lock:
             if self._role is Role.LEADER or (self._others and self._leader_recent()):
                 return
-            if self._term >= MAX_TERM:
-                log.error(
-                    "raft node %d cannot campaign: term %d is the highest allowed", self._node_id, self._term
-                )
+            if self._term_exhausted():
                 return
             term = self._term + 1
             self._leader_id = None
