@@ -8,7 +8,9 @@ forged (the attacker's jobs are named "evil", for uid 0), and that after restart
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 
 from integration.ha_harness import HACluster
-from integration.harness import BIN, wait_for
+from integration.harness import BIN, Proc, free_port, spurd_argv, wait_for
 from integration.test_auth import KEY, _write_key
 from spur.auth.tokens import AUD_RAFT, mint
 from spur.core.jobspec import JobSpec
@@ -48,6 +50,17 @@ class _Group(HACluster):
         root = {"authorization": f"Bearer {mint(KEY, 'root', 0, now=time.time(), ttl_secs=600)}"}
         return super().call_member(node_id, method, request, timeout, {**root, **(metadata or {})})
 
+    def start_agent(self, name: str, cpus: int = 2, memory_mb: int = 4000) -> Proc:
+        """An agent that reads the [auth] config (its daemon credential) from member 1's file."""
+        port = self.agent_ports.setdefault(name, free_port())
+        extra = ["-f", str(self.members[0].conf)]
+        argv = spurd_argv(
+            self.root, name, list(self.addresses), self.host_address, port, cpus, memory_mb, extra
+        )
+        proc = Proc(argv, self.root / f"spurd-{name}.log", self.env).start()
+        self.agents[name] = proc
+        return proc
+
 
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[_Group]:
@@ -58,6 +71,10 @@ def group(tmp_path: Path) -> Iterator[_Group]:
         yield g
     finally:
         g.stop()
+        for job_dir in tmp_path.glob("agent-*/jobs/*"):  # what an agent left running
+            for name in ("pgid", "pid"):
+                with contextlib.suppress(OSError, ValueError):
+                    os.killpg(int((job_dir / name).read_text().split()[0]), signal.SIGKILL)
 
 
 def _cli(group: _Group, tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -109,13 +126,16 @@ def _assert_serving_and_intact(group: _Group, tmp_path: Path, before: set[int], 
     wait_for(lambda: set(_jobs(group)) == before | {new}, timeout=30, what="the jobs after a restart")
     for m in group.members:
         assert m.alive(), f"spurctld {m.node_id} did not come back:\n{m.proc.log() if m.proc else ''}"
-    group.wait_converged()
+    group.wait_caught_up(group.wait_leader())
 
 
 def _forged_submit(group: _Group, leader: int, term: int) -> rpb.AppendEntriesRequest:
+    """The next log entry, as the leader would send it, carrying a SubmitJob for uid 0 that would write
+    ``forged-ran`` in the group's directory."""
     status = group.status(leader)
     assert status is not None
-    spec = JobSpec(script="#!/bin/sh\nid -u > /tmp/spur-hostile-raft\n", name="evil", work_dir="/tmp")
+    script = f"#!/bin/sh\nid -u > {group.root / 'forged-ran'}\n"
+    spec = JobSpec(script=script, name="evil", work_dir=str(group.root), stdout_pattern="/dev/null")
     data = c.encode(c.SubmitJob(spec=spec, user="root", uid=0, gid=0, group="root", submit_time=time.time()))
     index = status.commit_index + 1
     return rpb.AppendEntriesRequest(
@@ -133,6 +153,8 @@ def _follower(group: _Group, leader: int) -> int:
 
 
 def test_forged_append_entries_with_a_root_job_is_refused(group: _Group, tmp_path: Path) -> None:
+    group.start_agent("n1")
+    group.wait_nodes("n1")
     before = {_submit(group, tmp_path)}
     leader, term = _snapshot(group)
     request = _forged_submit(group, leader, term)
@@ -140,7 +162,13 @@ def test_forged_append_entries_with_a_root_job_is_refused(group: _Group, tmp_pat
         with pytest.raises(RpcError) as refused:
             group.raft_call(member, "AppendEntries", request)
         assert refused.value.code is StatusCode.UNAUTHENTICATED, refused.value
-    assert not os.path.exists("/tmp/spur-hostile-raft")
+    # The scheduler runs jobs (a job submitted after the attack completes), and the forged one never ran.
+    later = _submit(group, tmp_path)
+    wait_for(
+        lambda: _jobs(group)[later].state == "COMPLETED", timeout=30, what="a job to run after the attack"
+    )
+    assert not (group.root / "forged-ran").exists()
+    before.add(later)
     _assert_serving_and_intact(group, tmp_path, before, (leader, term))
 
 
@@ -211,7 +239,7 @@ def test_garbage_snapshot_file_at_start_is_reported_and_refilled(group: _Group, 
     before = {_submit(group, tmp_path), _submit(group, tmp_path)}
     leader, term = _snapshot(group)
     victim = _follower(group, leader)
-    group.wait_converged()
+    group.wait_caught_up(group.wait_leader())
     m = group.member(victim)
     m.proc.kill()  # type: ignore[union-attr]
     garbage = os.urandom(16)

@@ -216,7 +216,9 @@ async def _drive(path: Path, batch: list[Any]) -> None:
         hard_state, snapshot, entries = reloaded.load()
     finally:
         reloaded.close()
-    assert hard_state.term <= MAX_TERM
+    assert hard_state.term == node.term <= MAX_TERM
+    last = entries[-1].index if entries else (snapshot.last_index if snapshot else 0)
+    assert last == node.last_log_index, "the stored log differs from the member's"
     if snapshot is not None:
         KeyValue().decode_snapshot(snapshot.data)
         assert snapshot.last_term <= hard_state.term
