@@ -469,3 +469,21 @@ async def test_a_member_holding_an_out_of_range_term_keeps_running_and_says_so_o
             nursery.cancel_scope.cancel()
     storage.close()
     assert len([r for r in caplog.records if "cannot campaign" in r.message]) == 1
+
+
+async def test_a_member_that_set_its_snapshot_aside_is_refilled_by_the_leader(tmp_path: Path) -> None:
+    async with open_cluster(
+        tmp_path, 3, key=KEY, election_timeout=(0.3, 0.6), heartbeat_interval=0.05
+    ) as cluster:
+        await cluster.until(lambda: any(n.role == "leader" for n in cluster.running()))
+        leader = next(n for n in cluster.running() if n.role == "leader")
+        for i in range(5):
+            await leader.propose(f'{{"put": ["k{i}", {i}]}}'.encode())
+        victim = next(n.node_id for n in cluster.running() if n is not leader)
+        await cluster.until(lambda: cluster.node(victim).applied_index == leader.commit_index)
+        await cluster.stop(victim)
+        _write_snapshot(tmp_path / f"n{victim}", leader.commit_index, leader.term, bytes(range(16)))
+        node = await cluster.start(victim)
+        await cluster.until(lambda: node.applied_index >= leader.commit_index)
+        assert cluster.state(victim).data == cluster.state(leader.node_id).data
+        assert (tmp_path / f"n{victim}" / "snapshot.corrupt").exists()

@@ -134,6 +134,18 @@ def plausible_snapshot(draw: Any) -> pb.InstallSnapshotRequest:
     )
 
 
+@st.composite
+def plausible_chunks(draw: Any) -> list[pb.InstallSnapshotRequest]:
+    """A snapshot sent in two chunks, as a leader with a small chunk size would."""
+    first = draw(plausible_snapshot())
+    cut = draw(st.integers(0, len(first.data)))
+    second = pb.InstallSnapshotRequest()
+    second.CopyFrom(first)
+    first.data, first.done = first.data[:cut], False
+    second.data, second.offset = second.data[cut:], cut
+    return [first, second]
+
+
 plausible_vote = st.builds(
     pb.RequestVoteRequest,
     term=st.integers(0, 5),
@@ -147,6 +159,7 @@ requests = st.lists(
         plausible_append(),
         plausible_append(),
         plausible_snapshot(),
+        plausible_chunks(),
         plausible_vote,
         append_entries(),
         install_snapshot(),
@@ -196,11 +209,13 @@ async def _drive(path: Path, batch: list[Any]) -> None:
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(node.run)
-            for request in batch:
+            for request in [r for item in batch for r in (item if isinstance(item, list) else [item])]:
                 before = _view(node, sm, path)
                 try:
                     await handlers[type(request)](request)
                     event(f"{type(request).__name__} answered")
+                    if node.snapshot_index != before[3]:
+                        event("a snapshot was installed or taken")
                 except RpcError as exc:
                     event(f"{type(request).__name__} refused")
                     assert exc.code in (StatusCode.INVALID_ARGUMENT, StatusCode.PERMISSION_DENIED), exc
