@@ -65,7 +65,10 @@ class _Group(HACluster):
 @pytest.fixture
 def group(tmp_path: Path) -> Iterator[_Group]:
     conf_extra = f'[auth]\nmode = "required"\njwt_key_file = "{_write_key(tmp_path / "jwt.key")}"\n'
-    g = _Group(tmp_path, size=3, conf_extra=conf_extra)
+    # Elections slower than the harness default, so that a loaded test machine does not change leader or
+    # term on its own while the tests assert that an attack did not.
+    timeouts = {"election_timeout_min_ms": 1500, "election_timeout_max_ms": 3000, "heartbeat_ms": 150}
+    g = _Group(tmp_path, size=3, conf_extra=conf_extra, timeouts=timeouts)
     try:
         g.start()
         yield g
@@ -303,7 +306,7 @@ def test_heartbeats_from_a_made_up_leader_are_refused(group: _Group, tmp_path: P
             StatusCode.PERMISSION_DENIED,
         ),
     ]
-    deadline = time.monotonic() + 2.0  # keep it up for several election timeouts
+    deadline = time.monotonic() + 4.0  # keep it up for longer than an election timeout
     while time.monotonic() < deadline:
         for request, metadata, targets, code in attempts:
             for member in targets:
