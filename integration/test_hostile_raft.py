@@ -315,3 +315,49 @@ def test_heartbeats_from_a_made_up_leader_are_refused(group: _Group, tmp_path: P
                 assert refused.value.code is code, (request, refused.value)
         assert group.status(leader).role == "leader"  # type: ignore[union-attr]
     _assert_serving_and_intact(group, tmp_path, before, (leader, term))
+
+
+def test_damaged_wal_at_start_is_cut_back_and_refilled(group: _Group, tmp_path: Path) -> None:
+    """A flipped byte in the middle of a member's WAL: one line naming the file and offset, the log is
+    cut back to the records before it, and the leader refills the rest."""
+    before = {_submit(group, tmp_path) for _ in range(3)}
+    leader = group.wait_leader()
+    victim = _follower(group, leader)
+    group.wait_caught_up(leader)
+    m = group.member(victim)
+    m.proc.kill()  # type: ignore[union-attr]
+    (segment,) = sorted((m.state_dir / "raft").glob("wal-*.log"))
+    raw = bytearray(segment.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    segment.write_bytes(bytes(raw))
+    group.start_member(victim)
+    log = m.log_path.read_text()
+    assert f"corrupt Raft storage: {segment} at offset" in log and "cut back to" in log
+    wait_for(
+        lambda: set(group.local_jobs(victim)) == before, timeout=30, what="the leader to refill the member"
+    )
+    _assert_serving_and_intact(group, tmp_path, before, None)
+
+
+def test_damaged_hardstate_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    """The term and vote cannot be guessed: spurctld says which file is damaged and exits (no traceback)."""
+    from integration.harness import free_port
+
+    raft = tmp_path / "state" / "raft"
+    raft.mkdir(parents=True)
+    (raft / "hardstate").write_bytes(b"\x00" * 16)
+    conf = tmp_path / "spur.conf"
+    conf.write_text(
+        f'[controller]\nstate_dir = "{tmp_path / "state"}"\nrest_addr = "127.0.0.1:{free_port()}"\n'
+        f'metrics_addr = "127.0.0.1:0"\n[auth]\nbroker_socket = "{tmp_path / "auth.sock"}"\n'
+    )
+    proc = subprocess.run(
+        [str(BIN / "spurctld"), "-f", str(conf), "--listen", f"127.0.0.1:{free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("spurctld: error: corrupt Raft storage:") and f"{raft / 'hardstate'}" in last
+    assert "Traceback" not in proc.stderr
