@@ -302,6 +302,38 @@ class HACluster:
 
         return self._run(run)
 
+    def raft_call(
+        self, node_id: int, method: str, request: Any, timeout: float = 5, metadata: dict | None = None
+    ) -> Any:
+        """One call of the Raft service (``spur.raft.transport.RAFT_SERVICE``) to controller `node_id`'s
+        Raft port, as any process could make it: `metadata` only, no credential of its own (RpcError on
+        failure). For hostile-peer tests."""
+        import trio
+
+        from spur.raft.transport import RAFT_SERVICE
+        from spur.rpc.channel import open_channel
+        from spur.rpc.stub import Stub
+
+        m = self.member(node_id)
+        md = dict(metadata or {})
+
+        async def run() -> Any:
+            with trio.fail_after(timeout + 1):
+                async with open_channel(
+                    f"{m.host}:{m.raft_port}", connect_timeout=min(timeout, 2.0), metadata_provider=lambda: md
+                ) as ch:
+                    return await getattr(Stub(ch, RAFT_SERVICE), method)(request, timeout=timeout)
+
+        return self._run(run)
+
+    def restart_all(self) -> int:
+        """Stop every controller (SIGTERM), start them again from their state dirs, wait for a leader."""
+        for m in self.members:
+            if m.alive():
+                m.proc.kill(signal.SIGTERM)  # type: ignore[union-attr]
+        self.start()
+        return self.wait_leader()
+
     def call(self, method: str, request: Any, timeout: float = 30) -> Any:
         """Call the group like a client with every address: next address on UNAVAILABLE, until `timeout`."""
         import trio
@@ -379,8 +411,11 @@ class HACluster:
         now; returns that index. Unlike :meth:`wait_converged` this holds while jobs still run (each
         start and exit commits a new entry, so the members' indexes need never be equal at one instant)."""
         ids = list(among or [m.node_id for m in self.members])
-        target = wait_for(lambda: (s := self.status(leader)) and s.commit_index, timeout=timeout,
-                          what=f"controller {leader}'s commit index")
+        target = wait_for(
+            lambda: (s := self.status(leader)) and s.commit_index,
+            timeout=timeout,
+            what=f"controller {leader}'s commit index",
+        )
 
         def caught_up() -> bool:
             st = self.statuses(ids)

@@ -34,6 +34,12 @@ class Log:
         return json.dumps(self.items).encode()
     def restore(self, data):
         self.items = json.loads(data)
+    def decode_snapshot(self, data):
+        return json.loads(data)
+    def adopt(self, decoded):
+        self.items = decoded
+    def check_command(self, data):
+        pass
 
 async def main(path, workers, fork):
     node = RaftNode(
@@ -75,7 +81,11 @@ def run_and_kill(path: Path, acks_before_kill: int, fork: bool = False) -> tuple
     """Start the child, SIGKILL it after `acks_before_kill` acks; return (applied at start, term, acks)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path), "4", "fork" if fork else "inline"], stdout=subprocess.PIPE, env=env, text=True, bufsize=1
+        [sys.executable, "-c", CHILD, str(path), "4", "fork" if fork else "inline"],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+        bufsize=1,
     )
     watchdog = threading.Timer(30, child.kill)  # never hang the test suite on a stuck child
     watchdog.start()

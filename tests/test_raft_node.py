@@ -36,9 +36,19 @@ class Counter:
     def snapshot(self) -> bytes:
         return json.dumps({"value": self.value}).encode()
 
-    def restore(self, data: bytes) -> None:
-        self.value = json.loads(data)["value"]
+    def decode_snapshot(self, data: bytes) -> object:
+        value = json.loads(data)["value"]
+        if not isinstance(value, int):
+            raise ValueError("value must be an integer")
+        return value
+
+    def adopt(self, decoded: object) -> None:
+        assert isinstance(decoded, int)
+        self.value = decoded
         self.restored_from = self.value
+
+    def check_command(self, data: bytes) -> None:
+        """Anything goes here: b"bad" is meant to reach apply."""
 
 
 @asynccontextmanager

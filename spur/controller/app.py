@@ -43,9 +43,15 @@ class _NotifyingStateMachine:
     def snapshot(self) -> bytes:
         return self.state.snapshot()
 
-    def restore(self, data: bytes) -> None:
-        self.state.restore(data)
+    def decode_snapshot(self, data: bytes) -> object:
+        return self.state.decode_snapshot(data)
+
+    def adopt(self, decoded: object) -> None:
+        self.state.adopt(decoded)
         self._on_apply()
+
+    def check_command(self, data: bytes) -> None:
+        self.state.check_command(data)
 
 
 class Controller:
@@ -92,6 +98,7 @@ class Controller:
         self.machine = _NotifyingStateMachine(self.state, self._signal_change)
         self.storage = RaftStorage(self.state_dir / "raft", fsync=cfg.controller.wal_fsync)
         self.raft = RaftNode(
+            credentials=self._raft_credentials(node_id),
             node_id=node_id,
             storage=self.storage,
             state_machine=self.machine,
@@ -129,6 +136,21 @@ class Controller:
         self.started_wall = self.clock.wall()
         self.config_loaded_at = self.started_wall  # last read of config_path (start, reconfigure, leading)
         self.mesh_changed = trio.Event()  # set when the mesh membership changed: reconcile now
+
+    def _raft_credentials(self, node_id: int) -> Any:
+        """This member's Raft credential (signed with the cluster key, whatever the auth mode); None, with
+        one warning when there are other members, when there is no key: the Raft port is then open."""
+        key = self.auth.settings.key
+        if key:
+            from spur.raft.auth import JwtRaftCredentials
+
+            return JwtRaftCredentials(key, node_id)
+        if self.cfg.controller.peers:
+            log.warning(
+                "the Raft port is unauthenticated: no [auth] jwt_key/jwt_key_file is set, so any process "
+                "that reaches controller.raft_listen_addr can change the cluster state; set a key"
+            )
+        return None
 
     # ------------------------------------------------------------------ identity in the group
 

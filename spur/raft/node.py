@@ -19,6 +19,22 @@ protocol over the `Raft` gRPC service (`spur.raft.transport`):
   sent after the read began, then the barrier waits for the state machine to reach the commit index.
 * A leader that has not heard from a majority for the minimum election timeout steps down.
 
+Input from the network is untrusted (see docs/security.md). With `credentials` every Raft RPC carries the
+sender's Raft credential and the server refuses calls without one of another member
+(`spur.raft.auth`); a request must name its verified sender as leader or candidate. Whatever the
+credential, each request is checked before it changes anything: the sender id is one of the other members,
+terms and indexes are at most `MAX_TERM`/`MAX_INDEX`, an AppendEntries holds at most `MAX_APPEND_ENTRIES`
+entries and `MAX_APPEND_REQUEST_BYTES` bytes whose data the state machine accepts as commands
+(`StateMachine.check_command`), a snapshot being received stays within `max_snapshot_bytes` and is
+decoded into scratch state (`StateMachine.decode_snapshot`) before it is stored or adopted. A refused
+request is answered INVALID_ARGUMENT (malformed) or PERMISSION_DENIED (wrong sender) and leaves term,
+vote, log, snapshot and state as they were.
+
+At start a snapshot that does not decode (a damaged file, or bytes the state machine cannot read) and a
+damaged WAL tail are reported in one log line each and set aside (`RaftStorage.load(salvage=True)`,
+`RaftStorage.discard_snapshot`): the member recovers what is intact and, in a group, a leader refills the
+rest with InstallSnapshot.
+
 Concurrency: all Raft state lives in this object and is changed by the tasks of one Trio run. Every change
 that writes storage happens under `_lock` (a fair trio.Lock) so the in-memory log always equals the
 durable one; storage calls run in worker threads when the storage fsyncs. Applying committed entries is
@@ -38,24 +54,38 @@ from typing import Any, Protocol
 
 import trio
 
+from spur.raft.auth import IncomingVerifier, OutgoingCredential, raft_interceptor
 from spur.raft.faults import FaultSwitch
 from spur.raft.storage import HardState, LogEntry, RaftStorage, Snapshot, StorageError
 from spur.raft.transport import RAFT_SERVICE, PeerClients, RaftService, open_peer_clients
 from spur.rpc.channel import parse_target
 from spur.rpc.proto import raft_pb2 as pb
-from spur.rpc.server import Server
+from spur.rpc.server import Interceptor, Server
 from spur.rpc.status import RpcError, StatusCode
 
 log = logging.getLogger(__name__)
 
 #: Most proposals written as one append; bounds the size of one write and of one apply burst.
 MAX_BATCH = 4096
-#: Most entries in one AppendEntries request (the byte cap usually binds first).
+#: Most entries in one AppendEntries request (the byte cap usually binds first); a follower refuses more.
 MAX_APPEND_ENTRIES = 4096
+#: Most entry bytes a follower takes in one AppendEntries (the gRPC server's message limit).
+MAX_APPEND_REQUEST_BYTES = 64 * 1024 * 1024
+#: Highest term and log index a member accepts or reaches: 2**53, far beyond any real group (a term a
+#: second for 285 million years) and exact in every JSON/float representation; a request above it is
+#: refused, never persisted.
+MAX_TERM = 2**53
+MAX_INDEX = 2**53
+#: Default bound on a snapshot being received (total bytes); a larger one is refused.
+MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024 * 1024
+
+
+class RaftCredentials(OutgoingCredential, IncomingVerifier, Protocol):
+    """A member's Raft credential: sends its own, verifies the others' (`spur.raft.auth`)."""
 
 
 class StateMachine(Protocol):
-    """What Raft drives. All three must be deterministic and do no I/O."""
+    """What Raft drives. Every method must be deterministic and do no I/O."""
 
     def apply(self, index: int, data: bytes) -> Any:
         """Apply the committed command `data` at log `index`; the return value is the proposer's result.
@@ -70,8 +100,19 @@ class StateMachine(Protocol):
         """Serialize the whole state (as of the last applied index)."""
         ...
 
-    def restore(self, data: bytes) -> None:
-        """Replace the whole state with one produced by `snapshot`."""
+    def decode_snapshot(self, data: bytes) -> object:
+        """Decode snapshot bytes (untrusted: from disk or a leader) into scratch state, leaving the current
+        state untouched; raise ValueError (or any exception) for bytes that do not decode."""
+        ...
+
+    def adopt(self, decoded: object) -> None:
+        """Replace the whole state with scratch state returned by `decode_snapshot`; must not fail."""
+        ...
+
+    def check_command(self, data: bytes) -> None:
+        """Raise ValueError when `data` (a non-empty entry from a leader) cannot be a command. Runs for
+        every replicated entry before it is stored, so it must be cheap; `apply` still rejects what this
+        lets through."""
         ...
 
 
@@ -164,6 +205,8 @@ class RaftNode:
         max_inflight: int = 8,
         snapshot_chunk_bytes: int = 1024 * 1024,
         fork_snapshots: bool = False,
+        credentials: RaftCredentials | None = None,
+        max_snapshot_bytes: int = MAX_SNAPSHOT_BYTES,
     ) -> None:
         if node_id < 0:
             raise ValueError(f"node_id must be >= 0, got {node_id}")
@@ -181,8 +224,10 @@ class RaftNode:
                 f"heartbeat_interval ({heartbeat_interval}) must be positive and below the minimum "
                 f"election timeout ({low})"
             )
-        if max_inflight < 1 or max_append_bytes < 1 or snapshot_chunk_bytes < 1:
-            raise ValueError("max_inflight, max_append_bytes and snapshot_chunk_bytes must be >= 1")
+        if max_inflight < 1 or max_append_bytes < 1 or snapshot_chunk_bytes < 1 or max_snapshot_bytes < 1:
+            raise ValueError(
+                "max_inflight, max_append_bytes, snapshot_chunk_bytes and max_snapshot_bytes must be >= 1"
+            )
         for address in peers:
             parse_target(address)  # one clear InvalidTarget naming a bad address
         self._node_id = node_id
@@ -201,6 +246,8 @@ class RaftNode:
         self._max_append_bytes = max_append_bytes
         self._max_inflight = max_inflight
         self._chunk_bytes = snapshot_chunk_bytes
+        self._credentials = credentials
+        self._max_snapshot_bytes = max_snapshot_bytes
         if faults is not None:
             faults.register(node_id)
 
@@ -218,6 +265,7 @@ class RaftNode:
         self._snapshotting = False
         self._truncate_pending: int | None = None  # a storage truncation that failed and must be redone
         self._incoming: tuple[tuple[int, int, int, int], bytearray] | None = None  # snapshot being received
+        self._out_of_range_logged = False  # a term at or above MAX_TERM was reported (once)
 
         self._lock = trio.Lock()
         self._last_heard = -math.inf  # when the current leader last reached us
@@ -337,9 +385,27 @@ class RaftNode:
             raise RuntimeError("RaftNode.run() can only be called once")
         self._started = True
         try:
-            hard_state, snapshot, entries = await trio.to_thread.run_sync(self._storage.load)
+            hard_state, snapshot, entries = await trio.to_thread.run_sync(
+                lambda: self._storage.load(salvage=True)
+            )
             self._term, self._voted_for = hard_state.term, hard_state.voted_for
-            self._recover(snapshot, entries)
+            decoded: object = None
+            if snapshot is not None:
+                try:
+                    decoded = self._sm.decode_snapshot(snapshot.data)
+                except Exception as exc:
+                    where = self._storage.directory / "snapshot"
+                    log.error(
+                        "raft node %d: snapshot %s (index %d) does not decode (%s); set aside with the "
+                        "log after it, starting from an empty state (a leader sends its snapshot)",
+                        self._node_id,
+                        where,
+                        snapshot.last_index,
+                        _reason(exc),
+                    )
+                    await trio.to_thread.run_sync(self._storage.discard_snapshot)
+                    snapshot, entries = None, []
+            self._recover(snapshot, decoded, entries)
             async with AsyncExitStack() as stack:
                 if self._others:
                     self._clients = await stack.enter_async_context(
@@ -348,6 +414,7 @@ class RaftNode:
                             self._others,
                             connect_timeout=self._rpc_timeout,
                             faults=self._faults,
+                            credential=self._credentials,
                         )
                     )
                 async with trio.open_nursery() as nursery:
@@ -355,7 +422,7 @@ class RaftNode:
                     if listen is None and self._others:
                         listen = parse_target(self._peers[self._node_id - 1])
                     if listen is not None:
-                        server = Server()
+                        server = Server(interceptor=self._interceptor())
                         server.add_service(RAFT_SERVICE, RaftService(self, self._faults))
                         self._bound_port = await nursery.start(server.serve, listen[0], listen[1])
                     if not self._others:
@@ -367,10 +434,17 @@ class RaftNode:
             self._set_role(Role.FOLLOWER)
             self._fail_proposals("raft node stopped")
 
-    def _recover(self, snapshot: Snapshot | None, entries: list[LogEntry]) -> None:
-        """Restore the snapshot; a one-member group also applies the log (all of it is committed there)."""
+    def _interceptor(self) -> Interceptor | None:
+        """The Raft server's interceptor: checks the sender's credential (None without credentials)."""
+        if self._credentials is None:
+            return None
+        return raft_interceptor(self._credentials, node_id=self._node_id, members=self._others)
+
+    def _recover(self, snapshot: Snapshot | None, decoded: object, entries: list[LogEntry]) -> None:
+        """Adopt the snapshot (`decoded` from it); a one-member group also applies the log (all of it is
+        committed there)."""
         if snapshot is not None:
-            self._sm.restore(snapshot.data)
+            self._sm.adopt(decoded)
             self._snapshot_index, self._snapshot_term = snapshot.last_index, snapshot.last_term
             self._applied_index = self._commit_index = snapshot.last_index
             self._last_snapshot = snapshot
@@ -484,7 +558,18 @@ class RaftNode:
         self._become_follower(f"term {term} started elsewhere")
 
     async def _observe_term(self, term: int) -> None:
-        """A reply carried a higher term: adopt it (unless something else already did)."""
+        """A reply carried a higher term: adopt it (unless something else already did, or it is out of
+        range: then the reply is ignored)."""
+        if term > MAX_TERM:
+            if not self._out_of_range_logged:  # once: such a member answers every heartbeat the same
+                self._out_of_range_logged = True
+                log.warning(
+                    "raft node %d ignores replies with term %d (above %d); that member's state needs repair",
+                    self._node_id,
+                    term,
+                    MAX_TERM,
+                )
+            return
         async with self._lock:
             if term > self._term:
                 await self._adopt_term(term)
@@ -694,6 +779,8 @@ class RaftNode:
         """Would a majority vote for us in the next term? Changes nobody's term or vote."""
         if self._leader_recent():
             return False
+        if self._term_exhausted():
+            return False
         term = self._term
         request = pb.RequestVoteRequest(
             term=term + 1,
@@ -705,9 +792,26 @@ class RaftNode:
         won = await self._gather_votes(request)
         return won and self._term == term and not self._leader_recent()
 
+    def _term_exhausted(self) -> bool:
+        """True (said once in the log) when our term is at or above MAX_TERM: no election can follow. Only
+        a storage written before terms were bounded can hold such a term."""
+        if self._term < MAX_TERM:
+            return False
+        if not self._out_of_range_logged:
+            self._out_of_range_logged = True
+            log.error(
+                "raft node %d cannot campaign: its term %d is at or above the highest allowed (%d)",
+                self._node_id,
+                self._term,
+                MAX_TERM,
+            )
+        return True
+
     async def _campaign(self) -> None:
         async with self._lock:
             if self._role is Role.LEADER or (self._others and self._leader_recent()):
+                return
+            if self._term_exhausted():
                 return
             term = self._term + 1
             self._leader_id = None
@@ -779,6 +883,10 @@ class RaftNode:
 
     async def on_request_vote(self, request: pb.RequestVoteRequest) -> pb.RequestVoteResponse:
         """Handle RequestVote (real or pre-vote) from a candidate."""
+        self._check_sender(request.candidate_id, "candidate_id")
+        _bounded("term", request.term, MAX_TERM)
+        _bounded("last_log_index", request.last_log_index, MAX_INDEX)
+        _bounded("last_log_term", request.last_log_term, request.term)
         async with self._lock:
             up_to_date = (request.last_log_term, request.last_log_index) >= (
                 self._last_term(),
@@ -819,6 +927,7 @@ class RaftNode:
 
     async def on_append_entries(self, request: pb.AppendEntriesRequest) -> pb.AppendEntriesResponse:
         """Handle AppendEntries from a leader; acknowledges only entries that are durable here."""
+        self._check_append(request)
         if request.term == self._term and request.prev_log_index > self._last_index():
             # Pipelined requests can be handled out of order: give an earlier one a moment to land.
             with trio.move_on_after(self._rpc_timeout / 2):
@@ -835,13 +944,67 @@ class RaftNode:
                 log.warning("raft node %d cannot store entries from the leader: %s", self._node_id, exc)
                 return pb.AppendEntriesResponse(term=self._term, success=False, storage_failed=True)
 
+    def _check_sender(self, member: int, field_name: str) -> None:
+        """Refuse (PERMISSION_DENIED) a request naming a sender that is not another member of the group."""
+        if member not in self._others:
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED,
+                f"{field_name} {member} is not another member of this Raft group "
+                f"(members 1..{len(self._peers)}, this is {self._node_id})",
+            )
+
+    def _check_append(self, request: pb.AppendEntriesRequest) -> None:
+        """Refuse a malformed AppendEntries before it changes anything (see the module docstring)."""
+        self._check_sender(request.leader_id, "leader_id")
+        _bounded("term", request.term, MAX_TERM)
+        _bounded("prev_log_index", request.prev_log_index, MAX_INDEX)
+        _bounded("prev_log_term", request.prev_log_term, request.term)
+        _bounded("leader_commit", request.leader_commit, MAX_INDEX)
+        entries = request.entries
+        if len(entries) > MAX_APPEND_ENTRIES:
+            raise RpcError(
+                StatusCode.INVALID_ARGUMENT,
+                f"AppendEntries with {len(entries)} entries (the limit is {MAX_APPEND_ENTRIES})",
+            )
+        _bounded("last entry index", request.prev_log_index + len(entries), MAX_INDEX)
+        expected, previous_term, size = request.prev_log_index + 1, request.prev_log_term, 0
+        check = self._sm.check_command
+        for entry in entries:
+            if entry.index != expected or not previous_term <= entry.term <= request.term:
+                raise RpcError(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"malformed AppendEntries at entry {entry.index} (term {entry.term}): entries must "
+                    f"follow prev_log_index with non-decreasing terms up to the request's term",
+                )
+            size += len(entry.data)
+            if size > MAX_APPEND_REQUEST_BYTES:
+                raise RpcError(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"AppendEntries carries more than {MAX_APPEND_REQUEST_BYTES} bytes of entries",
+                )
+            if entry.data:
+                try:
+                    check(entry.data)
+                except Exception as exc:
+                    raise RpcError(
+                        StatusCode.INVALID_ARGUMENT,
+                        f"entry {entry.index} is not a state machine command: {_reason(exc)}",
+                    ) from None
+            expected += 1
+            previous_term = entry.term
+
     async def _append_from_leader(self, request: pb.AppendEntriesRequest) -> pb.AppendEntriesResponse:
-        await self._accept_leader(request.term, request.leader_id)
         prev, prev_term = request.prev_log_index, request.prev_log_term
         entries = [LogEntry(e.index, e.term, e.data) for e in request.entries]
-        for offset, entry in enumerate(entries):
-            if entry.index != prev + 1 + offset or entry.term > request.term:
-                raise RpcError(StatusCode.INVALID_ARGUMENT, f"malformed AppendEntries at entry {entry.index}")
+        for entry in entries:
+            have = self._term_at(entry.index)
+            if entry.index <= self._commit_index and have is not None and have != entry.term:
+                raise RpcError(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"entry {entry.index} of term {entry.term} conflicts with the committed entry of term "
+                    f"{have}",
+                )
+        await self._accept_leader(request.term, request.leader_id)
         if prev < self._snapshot_index:  # the start is compacted here, hence committed and matching
             entries = [e for e in entries if e.index > self._snapshot_index]
             if not entries:
@@ -875,32 +1038,71 @@ class RaftNode:
         return pb.AppendEntriesResponse(term=self._term, success=True, match_index=match)
 
     async def on_install_snapshot(self, request: pb.InstallSnapshotRequest) -> pb.InstallSnapshotResponse:
-        """Handle one chunk of a snapshot from the leader; the last chunk installs it."""
+        """Handle one chunk of a snapshot from the leader; the last chunk installs it once its bytes decode
+        into scratch state (nothing is stored before that)."""
+        self._check_sender(request.leader_id, "leader_id")
+        _bounded("term", request.term, MAX_TERM)
+        _bounded("last_term", request.last_term, request.term)
+        _bounded("last_index", request.last_index, MAX_INDEX)
+        if request.last_index < 1:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, "a snapshot's last_index must be at least 1")
+        if request.offset + len(request.data) > self._max_snapshot_bytes:
+            self._incoming = None
+            raise RpcError(
+                StatusCode.INVALID_ARGUMENT,
+                f"snapshot larger than the limit of {self._max_snapshot_bytes} bytes",
+            )
         async with self._lock:
             if request.term < self._term:
                 return pb.InstallSnapshotResponse(term=self._term)
-            await self._accept_leader(request.term, request.leader_id)
             key = (request.term, request.leader_id, request.last_index, request.last_term)
             if request.offset == 0:
-                self._incoming = (key, bytearray())
-            if self._incoming is None or self._incoming[0] != key:
+                buffer = bytearray()
+            elif self._incoming is None or self._incoming[0] != key:
+                await self._accept_leader(request.term, request.leader_id)
                 return pb.InstallSnapshotResponse(term=self._term, next_offset=0)
-            buffer = self._incoming[1]
+            else:
+                buffer = self._incoming[1]
             if request.offset != len(buffer):
+                await self._accept_leader(request.term, request.leader_id)
                 return pb.InstallSnapshotResponse(term=self._term, next_offset=len(buffer))
+            decoded: object = None
+            install = request.done and request.last_index > self._commit_index
+            if install:
+                data = bytes(buffer) + request.data
+                self._incoming = None
+                try:
+                    decoded = self._sm.decode_snapshot(data)
+                except Exception as exc:  # refused before it changes anything, the term included
+                    log.warning(
+                        "raft node %d refused the snapshot at index %d from member %d (%d bytes): it does "
+                        "not decode (%s)",
+                        self._node_id,
+                        request.last_index,
+                        request.leader_id,
+                        len(data),
+                        _reason(exc),
+                    )
+                    raise RpcError(
+                        StatusCode.INVALID_ARGUMENT,
+                        f"snapshot at index {request.last_index} does not decode: {_reason(exc)}",
+                    ) from None
+            await self._accept_leader(request.term, request.leader_id)
             buffer += request.data
             if not request.done:
+                self._incoming = (key, buffer)
                 return pb.InstallSnapshotResponse(term=self._term, next_offset=len(buffer))
             self._incoming = None
-            if request.last_index > self._commit_index:
+            if install and request.last_index > self._commit_index:
                 try:
-                    await self._install(Snapshot(request.last_index, request.last_term, bytes(buffer)))
+                    await self._install(Snapshot(request.last_index, request.last_term, data), decoded)
                 except StorageError as exc:
                     raise RpcError(StatusCode.UNAVAILABLE, f"cannot store the snapshot: {exc}") from None
             return pb.InstallSnapshotResponse(term=self._term, next_offset=len(buffer))
 
-    async def _install(self, snapshot: Snapshot) -> None:
-        """Replace state and log prefix with a leader's snapshot. Call with `_lock` held."""
+    async def _install(self, snapshot: Snapshot, decoded: object) -> None:
+        """Replace state and log prefix with a leader's snapshot (`decoded` from its data). Call with
+        `_lock` held."""
         try:
             await self._io(self._storage.save_snapshot, snapshot)
         except ValueError:  # a newer local snapshot is already stored
@@ -914,7 +1116,7 @@ class RaftNode:
         self._last_snapshot = snapshot
         self._next_snapshot_at = snapshot.last_index + self._snapshot_every
         if snapshot.last_index > self._applied_index:
-            self._sm.restore(snapshot.data)
+            self._sm.adopt(decoded)
             self._applied_index = snapshot.last_index
         self._commit_index = max(self._commit_index, snapshot.last_index)
         log.info("raft node %d installed a snapshot at index %d", self._node_id, snapshot.last_index)
@@ -1020,8 +1222,9 @@ class RaftNode:
             return
         self._acknowledged(peer, sent)
         if reply.success:
-            if reply.match_index > peer.match_index:
-                peer.match_index = reply.match_index
+            match = min(reply.match_index, request.prev_log_index + len(request.entries))
+            if match > peer.match_index:
+                peer.match_index = match
                 self._advance_leader_commit()
             peer.next_index = max(peer.next_index, peer.match_index + 1)
             if epoch == peer.epoch:
@@ -1033,6 +1236,17 @@ class RaftNode:
                 peer.next_index = peer.match_index + 1
                 peer.backoff_until = trio.current_time() + self._heartbeat
             else:
+                if 0 < reply.conflict_index <= peer.match_index:
+                    # It lost entries it had acknowledged (storage set aside at start as damaged): start over
+                    # from what it has now; the commit index never moves back.
+                    log.warning(
+                        "raft node %d: member %d lost its log after index %d (had acknowledged %d); refilling it",
+                        self._node_id,
+                        peer.id,
+                        reply.conflict_index - 1,
+                        peer.match_index,
+                    )
+                    peer.match_index = reply.conflict_index - 1
                 peer.next_index = max(peer.match_index + 1, self._retry_index(reply))
 
     def _acknowledged(self, peer: _Peer, sent: tuple[float, int]) -> None:
@@ -1129,7 +1343,9 @@ class RaftNode:
                 log.warning("cannot fork for the snapshot at index %d (serializing here): %s", index, exc)
             else:
                 self._snapshotting = True
-                self._nursery.start_soon(self._forked_snapshot, child, index, term, name=f"raft-snapshot-{index}")
+                self._nursery.start_soon(
+                    self._forked_snapshot, child, index, term, name=f"raft-snapshot-{index}"
+                )
                 return
         try:
             data = self._sm.snapshot()
@@ -1137,7 +1353,9 @@ class RaftNode:
             log.exception("state machine snapshot at index %d failed; retrying later", index)
             return
         self._snapshotting = True
-        self._nursery.start_soon(self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}")
+        self._nursery.start_soon(
+            self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}"
+        )
 
     async def _forked_snapshot(self, child: Any, index: int, term: int) -> None:
         """Collect the bytes of the child forked at ``index`` (``spur.raft.forked``), then save them."""
@@ -1171,3 +1389,17 @@ class RaftNode:
         self._snapshot_index, self._snapshot_term = snapshot.last_index, snapshot.last_term
         self._last_snapshot = snapshot
         log.info("raft snapshot at index %d saved, log compacted", snapshot.last_index)
+
+
+def _bounded(name: str, value: int, maximum: int) -> None:
+    """Refuse (INVALID_ARGUMENT) a request field above `maximum`."""
+    if value > maximum:
+        raise RpcError(StatusCode.INVALID_ARGUMENT, f"{name} {value} is out of range (at most {maximum})")
+
+
+def _reason(exc: BaseException) -> str:
+    """A short one-line description of why decoding failed (for logs and error text)."""
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:200] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

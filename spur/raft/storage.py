@@ -17,6 +17,14 @@ Crash safety rules that `load` relies on:
   snapshot index is obsolete and removed (this finishes a compaction interrupted by a crash);
 * if the log holds the snapshot's index with a different term, or ends at or before it, the whole log is
   obsolete (Raft's InstallSnapshot rule) and is removed.
+
+Damage a crash cannot explain is a `CorruptLogError` from a strict `load()`. ``load(salvage=True)`` (what a
+Raft member uses at start) instead keeps what is intact, logs one warning line per damaged file naming it
+and the problem, and sets the damaged bytes aside under ``<name>.corrupt`` (never deleted, for the
+operator): an undecodable snapshot file is set aside (the log then stands alone, or is set aside too when
+it does not start at index 1); a segment is cut back to its last valid record, and every later segment is
+set aside. `discard_snapshot` sets aside a snapshot the state machine cannot read, with the whole log.
+A damaged hard state file stays an error: a vote cannot be guessed.
 """
 
 from __future__ import annotations
@@ -181,12 +189,13 @@ class RaftStorage:
 
     # -- load -------------------------------------------------------------------------------------------
 
-    def load(self) -> tuple[HardState, Snapshot | None, list[LogEntry]]:
+    def load(self, *, salvage: bool = False) -> tuple[HardState, Snapshot | None, list[LogEntry]]:
         """Recover and return ``(hard state, snapshot or None, log entries after the snapshot)``.
 
         Cuts off a torn last record, finishes interrupted compactions, removes stray temporary files.
-        Raises CorruptLogError for damage a crash cannot cause (naming file and offset), StorageError for
-        I/O failures.
+        Raises CorruptLogError for damage a crash cannot cause (naming file and offset), unless `salvage`:
+        then damaged snapshot and log files are set aside as the module docstring says, and only a
+        damaged hard state raises. StorageError for I/O failures.
         """
         with self._lock:
             self._check_open()
@@ -195,17 +204,17 @@ class RaftStorage:
             self._garbage = []
             self._loaded = False
             try:
-                result = self._load()
+                result = self._load(salvage)
             except OSError as exc:
                 raise _os_error(f"loading Raft storage from {self._dir}", exc) from exc
             self._loaded = True
             return result
 
-    def _load(self) -> tuple[HardState, Snapshot | None, list[LogEntry]]:
+    def _load(self, salvage: bool) -> tuple[HardState, Snapshot | None, list[LogEntry]]:
         for stray in self._dir.glob("*.tmp"):
             stray.unlink()
         hard_state = self._read_hard_state()
-        snapshot = self._read_snapshot()
+        snapshot = self._read_snapshot(salvage)
         snap_index, snap_term = (snapshot.last_index, snapshot.last_term) if snapshot else (0, 0)
 
         listed = self._list_segments()
@@ -220,26 +229,46 @@ class RaftStorage:
 
         entries: list[LogEntry] = []
         for i, (first, path) in enumerate(live):
-            segment, seg_entries = self._scan_segment(first, path, is_last=i == len(live) - 1)
             if self._segments and first != self._segments[-1].last_index + 1:
                 prev = self._segments[-1]
-                raise CorruptLogError(
+                damage = CorruptLogError(
                     path,
                     None,
                     f"segment starts at index {first} but {prev.path.name} ends at {prev.last_index}",
                 )
+                if not salvage:
+                    raise damage
+                self._set_aside([p for _, p in live[i:]], damage)
+                removed = True
+                break
+            segment, seg_entries, damaged = self._scan_segment(
+                first, path, is_last=i == len(live) - 1, salvage=salvage
+            )
             self._segments.append(segment)
             entries.extend(seg_entries)
+            if damaged:
+                if i + 1 < len(live):
+                    self._set_aside([p for _, p in live[i + 1 :]], None)
+                removed = True
+                break
 
         if self._segments:
             first, last = self._segments[0].first_index, self._segments[-1].last_index
             if first > snap_index + 1:
                 have = f"the snapshot ends at {snap_index}" if snapshot else "there is no snapshot"
-                raise CorruptLogError(
+                damage = CorruptLogError(
                     self._segments[0].path,
                     None,
                     f"log starts at index {first} but {have}; entries are missing",
                 )
+                if not salvage:
+                    raise damage
+                self._set_aside([segment.path for segment in self._segments], damage)
+                self._segments = []
+                entries = []
+                removed = True
+        if self._segments:
+            first, last = self._segments[0].first_index, self._segments[-1].last_index
             if snapshot is not None:
                 if last <= snap_index or (
                     first <= snap_index and entries[snap_index - first].term != snap_term
@@ -270,7 +299,7 @@ class RaftStorage:
             raise CorruptLogError(path, None, str(exc)) from exc
         return HardState(term, voted_for)
 
-    def _read_snapshot(self) -> Snapshot | None:
+    def _read_snapshot(self, salvage: bool) -> Snapshot | None:
         path = self._dir / SNAPSHOT_FILE
         try:
             buf = path.read_bytes()
@@ -279,8 +308,24 @@ class RaftStorage:
         try:
             last_index, last_term, data = codec.decode_snapshot(buf)
         except codec.DecodeError as exc:
-            raise CorruptLogError(path, None, str(exc)) from exc
+            damage = CorruptLogError(path, None, str(exc))
+            if not salvage:
+                raise damage from exc
+            self._set_aside([path], damage)
+            fsync_dir(self._dir, self._sync)
+            return None
         return Snapshot(last_index, last_term, data)
+
+    def _set_aside(self, paths: Sequence[Path], damage: CorruptLogError | None) -> None:
+        """Rename `paths` to ``<name>.corrupt`` (replacing older ones); log `damage` (or that they follow
+        a damaged file) in one line."""
+        for path in paths:
+            path.rename(path.with_name(path.name + ".corrupt"))
+        names = ", ".join(p.name for p in paths)
+        if damage is not None:
+            log.warning("%s; set aside (%s -> *.corrupt), recovering from what is intact", damage, names)
+        elif paths:
+            log.warning("set aside log segments after a damaged one: %s -> *.corrupt", names)
 
     def _list_segments(self) -> list[tuple[int, Path]]:
         found = []
@@ -291,28 +336,55 @@ class RaftStorage:
         found.sort()
         return found
 
-    def _scan_segment(self, first: int, path: Path, *, is_last: bool) -> tuple[_Segment, list[LogEntry]]:
+    def _scan_segment(
+        self, first: int, path: Path, *, is_last: bool, salvage: bool
+    ) -> tuple[_Segment, list[LogEntry], bool]:
+        """The segment's valid records; with `salvage`, damage cuts the file back to the records before it
+        (the cut bytes are kept in ``<name>.corrupt``) and the third value is True."""
         buf = path.read_bytes()
         scan = codec.scan_records(buf)
+        damage: CorruptLogError | None = None
         if scan.tail is codec.TailKind.CORRUPT or (scan.tail is codec.TailKind.TORN and not is_last):
-            raise CorruptLogError(path, scan.end, scan.reason)
+            damage = CorruptLogError(path, scan.end, scan.reason)
         segment = _Segment(path, first, size=scan.end)
         entries = []
         prev_term = 0
         for rec in scan.records:
             expected = first + len(segment.offsets)
             if rec.index != expected:
-                raise CorruptLogError(
+                damage = CorruptLogError(
                     path, rec.offset, f"record holds index {rec.index}, expected {expected}"
                 )
-            if rec.term < prev_term:
-                raise CorruptLogError(
+            elif rec.term < prev_term:
+                damage = CorruptLogError(
                     path, rec.offset, f"term {rec.term} of index {rec.index} went backwards"
                 )
+            if damage is not None and damage.offset == rec.offset:
+                segment.size = rec.offset
+                break
             prev_term = rec.term
             segment.offsets.append(rec.offset)
             segment.terms.append(rec.term)
             entries.append(LogEntry(rec.index, rec.term, rec.data))
+        if damage is not None:
+            if not salvage:
+                raise damage
+            aside = path.with_name(path.name + ".corrupt")
+            atomic_write(aside, [buf[segment.size :]], self._sync)
+            log.warning(
+                "%s; cut back to %d valid entries (the %d bytes after them kept in %s)",
+                damage,
+                len(entries),
+                len(buf) - segment.size,
+                aside.name,
+            )
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, segment.size)
+                fsync_fd(fd, self._sync)
+            finally:
+                os.close(fd)
+            return segment, entries, True
         if scan.tail is codec.TailKind.TORN:
             log.warning(
                 "discarding torn tail of %s at offset %d (%d bytes): %s",
@@ -327,7 +399,7 @@ class RaftStorage:
                 fsync_fd(fd, self._sync)
             finally:
                 os.close(fd)
-        return segment, entries
+        return segment, entries, False
 
     # -- writes -----------------------------------------------------------------------------------------
 
@@ -462,6 +534,28 @@ class RaftStorage:
                     raise _os_error(
                         f"compacting the log up to {snap.last_index} in {self._dir}", exc
                     ) from exc
+
+    def discard_snapshot(self) -> None:
+        """Set aside the stored snapshot and the whole log (``*.corrupt``): the state machine cannot read
+        the snapshot, and the log after it means nothing without it. The storage is then empty except for
+        the hard state (the term and vote stay: they are promises to other members)."""
+        with self._snapshot_lock, self._lock:
+            self._check_ready()
+            self._close_fd()
+            paths = [segment.path for segment in self._segments]
+            snapshot = self._dir / SNAPSHOT_FILE
+            if snapshot.exists():
+                paths.insert(0, snapshot)
+            try:
+                for path in paths:
+                    path.rename(path.with_name(path.name + ".corrupt"))
+                fsync_dir(self._dir, self._sync)
+            except OSError as exc:
+                raise _os_error(f"setting aside the snapshot in {self._dir}", exc) from exc
+            self._segments = []
+            self._garbage = []
+            self._snap_index = self._snap_term = 0
+            self._needs_repair = False
 
     def close(self) -> None:
         """Close files and release the directory lock. Idempotent; the object is unusable afterwards."""

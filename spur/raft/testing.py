@@ -56,6 +56,23 @@ class KeyValue:
         state = json.loads(data)
         self.data, self.applied = state["data"], state["applied"]
 
+    def decode_snapshot(self, data: bytes) -> object:
+        state = json.loads(data)
+        if not isinstance(state, dict) or not isinstance(state.get("data"), dict):
+            raise ValueError("not a KeyValue snapshot")
+        if not isinstance(state.get("applied"), dict):
+            raise ValueError("not a KeyValue snapshot")
+        return state
+
+    def adopt(self, decoded: object) -> None:
+        assert isinstance(decoded, dict)
+        self.data, self.applied = decoded["data"], decoded["applied"]
+
+    def check_command(self, data: bytes) -> None:
+        cmd = json.loads(data)
+        if not isinstance(cmd, dict) or not ("put" in cmd or "add" in cmd):
+            raise ValueError("a KeyValue command is an object with 'put' or 'add'")
+
 
 def free_ports(count: int) -> list[int]:
     """`count` distinct loopback ports that were free a moment ago."""
@@ -98,6 +115,7 @@ class Cluster:
         self.fsync = node_options.pop("fsync", False)
         self.options = node_options
         self._seed = node_options.pop("seed", 1)
+        self.key: bytes | None = node_options.pop("key", None)  # each member's Raft credential key
         self._changed = trio.Event()
 
     def _signal(self) -> None:
@@ -126,6 +144,10 @@ class Cluster:
         slot.storage = RaftStorage(slot.directory, fsync=self.fsync)
         slot.sm = KeyValue()
         options = {**self.options, **overrides}
+        if self.key is not None and "credentials" not in options:
+            from spur.raft.auth import JwtRaftCredentials
+
+            options["credentials"] = JwtRaftCredentials(self.key, member)
         slot.node = RaftNode(
             node_id=member,
             storage=slot.storage,
@@ -225,7 +247,8 @@ async def open_cluster(directory: Path, size: int, **node_options: Any) -> Async
     """Start a `size`-member cluster with its storage under `directory`; stopped when the block exits.
 
     `node_options` go to every RaftNode (``election_timeout``, ``heartbeat_interval``, ...), plus
-    ``fsync`` (storage fsync, default False) and ``seed`` (election timer randomness).
+    ``fsync`` (storage fsync, default False), ``seed`` (election timer randomness) and ``key`` (the cluster
+    key: each member then sends and requires a Raft credential, `spur.raft.auth.JwtRaftCredentials`).
     """
     async with trio.open_nursery() as nursery:
         cluster = Cluster(nursery, Path(directory), size, dict(node_options))

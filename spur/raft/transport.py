@@ -6,8 +6,12 @@ Server side: `RaftService` forwards each RPC to the member's handler methods (``
 address; the class is public so a process can also host the service on a server of its own.
 
 Client side: `PeerClients` keeps one channel (one HTTP/2 connection, reopened after a failure) per peer
-for as long as the member runs; every call carries a deadline. Both sides consult the optional
-`FaultSwitch` (see `spur.raft.faults`).
+for as long as the member runs; every call carries a deadline and, when the member has one, its Raft
+credential (`spur.raft.auth`). Both sides consult the optional `FaultSwitch` (see `spur.raft.faults`).
+
+A call whose context carries a verified sender (``context.identity`` a `RaftPeer`, set by
+`spur.raft.auth.raft_interceptor`) must name that sender as its leader or candidate id: any other id is
+refused with PERMISSION_DENIED before the member sees the request.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any, Protocol
 import trio
 from google.protobuf.message import Message
 
+from spur.raft.auth import OutgoingCredential, RaftPeer
 from spur.raft.faults import FaultSwitch
 from spur.rpc.channel import open_channel
 from spur.rpc.proto import raft_pb2 as pb
@@ -52,19 +57,25 @@ class RaftService:
     async def RequestVote(
         self, request: pb.RequestVoteRequest, context: CallContext
     ) -> pb.RequestVoteResponse:
-        return await self._serve(request.candidate_id, self._handler.on_request_vote, request)
+        return await self._serve(request.candidate_id, self._handler.on_request_vote, request, context)
 
     async def AppendEntries(
         self, request: pb.AppendEntriesRequest, context: CallContext
     ) -> pb.AppendEntriesResponse:
-        return await self._serve(request.leader_id, self._handler.on_append_entries, request)
+        return await self._serve(request.leader_id, self._handler.on_append_entries, request, context)
 
     async def InstallSnapshot(
         self, request: pb.InstallSnapshotRequest, context: CallContext
     ) -> pb.InstallSnapshotResponse:
-        return await self._serve(request.leader_id, self._handler.on_install_snapshot, request)
+        return await self._serve(request.leader_id, self._handler.on_install_snapshot, request, context)
 
-    async def _serve(self, src: int, handler: Any, request: Message) -> Any:
+    async def _serve(self, src: int, handler: Any, request: Message, context: CallContext) -> Any:
+        sender = context.identity
+        if isinstance(sender, RaftPeer) and sender.member != src:
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED,
+                f"the request names member {src} but its credential is member {sender.member}'s",
+            )
         me = self._handler.node_id
         if self._faults is not None and self._faults.drops(src, me):
             await trio.sleep_forever()  # the request is "lost": the caller's deadline ends the call
@@ -105,13 +116,21 @@ async def open_peer_clients(
     *,
     connect_timeout: float,
     faults: FaultSwitch | None = None,
+    credential: OutgoingCredential | None = None,
 ) -> AsyncIterator[PeerClients]:
-    """Channels to each ``{member id: "host:port"}`` in `addresses` for the duration of the block."""
+    """Channels to each ``{member id: "host:port"}`` in `addresses` for the duration of the block; every
+    call carries `credential`'s metadata when one is given."""
+    provider = credential.outgoing_metadata if credential is not None else None
     async with AsyncExitStack() as stack:
         stubs = {}
         for peer, address in addresses.items():
             channel = await stack.enter_async_context(
-                open_channel(address, connect_timeout=connect_timeout, keepalive_interval=10.0)
+                open_channel(
+                    address,
+                    connect_timeout=connect_timeout,
+                    keepalive_interval=10.0,
+                    metadata_provider=provider,
+                )
             )
             stubs[peer] = Stub(channel, RAFT_SERVICE)
         yield PeerClients(node_id, stubs, faults)
