@@ -34,6 +34,7 @@ import random
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -164,7 +165,11 @@ class RaftNode:
         max_inflight: int = 8,
         snapshot_chunk_bytes: int = 1024 * 1024,
         fork_snapshots: bool = False,
+        server_tls: Any = None,
+        client_tls: Any = None,
     ) -> None:
+        """`server_tls` / `client_tls` (spur.rpc.tls.ServerTLS / ClientTLS, None = plaintext) are passed
+        to the Raft server's ``serve`` and to the peer channels."""
         if node_id < 0:
             raise ValueError(f"node_id must be >= 0, got {node_id}")
         if peers and not 1 <= node_id <= len(peers):
@@ -185,6 +190,8 @@ class RaftNode:
             raise ValueError("max_inflight, max_append_bytes and snapshot_chunk_bytes must be >= 1")
         for address in peers:
             parse_target(address)  # one clear InvalidTarget naming a bad address
+        self._server_tls = server_tls
+        self._client_tls = client_tls
         self._node_id = node_id
         self._storage = storage
         self._sm = state_machine
@@ -348,6 +355,7 @@ class RaftNode:
                             self._others,
                             connect_timeout=self._rpc_timeout,
                             faults=self._faults,
+                            tls=self._client_tls,
                         )
                     )
                 async with trio.open_nursery() as nursery:
@@ -357,7 +365,9 @@ class RaftNode:
                     if listen is not None:
                         server = Server()
                         server.add_service(RAFT_SERVICE, RaftService(self, self._faults))
-                        self._bound_port = await nursery.start(server.serve, listen[0], listen[1])
+                        self._bound_port = await nursery.start(
+                            partial(server.serve, tls=self._server_tls), listen[0], listen[1]
+                        )
                     if not self._others:
                         await self._campaign()  # a one-member group elects itself at once
                     nursery.start_soon(self._role_loop, name=f"raft-{self._node_id}-roles")
@@ -1129,7 +1139,9 @@ class RaftNode:
                 log.warning("cannot fork for the snapshot at index %d (serializing here): %s", index, exc)
             else:
                 self._snapshotting = True
-                self._nursery.start_soon(self._forked_snapshot, child, index, term, name=f"raft-snapshot-{index}")
+                self._nursery.start_soon(
+                    self._forked_snapshot, child, index, term, name=f"raft-snapshot-{index}"
+                )
                 return
         try:
             data = self._sm.snapshot()
@@ -1137,7 +1149,9 @@ class RaftNode:
             log.exception("state machine snapshot at index %d failed; retrying later", index)
             return
         self._snapshotting = True
-        self._nursery.start_soon(self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}")
+        self._nursery.start_soon(
+            self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}"
+        )
 
     async def _forked_snapshot(self, child: Any, index: int, term: int) -> None:
         """Collect the bytes of the child forked at ``index`` (``spur.raft.forked``), then save them."""

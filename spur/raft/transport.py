@@ -105,13 +105,15 @@ async def open_peer_clients(
     *,
     connect_timeout: float,
     faults: FaultSwitch | None = None,
+    tls: Any = None,
 ) -> AsyncIterator[PeerClients]:
-    """Channels to each ``{member id: "host:port"}`` in `addresses` for the duration of the block."""
+    """Channels to each ``{member id: "host:port"}`` in `addresses` for the duration of the block
+    (`tls`: spur.rpc.tls.ClientTLS for every channel; None = plaintext)."""
     async with AsyncExitStack() as stack:
         stubs = {}
         for peer, address in addresses.items():
             channel = await stack.enter_async_context(
-                open_channel(address, connect_timeout=connect_timeout, keepalive_interval=10.0)
+                open_channel(address, connect_timeout=connect_timeout, keepalive_interval=10.0, tls=tls)
             )
             stubs[peer] = Stub(channel, RAFT_SERVICE)
         yield PeerClients(node_id, stubs, faults)

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 USER_AGENT = "spur-rpc-blocking/0.1"
 # The last TLS session per target, offered again by the next connection in this process.
-_SESSIONS: dict[str, Any] = {}
+_SESSIONS: dict[tuple[str, Any], Any] = {}
 _READ = 256 * 1024
 
 
@@ -234,17 +234,14 @@ class BlockingChannel:
 
         assert self.tls is not None
         plain = socket_module.socket(sock.family, sock.type, sock.proto, fileno=sock.detach())
-        try:
-            tls_sock = self.tls.context().wrap_socket(
-                plain,
-                server_hostname=self.tls.server_hostname or self.host,
-                do_handshake_on_connect=False,
-                session=_SESSIONS.get(self.authority),
-            )
-        except ValueError:  # a session of another context
-            tls_sock = self.tls.context().wrap_socket(
-                plain, server_hostname=self.tls.server_hostname or self.host, do_handshake_on_connect=False
-            )
+        context = self.tls.context()
+        key = (self.authority, context)  # a session is only valid with the context that made it
+        tls_sock = context.wrap_socket(
+            plain,
+            server_hostname=self.tls.server_hostname or self.host,
+            do_handshake_on_connect=False,
+            session=_SESSIONS.get(key),
+        )
         try:
             tls_sock.settimeout(limit)
             tls_sock.do_handshake()
@@ -255,11 +252,13 @@ class BlockingChannel:
             ) from None
         except (ssl.SSLError, OSError) as exc:
             tls_sock.close()
-            why = getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or str(exc)
+            from spur.rpc.tls import describe_ssl_error
+
+            why = describe_ssl_error(exc)
             raise RpcError(
                 StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: TLS handshake failed: {why}"
             ) from None
-        _SESSIONS[self.authority] = tls_sock.session
+        _SESSIONS[key] = tls_sock.session
         return tls_sock
 
     def _headers(

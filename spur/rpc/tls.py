@@ -159,7 +159,9 @@ def _load_ca(ctx: ssl.SSLContext, settings: TlsSettings) -> None:
     try:
         ctx.load_verify_locations(cafile=str(path))
     except (ssl.SSLError, OSError) as exc:
-        raise TlsConfigError(f"tls.ca_file {path}: not a usable CA certificate: {_reason(exc)}") from None
+        raise TlsConfigError(
+            f"tls.ca_file {path}: not a usable CA certificate: {describe_ssl_error(exc)}"
+        ) from None
 
 
 def _load_cert(ctx: ssl.SSLContext, settings: TlsSettings) -> None:
@@ -176,15 +178,20 @@ def _load_cert(ctx: ssl.SSLContext, settings: TlsSettings) -> None:
                 f"tls.key_file {key} does not match tls.cert_file {cert} (the key is not this certificate's)"
             ) from None
         raise TlsConfigError(
-            f"tls.cert_file {cert} / tls.key_file {key}: not a usable certificate and key: {_reason(exc)}"
+            f"tls.cert_file {cert} / tls.key_file {key}: not a usable certificate and key: {describe_ssl_error(exc)}"
         ) from None
     except OSError as exc:
         raise TlsConfigError(f"tls.cert_file {cert}: cannot read it: {exc.strerror or exc}") from None
 
 
-def _reason(exc: BaseException) -> str:
+def describe_ssl_error(exc: BaseException) -> str:
+    """One line for an ssl error: the verification failure when there is one, else OpenSSL's reason."""
+    verify = getattr(exc, "verify_message", None)
+    if verify:
+        return f"certificate verify failed: {verify}"
     reason = getattr(exc, "reason", None)
-    return str(reason or exc).splitlines()[0]
+    text = str(reason or exc or type(exc).__name__)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def server_context(settings: TlsSettings, *, require_client_cert: bool = False) -> ssl.SSLContext:
@@ -264,23 +271,24 @@ class TlsContexts:
     def __init__(self, settings: TlsSettings, *, name: str = "") -> None:
         self.settings = settings
         self.name = name
-        self._server: ssl.SSLContext | None = None
-        self._peer_server: ssl.SSLContext | None = None
-        self._client: ssl.SSLContext | None = None
+        self._contexts: dict[str, ssl.SSLContext] = {}
         if settings.enabled:
-            self._server, self._peer_server, self._client = self._build()
+            self._contexts = self._build()
 
     @property
     def enabled(self) -> bool:
         return self.settings.enabled
 
-    def _build(self) -> tuple[ssl.SSLContext, ssl.SSLContext, ssl.SSLContext]:
+    def _build(self) -> dict[str, ssl.SSLContext]:
         s = self.settings
-        return (
-            server_context(s),
-            server_context(s, require_client_cert=s.mode == "required"),
-            client_context(s, present_cert=True),
-        )
+        rest = server_context(s)
+        rest.set_alpn_protocols(["h2", "http/1.1"])
+        return {
+            "server": server_context(s),
+            "peer_server": server_context(s, require_client_cert=s.mode == "required"),
+            "client": client_context(s, present_cert=True),
+            "rest": rest,
+        }
 
     def reload(self) -> str | None:
         """Re-read the files for new connections. None when done; else the one-line reason, and the
@@ -292,21 +300,22 @@ class TlsContexts:
         except TlsConfigError as exc:
             log.error("TLS reload failed, keeping the certificates in use: %s", exc)
             return str(exc)
-        self._server, self._peer_server, self._client = built
+        self._contexts = built
         log.info("TLS certificates reloaded (%s)", certificate_summary(self.settings.cert_file) or "?")
         return None
 
     def _get_server(self) -> ssl.SSLContext:
-        assert self._server is not None
-        return self._server
+        return self._contexts["server"]
 
     def _get_peer_server(self) -> ssl.SSLContext:
-        assert self._peer_server is not None
-        return self._peer_server
+        return self._contexts["peer_server"]
 
     def _get_client(self) -> ssl.SSLContext:
-        assert self._client is not None
-        return self._client
+        return self._contexts["client"]
+
+    def rest_context(self) -> ssl.SSLContext:
+        """The REST server's current context (ALPN h2 and http/1.1)."""
+        return self._contexts["rest"]
 
     def server(self, *, peers_only: bool = False) -> ServerTLS | None:
         """For ``Server.serve``: None when TLS is off. ``peers_only`` (the Raft port): in required mode a
@@ -321,9 +330,6 @@ class TlsContexts:
         if not self.enabled:
             return None
         return ClientTLS(self._get_client)
-
-    def current_server_context(self) -> ssl.SSLContext | None:
-        return self._server
 
 
 def user_client_tls(settings: TlsSettings) -> ClientTLS | None:
@@ -376,7 +382,7 @@ async def accept(stream: trio.SocketStream, tls: ServerTLS, peer: str) -> trio.a
         try:
             await ssl_stream.do_handshake()
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.info("TLS handshake with %s failed: %s", peer, _reason(exc.__cause__ or exc))
+            log.info("TLS handshake with %s failed: %s", peer, describe_ssl_error(exc.__cause__ or exc))
             await trio.aclose_forcefully(stream)
             return None
         return ssl_stream
@@ -401,6 +407,6 @@ async def client_handshake(
         await ssl_stream.do_handshake()
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         await trio.aclose_forcefully(stream)
-        raise OSError(f"TLS handshake failed: {_reason(exc.__cause__ or exc)}") from None
+        raise OSError(f"TLS handshake failed: {describe_ssl_error(exc.__cause__ or exc)}") from None
     tls.remember(authority, ssl_stream)
     return ssl_stream
