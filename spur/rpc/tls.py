@@ -382,7 +382,10 @@ async def accept(stream: trio.SocketStream, tls: ServerTLS, peer: str) -> trio.a
         try:
             await ssl_stream.do_handshake()
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            log.info("TLS handshake with %s failed: %s", peer, describe_ssl_error(exc.__cause__ or exc))
+            why = describe_ssl_error(exc.__cause__ or exc)
+            # A peer that connects and leaves (a TCP health probe, a port scan) is not worth a log line.
+            level = logging.DEBUG if "UNEXPECTED_EOF" in why or "EOF occurred" in why else logging.INFO
+            log.log(level, "TLS handshake with %s failed: %s", peer, why)
             await trio.aclose_forcefully(stream)
             return None
         return ssl_stream
