@@ -271,7 +271,7 @@ async def test_reconnection_resumes_the_session(pki: Path) -> None:
         port = await start(nursery, server_tls.server())
         for _ in range(2):
             assert await call(port, user) == 3
-        last = user._last[f"127.0.0.1:{port}"]
+        last = user._last[f"127.0.0.1:{port}"][1]
         assert last.session_reused
         nursery.cancel_scope.cancel()
 
