@@ -292,3 +292,19 @@ async def test_plaintext_client_is_closed_quickly_in_required_mode(pki: Path) ->
         assert received == b"" or received[0] == 0x15  # nothing, or a TLS alert: never an HTTP/2 frame
         await stream.aclose()
         nursery.cancel_scope.cancel()
+
+
+async def test_optional_daemon_falls_back_to_plaintext_for_a_peer_without_tls(pki: Path) -> None:
+    """Migration: a daemon at "optional" still reaches a peer at "off"; one at "required" does not."""
+    optional = TlsContexts(settings(pki, "node2", mode="optional")).client()
+    required = TlsContexts(settings(pki, "node2", mode="required")).client()
+    assert optional is not None and optional.plaintext_fallback
+    async with trio.open_nursery() as nursery:
+        port = await start(nursery, None)  # a peer still at tls.mode = "off"
+        assert await call(port, optional) == 3
+        with pytest.raises(RpcError, match="TLS handshake failed"):
+            await call(port, required)
+        tls_port = await start(nursery, TlsContexts(settings(pki)).server())
+        assert await call(tls_port, optional) == 3
+        assert optional._last  # that one was TLS
+        nursery.cancel_scope.cancel()

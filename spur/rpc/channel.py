@@ -300,9 +300,17 @@ class Channel:
                 try:
                     stream = await client_handshake(stream, self.tls, self.host, self.authority)  # type: ignore[arg-type]
                 except OSError as exc:
-                    raise RpcError(
-                        StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {exc}"
-                    ) from None
+                    if not self.tls.plaintext_fallback:
+                        raise RpcError(
+                            StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {exc}"
+                        ) from None
+                    log.info("%s: %s; [tls] mode is optional: connecting in plaintext", self.authority, exc)
+                    try:
+                        stream = await _open_tcp_stream(self.host, self.port)
+                    except OSError as again:
+                        raise RpcError(
+                            StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {_why(again)}"
+                        ) from None
             conn = _Connection(stream, self.authority, self.max_message_bytes)
             await self._nursery.start(conn.run, self.keepalive_interval, self.keepalive_timeout)
             return conn

@@ -16,6 +16,8 @@ Contracts:
 - :meth:`TlsContexts.reload` re-reads the files and swaps every context at once, for new connections
   only (existing ones keep the context they were made with); a broken new file leaves the old contexts
   in use and is returned (and logged) as one line.
+- A daemon's client in ``optional`` mode tries TLS and, when the peer does not complete a handshake
+  (a peer still at ``off``), reconnects in plaintext; in ``required`` mode it never does.
 - :func:`accept` turns an accepted TCP stream into the stream the HTTP/2 layer reads: in ``required``
   mode a TLS stream after a handshake; in ``optional`` mode the first byte tells (0x16 starts a TLS
   handshake; anything else is served in plaintext; the byte is only peeked, so it stays in the socket
@@ -248,6 +250,9 @@ class ClientTLS:
 
     context: Callable[[], ssl.SSLContext]
     server_hostname: str | None = None
+    # [tls] mode = "optional" (a daemon during a migration): a peer that does not complete a TLS
+    # handshake (still at mode "off") is reached in plaintext instead.
+    plaintext_fallback: bool = False
     _last: dict[str, tuple[ssl.SSLContext, TLSStream]] = field(default_factory=dict, repr=False)
 
     def session_for(self, authority: str, context: ssl.SSLContext) -> ssl.SSLSession | None:
@@ -327,7 +332,7 @@ class TlsContexts:
         """For ``open_channel``: None when TLS is off; presents the node certificate."""
         if not self.enabled:
             return None
-        return ClientTLS(self._get_client)
+        return ClientTLS(self._get_client, plaintext_fallback=self.settings.mode == "optional")
 
 
 def user_client_tls(settings: TlsSettings) -> ClientTLS | None:
