@@ -91,10 +91,10 @@ def user_env(c: Cluster, conf: Path | None) -> dict[str, str]:
     return env
 
 
-def cli(c: Cluster, *args: str, conf: Path | None) -> subprocess.CompletedProcess[str]:
+def cli(c: Cluster, *args: str, conf: Path | None, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(BIN / args[0]), *args[1:]],
-        cwd=c.root, env=user_env(c, conf), capture_output=True, text=True, timeout=60,
+        cwd=c.root, env={**user_env(c, conf), **env}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
 
@@ -141,6 +141,17 @@ def test_cli_rest_and_agents_over_tls_and_plaintext_refused(tls_cluster: Cluster
     # REST over https, verified with the CA.
     status, body = rest_get(c, "/slurm/v0.0.38/jobs", pki / "ca.crt")
     assert status == 200 and job_id in [j["job_id"] for j in body["jobs"]]
+
+    # sattach follows a running job's output over wss:// (the REST WebSocket), verified with the CA.
+    out = cli(c, "sbatch", "--wrap", "echo attached-over-tls; sleep 2", conf=user_conf)
+    attached_job = int(out.stdout.split()[-1])
+    c.wait_job(attached_job, "RUNNING")
+    token = mint(KEY, "root", 0, now=time.time(), ttl_secs=600)
+    att = cli(
+        c, "sattach", str(attached_job), conf=user_conf,
+        SPUR_REST_URL=f"https://127.0.0.1:{c.rest_port}", SLURM_JWT=token,
+    )  # fmt: skip
+    assert att.returncode == 0 and "attached-over-tls" in att.stdout, att
 
     # Plaintext clients get nothing useful: the CLI without [tls], a raw gRPC client, plain http.
     plain = cli(c, "squeue", "-h", conf=None)

@@ -137,6 +137,28 @@ def client_tls() -> Any:
     return _TLS[0]
 
 
+def rest_ssl_context() -> Any:
+    """An ``ssl.SSLContext`` for the REST API (https, HTTP/1.1 as WebSocket clients speak it) verifying
+    it against ``[tls] ca_file``, or None when the CLI's TLS is off (see :func:`client_tls`)."""
+    if client_tls() is None:
+        return None
+    from pathlib import Path
+
+    from spur.rpc.tls import TlsSettings, client_context
+
+    section = _tls_section()
+    ctx = client_context(
+        TlsSettings(
+            mode=str(section["mode"]),
+            ca_file=Path(section["ca_file"]),
+            verify_hostname=bool(section.get("verify_hostname", True)),
+        ),
+        present_cert=False,
+    )
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
 def _tls_section() -> dict[str, Any]:
     if _CONFIG:
         cfg = _CONFIG[0]
