@@ -308,3 +308,20 @@ async def test_optional_daemon_falls_back_to_plaintext_for_a_peer_without_tls(pk
         assert await call(tls_port, optional) == 3
         assert optional._last  # that one was TLS
         nursery.cancel_scope.cancel()
+
+
+def test_cli_loads_ssl_only_when_tls_is_configured(pki: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    probe = "import sys, spur.cli.client as c; t = c.client_tls(); print(t is not None, 'ssl' in sys.modules)"
+    off = tmp_path / "off.conf"
+    off.write_text('[auth]\nmode = "required"\n')
+    on = tmp_path / "on.conf"
+    on.write_text(f'[tls]\nmode = "required"\nca_file = "{pki / "ca.crt"}"\n')
+    for conf, expected in ((off, "False False"), (on, "True True")):
+        out = subprocess.run(
+            [sys.executable, "-c", probe], env={**os.environ, "SPUR_CONF": str(conf)},
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert out.stdout.strip() == expected, (conf, out)

@@ -91,19 +91,32 @@ def _configured_broker_socket() -> str | None:
     if _CONFIG:
         cfg = _CONFIG[0]
         return str(cfg.auth.broker_socket) if cfg is not None else None
-    conf = os.environ.get("SPUR_CONF") or (
-        "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
-    )
-    if not conf:
-        return None
-    import tomllib
-
-    try:
-        with open(conf, "rb") as f:
-            value = tomllib.load(f).get("auth", {}).get("broker_socket")
-    except (OSError, tomllib.TOMLDecodeError, AttributeError):
-        return None  # a broken file is reported by whatever loads it fully
+    section = _toml().get("auth", {})
+    value = section.get("broker_socket") if isinstance(section, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+_TOML: list[dict[str, Any]] = []
+
+
+def _toml() -> dict[str, Any]:
+    """The config file's TOML, parsed once and not validated ({} without a file or when it does not
+    parse: a broken file is reported by whatever loads it fully)."""
+    if not _TOML:
+        conf = os.environ.get("SPUR_CONF") or (
+            "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
+        )
+        data: dict[str, Any] = {}
+        if conf:
+            import tomllib
+
+            try:
+                with open(conf, "rb") as f:
+                    data = tomllib.load(f)
+            except (OSError, tomllib.TOMLDecodeError):
+                data = {}
+        _TOML.append(data)
+    return _TOML[0]
 
 
 _TLS: list[Any] = []
@@ -166,18 +179,7 @@ def _tls_section() -> dict[str, Any]:
             return {}
         t = cfg.tls
         return {"mode": str(t.mode), "ca_file": t.ca_file, "verify_hostname": t.verify_hostname}
-    conf = os.environ.get("SPUR_CONF") or (
-        "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
-    )
-    if not conf:
-        return {}
-    import tomllib
-
-    try:
-        with open(conf, "rb") as f:
-            section = tomllib.load(f).get("tls", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}  # a broken file is reported by whatever loads it fully
+    section = _toml().get("tls", {})
     return section if isinstance(section, dict) else {}
 
 
