@@ -467,6 +467,11 @@ class TLSStream(trio.abc.Stream):
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         awaited = False
+        if not self._incoming.pending and not self._ssl.pending():
+            # Nothing buffered: read from the socket first rather than fail a read (an exception).
+            awaited = True
+            if not await self._fill():
+                return b""
         while True:
             try:
                 data = self._ssl.read(max_bytes or _READ)
