@@ -282,6 +282,10 @@ class TlsContexts:
     def enabled(self) -> bool:
         return self.settings.enabled
 
+    @property
+    def _who(self) -> str:
+        return f"{self.name}: " if self.name else ""
+
     def _build(self) -> dict[str, ssl.SSLContext]:
         s = self.settings
         rest = server_context(s)
@@ -301,10 +305,12 @@ class TlsContexts:
         try:
             built = self._build()
         except TlsConfigError as exc:
-            log.error("TLS reload failed, keeping the certificates in use: %s", exc)
+            log.error("%sTLS reload failed, keeping the certificates in use: %s", self._who, exc)
             return str(exc)
         self._contexts = built
-        log.info("TLS certificates reloaded (%s)", certificate_summary(self.settings.cert_file) or "?")
+        log.info(
+            "%sTLS certificates reloaded (%s)", self._who, certificate_summary(self.settings.cert_file) or "?"
+        )
         return None
 
     def _get_server(self) -> ssl.SSLContext:
@@ -474,7 +480,7 @@ class TLSStream(trio.abc.Stream):
                 return b""
         while True:
             try:
-                data = self._ssl.read(max_bytes or _READ)
+                data = self._ssl.read(min(max_bytes or _READ, _READ))
             except ssl.SSLWantReadError:
                 awaited = True
                 if not await self._fill():
