@@ -25,6 +25,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,30 @@ from spur.rpc.status import RpcError, StatusCode
 SPEC = pb.JobSpec(name="fleet", script="#!/bin/sh\ntrue\n", work_dir="/tmp", cpus_per_task=1)
 
 
+# With --tls: the benchmark's own client verifies the controller against the run's CA.
+_CLIENT_TLS: list[Any] = []
+
+
+def _tls_setup(root: Path) -> str:
+    """A CA and a node certificate for 127.0.0.1 in ``root`` (spur cert); the [tls] section for spurctld."""
+    from spur.rpc.certs import ensure_ca, issue
+    from spur.rpc.tls import TlsSettings, user_client_tls
+
+    ensure_ca(root, cluster_name="bench")
+    issue(root, "node", dns=["localhost"], ips=["127.0.0.1"])
+    _CLIENT_TLS[:] = [user_client_tls(TlsSettings(mode="required", ca_file=root / "ca.crt"))]
+    return (
+        f'[tls]\nmode = "required"\ncert_file = "{root / "node.crt"}"\nkey_file = "{root / "node.key"}"\n'
+        f'ca_file = "{root / "ca.crt"}"\n'
+    )
+
+
 class _Client:
     """A few controller channels held for the whole benchmark (round-robin)."""
 
     def __init__(self, address: str, channels: int = 4) -> None:
         self.address = address
+        self.tls = _CLIENT_TLS[0] if _CLIENT_TLS else None
         self.n = channels
         self.stubs: list[Any] = []
         self._i = 0
@@ -57,7 +77,7 @@ class _Client:
         async with trio.open_nursery() as nursery:
 
             async def hold(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-                async with open_channel(self.address, metadata_provider=lambda: md) as ch:
+                async with open_channel(self.address, metadata_provider=lambda: md, tls=self.tls) as ch:
                     self.stubs.append(controller_stub(ch))
                     task_status.started()
                     await trio.sleep_forever()
@@ -306,8 +326,13 @@ def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> N
 
 
 def fleet_phase(args: argparse.Namespace) -> None:
+    pki = Path(tempfile.mkdtemp(prefix="spur-bench-pki-")) if args.tls else None
+    tls_extra = _tls_setup(pki) if pki is not None else ""
     with controller(
-        wal_fsync=not args.no_fsync, heartbeat_interval_secs=int(args.heartbeat), node_timeout_secs=90
+        wal_fsync=not args.no_fsync,
+        heartbeat_interval_secs=int(args.heartbeat),
+        node_timeout_secs=90,
+        extra=tls_extra,
     ) as ctl:
         stats_file = ctl.root / "fleet.json"
         log = open(ctl.root / "fleet.log", "wb")
@@ -328,6 +353,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
                 str(args.connections),
                 "--stats-file",
                 str(stats_file),
+                *(["--tls-dir", str(pki)] if pki is not None else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -488,12 +514,20 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rates", default="", help="comma-separated offered rates: one window each (a sweep)")
     ap.add_argument("--csv", default="", help="with --rates: write the sweep's rows to this CSV file")
     ap.add_argument(
-        "--sample-secs", type=float, default=15.0, help="seconds between backlog/DOWN samples (GetJobs+GetNodes)"
+        "--sample-secs",
+        type=float,
+        default=15.0,
+        help="seconds between backlog/DOWN samples (GetJobs+GetNodes)",
     )
     ap.add_argument(
         "--find-limit",
         action="store_true",
         help="with --rates (ascending): stop at the first rate not sustained, then offer 2x and 4x the last sustained",
+    )
+    ap.add_argument(
+        "--tls",
+        action="store_true",
+        help="[tls] mode = required on spurctld, the fleet (both ways) and this client (a fresh CA per run)",
     )
     ap.add_argument("--array", type=int, default=0, help="instead of the steady load: one --array 1-N job")
     ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")

@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,9 @@ class FleetConfig:
     register_concurrency: int = 64
     runtime: RuntimeFn = field(default=exponential_runtime(1.0))
     seed: int = 0
+    # A directory with ca.crt, node.crt, node.key (spur cert): serve the agent service with TLS required
+    # and reach the controller over TLS, presenting node.crt. None: plaintext.
+    tls_dir: Path | None = None
     #: Report job ends in batches (spur.batch.v1.ControllerBatch/ReportJobStatuses) rather than one
     #: ReportJobStatus call each; falls back to single calls on a controller without the batch service.
     batch_reports: bool = True
@@ -394,16 +398,29 @@ class Fleet:
 
         server.add_service(AGENT_BATCH, _AgentBatchService(agent_service))
         md = identity_metadata()
-        async with open_channel(self.cfg.controller, metadata_provider=lambda: md) as probe:
+        server_tls = client_tls = None
+        if self.cfg.tls_dir is not None:
+            from spur.rpc.tls import TlsContexts, TlsSettings
+
+            d = self.cfg.tls_dir
+            tls = TlsContexts(
+                TlsSettings(
+                    mode="required", cert_file=d / "node.crt", key_file=d / "node.key", ca_file=d / "ca.crt"
+                )
+            )
+            server_tls, client_tls = tls.server(), tls.client()
+        async with open_channel(self.cfg.controller, metadata_provider=lambda: md, tls=client_tls) as probe:
             try:
                 await controller_stub(probe).GetControllers(pb.Empty(), timeout=10)
             except RpcError as exc:
                 raise FleetError(f"controller {self.cfg.controller} does not answer: {exc.message}") from None
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            self.port = await nursery.start(server.serve, self.cfg.listen_host, self.cfg.listen_port)
+            self.port = await nursery.start(
+                partial(server.serve, tls=server_tls), self.cfg.listen_host, self.cfg.listen_port
+            )
             for _ in range(max(1, self.cfg.connections)):
-                channel = await nursery.start(_hold_channel, self.cfg.controller, md)
+                channel = await nursery.start(_hold_channel, self.cfg.controller, md, client_tls)
                 self._stubs.append(controller_stub(channel))
                 from spur.rpc.batching import CONTROLLER_BATCH
                 from spur.rpc.stub import Stub
@@ -417,11 +434,15 @@ class Fleet:
 
 
 async def _hold_channel(
-    target: str, md: dict[str, str], *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    target: str,
+    md: dict[str, str],
+    tls: Any = None,
+    *,
+    task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     from spur.rpc.channel import open_channel
 
-    async with open_channel(target, metadata_provider=lambda: md) as channel:
+    async with open_channel(target, metadata_provider=lambda: md, tls=tls) as channel:
         task_status.started(channel)
         await trio.sleep_forever()
 
@@ -505,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--listen", default="127.0.0.1:0", help="agent service host:port")
     ap.add_argument("--stats-file", type=Path, help="rewrite this JSON file with the stats every second")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tls-dir", type=Path, help="ca.crt + node.crt/node.key: TLS required both ways")
     args = ap.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
     cfg = FleetConfig(
@@ -520,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         connections=args.connections,
         runtime=exponential_runtime(args.runtime_mean),
         seed=args.seed,
+        tls_dir=args.tls_dir,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     fleet = Fleet(cfg)

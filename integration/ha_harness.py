@@ -98,6 +98,8 @@ class HACluster:
     netns: bool = False
     timeouts: dict[str, int] = field(default_factory=lambda: dict(FAST_TIMEOUTS))
     conf_extra: str = ""
+    # spur.rpc.tls.ClientTLS for the harness's own calls when the members run [tls] required.
+    tls: Any = None
     state_dirs: dict[int, Path] = field(default_factory=dict)  # override a member's state_dir
     members: list[Member] = field(default_factory=list)
     agents: dict[str, Proc] = field(default_factory=dict)
@@ -297,6 +299,7 @@ class HACluster:
                     self.member(node_id).address,
                     connect_timeout=min(timeout, 2.0),
                     metadata_provider=lambda: md,
+                    tls=self.tls,
                 ) as ch:
                     return await getattr(controller_stub(ch), method)(request, timeout=timeout)
 

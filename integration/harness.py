@@ -143,6 +143,8 @@ class Cluster:
     agent_conf: bool = False
     # Extra metadata on every call of :meth:`call` (e.g. an ``authorization`` header).
     metadata: dict[str, str] = field(default_factory=dict)
+    # spur.rpc.tls.ClientTLS for :meth:`call` when the cluster runs [tls] required.
+    tls: Any = None
     agents: dict[str, Proc] = field(default_factory=dict)
     agent_ports: dict[str, int] = field(default_factory=dict)
 
@@ -252,7 +254,7 @@ class Cluster:
         md = {**identity_metadata(), **self.metadata}
 
         async def run() -> Any:
-            async with open_channel(self.address, metadata_provider=lambda: md) as ch:
+            async with open_channel(self.address, metadata_provider=lambda: md, tls=self.tls) as ch:
                 return await getattr(controller_stub(ch), method)(request, timeout=timeout)
 
         return trio.run(run)

@@ -46,6 +46,17 @@ PLAN: list[tuple[str, str]] = [
     ("kubectl apply -f examples/k8s/rbac.yaml", RUN),
     ("kubectl apply -f examples/k8s/spurjob-crd.yaml", RUN),
     ("kubectl create secret generic spur-config --from-file=spur.conf=examples/k8s/spur.conf -n spur", RUN),
+    ("spur cert init --dir spur-tls --cluster spur-k8s", RUN),
+    (
+        "spur cert issue spur-k8s --dir spur-tls --dns spurctld.spur.svc.cluster.local "
+        "--dns '*.spurctld.spur.svc.cluster.local'",
+        RUN,
+    ),
+    (
+        "kubectl create secret generic spur-tls --from-file=ca.crt=spur-tls/ca.crt "
+        "--from-file=tls.crt=spur-tls/spur-k8s.crt --from-file=tls.key=spur-tls/spur-k8s.key -n spur",
+        RUN,
+    ),
     ("kubectl apply -f examples/k8s/spurctld.yaml", RUN),
     ("kubectl apply -f examples/k8s/spurd.yaml", RUN),
     ("kubectl apply -f examples/k8s/operator.yaml", RUN),
@@ -145,8 +156,10 @@ def test_walkthrough(tmp_path: Path) -> None:
                 if how != RUN:
                     continue
                 spur.before(command, shell)
-                extra = spur.cli_env() if command.startswith("sacctmgr") else {}
-                outputs[command] = shell(command, work if "job.yaml" in command else ROOT, extra).stdout
+                extra = spur.cli_env() if command.startswith(("sacctmgr", "spur cert")) else {}
+                # job.yaml and the certificates (spur-tls/) are the user's files, written in a work directory.
+                in_work = "job.yaml" in command or "spur-tls" in command
+                outputs[command] = shell(command, work if in_work else ROOT, extra).stdout
                 spur.after(command, outputs[command])
         finally:
             kubelet.close()
@@ -156,7 +169,12 @@ def test_walkthrough(tmp_path: Path) -> None:
     assert outputs["kubectl apply -f examples/k8s/spurjob-crd.yaml"] == (
         "customresourcedefinition.apiextensions.k8s.io/spurjobs.spur.amd.com created\n"
     )
-    assert "secret/spur-config" in outputs[PLAN[12][0]]
+    assert "secret/spur-config" in outputs[PLAN[15][0]]
+    assert outputs[PLAN[9][0]] == "secret/spur-tls created\n"
+    assert (
+        "[tls]" in outputs[PLAN[7][0]]
+        and (work / "spur-tls" / "spur-k8s.key").stat().st_mode & 0o777 == 0o600
+    )
     assert (
         outputs["kubectl rollout restart statefulset/spurctld -n spur"]
         == "statefulset.apps/spurctld restarted\n"

@@ -45,6 +45,8 @@ DEPLOY = [
     "kubectl apply -f examples/k8s/rbac.yaml",
     "kubectl apply -f examples/k8s/spurjob-crd.yaml",
     "kubectl create secret generic spur-config --from-file=spur.conf=examples/k8s/spur.conf -n spur",
+    "kubectl create secret generic spur-tls --from-file=ca.crt=spur-tls/ca.crt "
+    "--from-file=tls.crt=spur-tls/spur-k8s.crt --from-file=tls.key=spur-tls/spur-k8s.key -n spur",
     "kubectl apply -f examples/k8s/spurctld.yaml",
     "kubectl apply -f examples/k8s/spurd.yaml",
     "kubectl apply -f examples/k8s/operator.yaml",
@@ -80,7 +82,13 @@ def _run_as_written(k: Kubectl, command: str) -> subprocess.CompletedProcess:
 
 def test_deploy_sequence_as_written_then_pods_run(api_process: str, tmp_path: Path) -> None:
     k = Kubectl(api_process, tmp_path / "kube", cwd=ROOT)
-    outputs = [_run_as_written(k, command).stdout for command in DEPLOY]
+    # The guide's `spur cert` commands write spur-tls/ in the user's directory: here, tmp_path.
+    from spur.rpc.certs import ensure_ca, issue
+
+    ensure_ca(tmp_path / "spur-tls", cluster_name="spur-k8s")
+    issue(tmp_path / "spur-tls", "spur-k8s", dns=["spurctld.spur.svc.cluster.local"])
+    in_tmp = Kubectl(api_process, tmp_path / "kube", cwd=tmp_path)
+    outputs = [_run_as_written(in_tmp if "spur-tls/" in c else k, c).stdout for c in DEPLOY]
     assert outputs == [
         "namespace/spur created\n",
         "serviceaccount/spur-operator created\n"
@@ -90,8 +98,9 @@ def test_deploy_sequence_as_written_then_pods_run(api_process: str, tmp_path: Pa
         "clusterrolebinding.rbac.authorization.k8s.io/spur-operator created\n",
         "customresourcedefinition.apiextensions.k8s.io/spurjobs.spur.amd.com created\n",
         "secret/spur-config created\n",
+        "secret/spur-tls created\n",
         "service/spurctld created\nstatefulset.apps/spurctld created\n",
-        "daemonset.apps/spurd created\n",
+        "configmap/spurd-config created\ndaemonset.apps/spurd created\n",
         "deployment.apps/spur-k8s-operator created\n",
         "poddisruptionbudget.policy/spurctld created\n",
     ]

@@ -69,6 +69,10 @@ fi
 if ! command -v nft >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   step "installing nftables (the operator tests drop SYNs to a controller in a network namespace)" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y nftables || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nftables; }'
 fi
+# The loopback capture test (integration/test_tls_capture.py) records the test's ports with tcpdump.
+if ! command -v tcpdump >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "installing tcpdump (the TLS capture test records loopback traffic)" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y tcpdump || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tcpdump; }'
+fi
 command -v wireguard-go >/dev/null 2>&1 || say "note: no wireguard-go here (as root, setup installs it); spur net join then needs the kernel WireGuard module"
 
 # `man sbatch`: man-db searches .venv/share/man by itself when .venv/bin is on PATH.

@@ -236,6 +236,14 @@ metrics_addr = "0.0.0.0:7824"
 wg_endpoint = "192.0.2.10:51821"
 join_token_file = "/etc/spur/join-token"
 
+[tls]
+mode = "optional"
+cert_file = "/etc/spur/tls/node.crt"
+key_file = "/etc/spur/tls/node.key"
+ca_file = "/etc/spur/tls/ca.crt"
+verify_hostname = false
+handshake_timeout_secs = 5.0
+
 [admission]
 mode = "token"
 

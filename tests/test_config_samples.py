@@ -19,6 +19,13 @@ def test_sample_loads(name: str) -> None:
     assert sum(p.default for p in cfg.partitions) == 1
 
 
+@pytest.mark.parametrize("name", ["spur.conf", "spur-ha.conf", "spur-k8s.conf"])
+def test_samples_with_auth_use_tls_required(name: str) -> None:
+    cfg = load_config(ROOT / "conf" / name)
+    assert cfg.auth.mode == "required" and cfg.tls.mode == "required"
+    assert cfg.tls.cert_file and cfg.tls.key_file and cfg.tls.ca_file
+
+
 def test_single_host_sample() -> None:
     cfg = load_config(ROOT / "conf" / "spur.conf")
     assert cfg.controller.peers == ()

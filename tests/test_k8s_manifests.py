@@ -118,13 +118,56 @@ def test_controller_statefulset_and_service() -> None:
     pod = sts["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["readinessProbe"]["tcpSocket"]["port"] == 6817
-    (config,) = [v for v in pod["volumes"] if "secret" in v]
-    assert config["secret"]["secretName"] == "spur-config"
+    (config,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "spur-config"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert container["args"][container["args"].index("-f") + 1] == f"{mounts[config['name']]}/spur.conf"
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     assert mounts[claim["metadata"]["name"]] == container["args"][container["args"].index("--state-dir") + 1]
     assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def _tls_files_copied_for(pod: dict[str, Any], container: dict[str, Any]) -> str:
+    """Where the pod's init container puts the Secret spur-tls's files (the key 0600) for ``container``."""
+    (secret,) = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == "spur-tls"]
+    (init,) = pod["initContainers"]
+    init_mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    script = init["command"][-1]
+    assert f"install -m 0600 {init_mounts[secret['name']]}/tls.key" in script
+    (copied,) = [m for m in init["volumeMounts"] if m["name"] != secret["name"]]
+    assert {v["name"]: v for v in pod["volumes"]}[copied["name"]]["emptyDir"] == {"medium": "Memory"}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[copied["name"]] == copied["mountPath"] and secret["name"] not in mounts
+    return copied["mountPath"]
+
+
+def test_every_daemon_runs_tls_required_from_the_secret() -> None:
+    import tomllib
+
+    conf = tomllib.loads((EXAMPLES / "spur.conf").read_text())["tls"]
+    assert conf["mode"] == "required"
+    sts = by_kind("spurctld.yaml")["StatefulSet"]["spec"]["template"]["spec"]
+    where = _tls_files_copied_for(sts, sts["containers"][0])
+    assert (conf["cert_file"], conf["key_file"], conf["ca_file"]) == (
+        f"{where}/tls.crt",
+        f"{where}/tls.key",
+        f"{where}/ca.crt",
+    )
+    op = by_kind("operator.yaml")["Deployment"]["spec"]["template"]["spec"]
+    where = _tls_files_copied_for(op, op["containers"][0])
+    args = op["containers"][0]["args"]
+    assert "--tls-mode=required" in args and f"--tls-key={where}/tls.key" in args
+    assert f"--tls-cert={where}/tls.crt" in args and f"--tls-ca={where}/ca.crt" in args
+    # spurd runs as root: the Secret is mounted as root's own (0400), its [tls] comes from a ConfigMap.
+    ds = by_kind("spurd.yaml")["DaemonSet"]["spec"]["template"]["spec"]
+    (container,) = ds["containers"]
+    volumes = {v["name"]: v for v in ds["volumes"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    (tls,) = [n for n, v in volumes.items() if v.get("secret", {}).get("secretName") == "spur-tls"]
+    assert volumes[tls]["secret"]["defaultMode"] == 0o400
+    (cm,) = [n for n, v in volumes.items() if "configMap" in v]
+    assert container["args"][container["args"].index("-f") + 1] == f"{mounts[cm]}/spurd.conf"
+    spurd_conf = tomllib.loads(by_kind("spurd.yaml")["ConfigMap"]["data"]["spurd.conf"])["tls"]
+    assert spurd_conf["mode"] == "required" and spurd_conf["key_file"] == f"{mounts[tls]}/tls.key"
 
 
 def test_agent_and_operator_reach_the_controller_with_a_scheme() -> None:

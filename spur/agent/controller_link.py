@@ -93,12 +93,14 @@ async def open_controller_link(
     connect_timeout: float = 5.0,
     call_timeout: float = 10.0,
     metadata_provider: Callable[[], dict[str, str]] | None = None,
+    tls: Any = None,
 ) -> AsyncIterator[ControllerLink]:
-    """``metadata_provider`` signs every call (spurd's daemon token)."""
+    """``metadata_provider`` signs every call (spurd's daemon token); ``tls`` (spur.rpc.tls.ClientTLS)
+    verifies the controllers and presents the node certificate."""
     async with contextlib.AsyncExitStack() as stack:
         channels = [
             await stack.enter_async_context(
-                open_channel(t, connect_timeout=connect_timeout, metadata_provider=metadata_provider)
+                open_channel(t, connect_timeout=connect_timeout, metadata_provider=metadata_provider, tls=tls)
             )
             for t in targets
         ]

@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,9 @@ class AgentOptions:
     # The config's [auth] section (None: built-in defaults); resolved into ``auth`` by main().
     auth_cfg: Any = None
     auth: Any = None  # spur.auth.keys.AuthSettings
+    # The config's [tls] section (None: TLS off); resolved into ``tls`` (spur.rpc.tls.TlsContexts) by main().
+    tls_cfg: Any = None
+    tls: Any = None
     metrics_addr: str | None = "127.0.0.1:6824"  # None: no metrics endpoint ([metrics] enabled = false)
     wg_interface: str = "spur0"  # [network]: the WireGuard mesh (spur net join)
     wg_port: int = 51820
@@ -167,6 +171,7 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         opts.cluster_name = cfg.cluster_name
         opts.kill_grace = float(cfg.controller.kill_grace_secs)
         opts.auth_cfg = cfg.auth
+        opts.tls_cfg = cfg.tls
         if cfg.cluster.enabled:
             opts.cluster_cfg, opts.network_cfg = cfg.cluster, cfg.network
 
@@ -303,8 +308,14 @@ async def run_agent(
         daemon_audience="agent",
         denylist=denylist,
     )
+    if opts.tls is None:
+        from spur.rpc.tls import TlsContexts, load_tls_settings
+
+        opts.tls = TlsContexts(load_tls_settings(opts.tls_cfg), name="spurd")
     async with (
-        open_controller_link(opts.controllers, metadata_provider=auth.daemon_metadata) as link,
+        open_controller_link(
+            opts.controllers, metadata_provider=auth.daemon_metadata, tls=opts.tls.client()
+        ) as link,
         trio.open_nursery() as nursery,
     ):
         executor: Executor | None = None
@@ -370,7 +381,9 @@ async def run_agent(
         if opts.cluster_cfg is not None:
             await _serve_k0s(server, opts, hardware)
         try:
-            port = await nursery.start(server.serve, opts.listen_host, opts.listen_port)
+            port = await nursery.start(
+                partial(server.serve, tls=opts.tls.server()), opts.listen_host, opts.listen_port
+            )
         except OSError as e:
             raise StartupError(
                 f"cannot listen on {opts.listen_host}:{opts.listen_port}: {e.strerror or e}; "
@@ -436,7 +449,7 @@ async def run_agent(
 
 
 async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
 
             async def agent() -> None:
@@ -445,6 +458,11 @@ async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> 
 
             nursery.start_soon(agent)
             async for signum in signals:
+                if signum == signal.SIGHUP:  # re-read the TLS files for new connections
+                    log.info("received SIGHUP: reloading the TLS certificates")
+                    if opts.tls is not None:
+                        opts.tls.reload()
+                    continue
                 log.info(
                     "received %s: shutting down (running jobs keep running)", signal.Signals(signum).name
                 )
@@ -492,10 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     if opts.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
     from spur.auth.keys import AuthConfigError, load_settings
+    from spur.rpc.tls import TlsConfigError, TlsContexts, load_tls_settings
 
     try:
         opts.auth = load_settings(opts.auth_cfg)
-    except AuthConfigError as e:
+        opts.tls = TlsContexts(load_tls_settings(opts.tls_cfg), name="spurd")
+    except (AuthConfigError, TlsConfigError) as e:
         print(f"spurd: error: {e}", file=sys.stderr)
         return EXIT_CONFIG
     from spur.agent.discovery import DiscoveryError, discover

@@ -91,19 +91,96 @@ def _configured_broker_socket() -> str | None:
     if _CONFIG:
         cfg = _CONFIG[0]
         return str(cfg.auth.broker_socket) if cfg is not None else None
-    conf = os.environ.get("SPUR_CONF") or (
-        "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
-    )
-    if not conf:
-        return None
-    import tomllib
-
-    try:
-        with open(conf, "rb") as f:
-            value = tomllib.load(f).get("auth", {}).get("broker_socket")
-    except (OSError, tomllib.TOMLDecodeError, AttributeError):
-        return None  # a broken file is reported by whatever loads it fully
+    section = _toml().get("auth", {})
+    value = section.get("broker_socket") if isinstance(section, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+_TOML: list[dict[str, Any]] = []
+
+
+def _toml() -> dict[str, Any]:
+    """The config file's TOML, parsed once and not validated ({} without a file or when it does not
+    parse: a broken file is reported by whatever loads it fully)."""
+    if not _TOML:
+        conf = os.environ.get("SPUR_CONF") or (
+            "/etc/spur/spur.conf" if os.path.exists("/etc/spur/spur.conf") else ""
+        )
+        data: dict[str, Any] = {}
+        if conf:
+            import tomllib
+
+            try:
+                with open(conf, "rb") as f:
+                    data = tomllib.load(f)
+            except (OSError, tomllib.TOMLDecodeError):
+                data = {}
+        _TOML.append(data)
+    return _TOML[0]
+
+
+_TLS: list[Any] = []
+
+
+def client_tls() -> Any:
+    """The CLI's TLS (spur.rpc.tls.ClientTLS: verify the servers against ``[tls] ca_file``, present no
+    certificate), or None when ``[tls] mode`` is off (the default) or, in optional mode, no ca_file is
+    set. ``ssl`` is imported only when TLS is on. Like the broker socket, the section is read from the
+    TOML alone unless the whole config is already loaded. Raises CliError for an unusable CA file."""
+    if not _TLS:
+        section = _tls_section()
+        tls = None
+        if section.get("mode", "off") != "off":
+            from pathlib import Path
+
+            from spur.rpc.tls import TlsConfigError, TlsSettings, user_client_tls
+
+            ca = section.get("ca_file")
+            try:
+                tls = user_client_tls(
+                    TlsSettings(
+                        mode=str(section["mode"]),
+                        ca_file=Path(ca) if ca else None,
+                        verify_hostname=bool(section.get("verify_hostname", True)),
+                    )
+                )
+            except TlsConfigError as exc:
+                raise CliError(str(exc)) from None
+        _TLS.append(tls)
+    return _TLS[0]
+
+
+def rest_ssl_context() -> Any:
+    """An ``ssl.SSLContext`` for the REST API (https, HTTP/1.1 as WebSocket clients speak it) verifying
+    it against ``[tls] ca_file``, or None when the CLI's TLS is off (see :func:`client_tls`)."""
+    if client_tls() is None:
+        return None
+    from pathlib import Path
+
+    from spur.rpc.tls import TlsSettings, client_context
+
+    section = _tls_section()
+    ctx = client_context(
+        TlsSettings(
+            mode=str(section["mode"]),
+            ca_file=Path(section["ca_file"]),
+            verify_hostname=bool(section.get("verify_hostname", True)),
+        ),
+        present_cert=False,
+    )
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def _tls_section() -> dict[str, Any]:
+    if _CONFIG:
+        cfg = _CONFIG[0]
+        if cfg is None:
+            return {}
+        t = cfg.tls
+        return {"mode": str(t.mode), "ca_file": t.ca_file, "verify_hostname": t.verify_hostname}
+    section = _toml().get("tls", {})
+    return section if isinstance(section, dict) else {}
 
 
 def service_stub(controller_stub: Any, service: Any) -> Any:
@@ -165,9 +242,10 @@ def _run_blocking(
 
     make_stub = lite_controller_stub if lite else blocking_controller_stub
     last: RpcError | None = None
+    tls = client_tls()
     for target in targets:
         try:
-            with BlockingChannel(target, metadata=md) as ch:
+            with BlockingChannel(target, metadata=md, tls=tls) as ch:
                 return drive(_call(body, make_stub(ch)))
         except NeedsEventLoop:
             raise _NeedsTrio() from None
@@ -195,7 +273,9 @@ def _run_trio(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[
         last: RpcError | None = None
         for target in targets:
             try:
-                async with open_channel(target, connect_timeout=5.0, metadata_provider=lambda: md) as ch:
+                async with open_channel(
+                    target, connect_timeout=5.0, metadata_provider=lambda: md, tls=client_tls()
+                ) as ch:
                     return await body(controller_stub(ch))
             except RpcError as exc:
                 if exc.code is not StatusCode.UNAVAILABLE:

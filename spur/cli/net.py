@@ -76,7 +76,7 @@ def agent_target(flag: str | None) -> str:
 def _call(target: str, method: str, request: Any, timeout: float = 60.0) -> Any:
     import trio
 
-    from spur.cli.client import CliError, call_metadata
+    from spur.cli.client import CliError, call_metadata, client_tls
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import mesh_pb2
     from spur.rpc.status import RpcError, StatusCode
@@ -85,7 +85,9 @@ def _call(target: str, method: str, request: Any, timeout: float = 60.0) -> Any:
     md = call_metadata()
 
     async def run() -> Any:
-        async with open_channel(target, connect_timeout=5.0, metadata_provider=lambda: md) as ch:
+        async with open_channel(
+            target, connect_timeout=5.0, metadata_provider=lambda: md, tls=client_tls()
+        ) as ch:
             stub = Stub(ch, mesh_pb2.DESCRIPTOR.services_by_name["MeshAgent"])
             return await getattr(stub, method)(request, timeout=timeout)
 

@@ -25,7 +25,7 @@ import socket
 import sys
 from collections.abc import Mapping
 
-from spur.cli.client import CliError, call_metadata, controller_targets
+from spur.cli.client import CliError, call_metadata, client_tls, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "salloc"
@@ -144,7 +144,9 @@ async def _run(spec, command: list[str], ntasks_given: bool) -> int:
 
     call_metadata()  # a credential problem is one clear error before anything starts
     try:
-        async with open_channel(controller_targets()[0], metadata_provider=call_metadata) as ch:
+        async with open_channel(
+            controller_targets()[0], metadata_provider=call_metadata, tls=client_tls()
+        ) as ch:
             ctl = controller_stub(ch)
             from spur.cli.busy import submit_retrying
 

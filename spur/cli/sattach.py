@@ -2,7 +2,8 @@
 
 Usage: ``sattach [--offset N] [--stderr-offset N] [-l|--label] [--url URL] JOBID[.STEP]``
 
-The REST base URL is ``--url``, else ``$SPUR_REST_URL``, else ``http://<first controller host>:6820``.
+The REST base URL is ``--url``, else ``$SPUR_REST_URL``, else ``http://<first controller host>:6820``
+(``https://`` when ``[tls]`` is on; the server is verified against ``[tls] ca_file``).
 Authentication is the REST API's: ``X-SLURM-USER-NAME`` (this user) plus a token from
 ``$SLURM_JWT``, ``$SPUR_AUTH_TOKEN`` or ``~/.spur/token`` when one exists. Output is written as it
 arrives; the command ends when the job ends and exits with the job's exit code (128+signal when it
@@ -35,7 +36,13 @@ def option_docs():  # -> list[OptionDoc]
         OptionDoc("offset", None, "required", "N", "skip the first N bytes of stdout (resume after them)"),
         OptionDoc("stderr-offset", None, "required", "N", "skip the first N bytes of stderr"),
         OptionDoc("label", "l", help="prefix each line with the task number"),
-        OptionDoc("url", None, "required", "URL", "REST base URL (default: $SPUR_REST_URL, else the controller's host, port 6820)"),
+        OptionDoc(
+            "url",
+            None,
+            "required",
+            "URL",
+            "REST base URL (default: $SPUR_REST_URL, else the controller's host, port 6820)",
+        ),
     ]
 
 
@@ -84,17 +91,21 @@ def parse_args(argv: list[str]) -> AttachOptions:
     return AttachOptions(job=head, **opts)
 
 
-def rest_base_url(explicit: str, environ: dict[str, str], controllers: list[str]) -> str:
+def rest_base_url(explicit: str, environ: dict[str, str], controllers: list[str], tls: bool = False) -> str:
     """The REST API base URL (see the module docstring)."""
     url = explicit or environ.get("SPUR_REST_URL", "")
     if url:
         return url.rstrip("/")
     host = controllers[0].rsplit(":", 1)[0] if controllers else "localhost"
-    return f"http://{host or 'localhost'}:6820"
+    return f"{'https' if tls else 'http'}://{host or 'localhost'}:6820"
 
 
 def output_url(base: str, opts: AttachOptions) -> str:
-    ws = "wss://" + base[len("https://") :] if base.startswith("https://") else "ws://" + base.split("://", 1)[-1]
+    ws = (
+        "wss://" + base[len("https://") :]
+        if base.startswith("https://")
+        else "ws://" + base.split("://", 1)[-1]
+    )
     query = {k: v for k, v in (("offset", opts.offset), ("stderr_offset", opts.stderr_offset)) if v}
     suffix = f"?{urlencode(query)}" if query else ""
     return f"{ws}/spur/v1/job/{quote(opts.job)}/output{suffix}"
@@ -130,12 +141,14 @@ def render(message: dict[str, Any], label: bool) -> tuple[str, bytes]:
     return str(message.get("stream", "stdout")), data.encode("utf-8", "replace")
 
 
-async def attach(url: str, headers: list[tuple[str, str]], label: bool) -> int:
+async def attach(url: str, headers: list[tuple[str, str]], label: bool, ssl_context: Any = None) -> int:
     import trio_websocket
 
     out, err = sys.stdout.buffer, sys.stderr.buffer
     try:
-        async with trio_websocket.open_websocket_url(url, extra_headers=headers) as ws:
+        async with trio_websocket.open_websocket_url(
+            url, extra_headers=headers, ssl_context=ssl_context
+        ) as ws:
             while True:
                 try:
                     text = await ws.get_message()
@@ -152,7 +165,9 @@ async def attach(url: str, headers: list[tuple[str, str]], label: bool) -> int:
                     return exit_status(message)
                 elif kind == "error":
                     errors = message.get("errors") or [{}]
-                    raise AttachError(errors[0].get("description") or errors[0].get("error") or "attach failed")
+                    raise AttachError(
+                        errors[0].get("description") or errors[0].get("error") or "attach failed"
+                    )
     except trio_websocket.ConnectionRejected as exc:
         detail = ""
         try:
@@ -179,21 +194,22 @@ def main(argv: list[str]) -> int:
     import trio
 
     from spur.auth.identity import current_identity
-    from spur.cli.client import CliError, controller_targets
+    from spur.cli.client import CliError, controller_targets, rest_ssl_context
 
     try:
         controllers = controller_targets()
+        ssl_context = rest_ssl_context()
     except CliError as exc:
         print(f"{PROG}: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
     environ = dict(os.environ)
-    url = output_url(rest_base_url(opts.url, environ, controllers), opts)
+    url = output_url(rest_base_url(opts.url, environ, controllers, tls=ssl_context is not None), opts)
     headers = [("X-SLURM-USER-NAME", current_identity().user)]
     token = find_token(environ, Path.home())
     if token:
         headers.append(("X-SLURM-USER-TOKEN", token))
     try:
-        return trio.run(attach, url, headers, opts.label)
+        return trio.run(attach, url, headers, opts.label, ssl_context if url.startswith("wss://") else None)
     except AttachError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

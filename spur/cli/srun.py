@@ -17,7 +17,7 @@ import os
 import socket
 import sys
 
-from spur.cli.client import CliError, call_metadata, controller_targets
+from spur.cli.client import CliError, call_metadata, client_tls, controller_targets
 from spur.cli.option_layers import parse_option_layers
 
 PROG = "srun"
@@ -167,7 +167,7 @@ async def _run(spec, label: bool) -> int:
     call_metadata()  # a credential problem is one clear error before anything starts
     target = controller_targets()[0]
     try:
-        async with open_channel(target, metadata_provider=call_metadata) as ch:
+        async with open_channel(target, metadata_provider=call_metadata, tls=client_tls()) as ch:
             ctl = controller_stub(ch)
             from spur.cli.busy import submit_retrying
 
@@ -281,7 +281,9 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
     delay = 0.05
     while True:
         try:
-            async with open_channel(f"{node.address}:{node.port}", metadata_provider=call_metadata) as ch:
+            async with open_channel(
+                f"{node.address}:{node.port}", metadata_provider=call_metadata, tls=client_tls()
+            ) as ch:
                 async for chunk in agent_stub(ch).StreamOutput(
                     pb.StreamOutputRequest(job_id=job_id, follow=True)
                 ):
@@ -356,7 +358,7 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     call_metadata()  # a credential problem is one clear error before anything starts
     target = controller_targets()[0]
     try:
-        async with open_channel(target, metadata_provider=call_metadata) as ch:
+        async with open_channel(target, metadata_provider=call_metadata, tls=client_tls()) as ch:
             ctl = controller_stub(ch)
             try:
                 resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
@@ -390,7 +392,10 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
             node = nodes[name]
             channel = await stack.enter_async_context(
                 open_channel(
-                    f"{node.address}:{node.port}", connect_timeout=5.0, metadata_provider=call_metadata
+                    f"{node.address}:{node.port}",
+                    connect_timeout=5.0,
+                    metadata_provider=call_metadata,
+                    tls=client_tls(),
                 )
             )
             stubs[name] = agent_stub(channel)

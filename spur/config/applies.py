@@ -120,6 +120,13 @@ APPLIES: dict[str, Mark] = {
     "auth.max_token_lifespan": BOTH,
     "auth.broker_socket": Mark(Applies.BOTH, _CLI),
     "auth.broker_ttl_secs": BOTH,
+    # [tls]
+    "tls.mode": Mark(Applies.BOTH, _CLI),
+    "tls.cert_file": Mark(Applies.BOTH, "the files are re-read on scontrol reconfigure and SIGHUP"),
+    "tls.key_file": Mark(Applies.BOTH, "the files are re-read on scontrol reconfigure and SIGHUP"),
+    "tls.ca_file": Mark(Applies.BOTH, "re-read on scontrol reconfigure and SIGHUP; " + _CLI),
+    "tls.verify_hostname": Mark(Applies.BOTH, _CLI),
+    "tls.handshake_timeout_secs": BOTH,
     # [admission]
     "admission.mode": CTLD,
     # [network]

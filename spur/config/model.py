@@ -28,6 +28,12 @@ class AdmissionMode(enum.StrEnum):
     TOKEN = "token"
 
 
+class TlsMode(enum.StrEnum):
+    OFF = "off"
+    OPTIONAL = "optional"
+    REQUIRED = "required"
+
+
 class AgentBackend(enum.StrEnum):
     AUTO = "auto"
     PROCESS = "process"
@@ -159,6 +165,18 @@ class AuthConfig:
 
 
 @dataclass(frozen=True)
+class TlsConfig:
+    """``[tls]``: TLS on every port (gRPC 6817/6818, REST 6820, Raft 6821, the operator's agent)."""
+
+    mode: TlsMode = TlsMode.OFF
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    ca_file: Path | None = None
+    verify_hostname: bool = True
+    handshake_timeout_secs: float = 10.0
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     """``[network]``: the WireGuard mesh between nodes."""
 
@@ -258,6 +276,7 @@ class SpurConfig:
     accounting: AccountingConfig = field(default_factory=AccountingConfig)
     priority: PriorityConfig = field(default_factory=PriorityConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    tls: TlsConfig = field(default_factory=TlsConfig)
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
@@ -290,4 +309,6 @@ __all__ = [
     "RestConfig",
     "SchedulerConfig",
     "SpurConfig",
+    "TlsConfig",
+    "TlsMode",
 ]

@@ -38,6 +38,8 @@ from spur.config.model import (
     RestConfig,
     SchedulerConfig,
     SpurConfig,
+    TlsConfig,
+    TlsMode,
 )
 from spur.core.job import PartitionState
 
@@ -336,6 +338,49 @@ class AuthSchema(SectionSchema):
             )
 
 
+class TlsSchema(SectionSchema):
+    model = TlsConfig
+
+    mode = f.Choice(
+        TlsMode,
+        metadata=doc(
+            "off (plaintext), optional (each port accepts TLS and plaintext, told apart by the first byte: "
+            "for migrating a cluster) or required (TLS only; daemons authenticate each other with their "
+            "node certificates)."
+        ),
+    )
+    cert_file = f.PathField(
+        metadata=doc(
+            "This host's certificate (PEM, chain allowed), issued by the cluster CA: served on every port "
+            "and presented by the daemons to each other (spur cert issue).",
+            "/etc/spur/tls/node.crt",
+        )
+    )
+    key_file = f.PathField(
+        metadata=doc("Private key of cert_file (PEM, mode 0600).", "/etc/spur/tls/node.key")
+    )
+    ca_file = f.PathField(
+        metadata=doc(
+            "The cluster CA certificate(s) (PEM): servers and daemon certificates must chain to it; the "
+            "CLI needs only this key (and mode).",
+            "/etc/spur/tls/ca.crt",
+        )
+    )
+    verify_hostname = f.Bool(
+        metadata=doc("Clients check that the server's certificate names the host or address they dialled.")
+    )
+    handshake_timeout_secs = f.Float(
+        validate=f.at_least(0.1),
+        metadata=doc("A connection that has not finished its TLS handshake by then is closed (seconds)."),
+    )
+
+    def check(self, obj: TlsConfig) -> None:
+        if obj.cert_file is not None and obj.key_file is None:
+            raise _fail("key_file", "tls.cert_file is set: set tls.key_file too")
+        if obj.key_file is not None and obj.cert_file is None:
+            raise _fail("cert_file", "tls.key_file is set: set tls.cert_file too")
+
+
 class AdmissionSchema(SectionSchema):
     model = AdmissionConfig
 
@@ -499,6 +544,7 @@ SECTIONS: dict[str, type[SectionSchema]] = {
     "accounting": AccountingSchema,
     "priority": PrioritySchema,
     "auth": AuthSchema,
+    "tls": TlsSchema,
     "admission": AdmissionSchema,
     "network": NetworkSchema,
     "cluster": ClusterSchema,
@@ -529,6 +575,7 @@ class SpurConfigSchema(SectionSchema):
     accounting = fields.Nested(AccountingSchema)
     priority = fields.Nested(PrioritySchema)
     auth = fields.Nested(AuthSchema)
+    tls = fields.Nested(TlsSchema)
     admission = fields.Nested(AdmissionSchema)
     network = fields.Nested(NetworkSchema)
     cluster = fields.Nested(ClusterSchema)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,12 @@ class Controller:
         config_path: str | Path | None = None,
         overrides: dict[str, Any] | None = None,
         auth: Any = None,
+        tls: Any = None,
     ) -> None:
         """``auth``: resolved [auth] settings (spur.auth.keys.AuthSettings); read from ``cfg`` when None
-        (raises spur.auth.keys.AuthConfigError for an unusable key or required mode without one)."""
+        (raises spur.auth.keys.AuthConfigError for an unusable key or required mode without one).
+        ``tls``: the daemon's spur.rpc.tls.TlsContexts; built from ``cfg.tls`` when None (raises
+        spur.rpc.tls.TlsConfigError for files that cannot be used)."""
         from spur.auth.guard import ServerAuth
         from spur.auth.keys import load_settings
 
@@ -86,6 +90,13 @@ class Controller:
         self.clock = clock or Clock()
         self.state_dir = Path(state_dir or cfg.controller.state_dir)
         self.listen = listen
+        if tls is None:
+            from spur.rpc.tls import TlsContexts, load_tls_settings
+
+            tls = TlsContexts(load_tls_settings(cfg.tls), name="spurctld")
+        # TLS on every port ([tls]); ``client_tls`` is what this controller presents to agents and peers.
+        self.tls = tls
+        self.client_tls = tls.client()
         self.state = ClusterState(history_max_jobs=cfg.accounting.history_max_jobs)
         self.auth.state = self.state  # accounting Administrators are admins too
         self._changed = trio.Event()
@@ -111,6 +122,8 @@ class Controller:
             heartbeat_interval=cfg.controller.heartbeat_ms / 1000,
             # Serializing 100k jobs takes seconds; a forked child does it while the loop goes on.
             fork_snapshots=True,
+            server_tls=tls.server(peers_only=True),
+            client_tls=self.client_tls,
         )
         # Concurrent proposals leave as one Raft entry (spur/controller/batching.py); runs in ``run``.
         self.batcher = ProposalBatcher(self.raft.propose)
@@ -320,16 +333,21 @@ class Controller:
         raft_listen = (
             _split(self.cfg.controller.raft_listen_addr, 6821) if self.cfg.controller.peers else None
         )
-        async with controller_pool() as self.peer_pool, trio.open_nursery() as nursery:
+        async with controller_pool(tls=self.client_tls) as self.peer_pool, trio.open_nursery() as nursery:
             await nursery.start(self.raft.run, raft_listen)
             await nursery.start(self.batcher.run, name="proposal-batcher")
             await nursery.start(serve_broker, self.auth, name="auth-broker")
-            self.bound_port = await nursery.start(server.serve, host, port)
+            self.bound_port = await nursery.start(partial(server.serve, tls=self.tls.server()), host, port)
             await start_surfaces(self, nursery, service)
             nursery.start_soon(self._leadership_watch, name="leadership-watch")
             nursery.start_soon(self._announce_self, name="announce-self")
             log.info("spurctld listening on %s:%s (state in %s)", host, self.bound_port, self.state_dir)
             task_status.started(self.bound_port)
+
+    def reload_tls(self) -> str | None:
+        """Re-read the [tls] certificate, key and CA files for new connections (``scontrol reconfigure``,
+        SIGHUP). None when done (or TLS is off); else one line, and the files in use stay in use."""
+        return self.tls.reload()
 
     async def reconfigure(self) -> Any:
         """Re-read the config file and apply its live keys (leader only; followers keep theirs until
@@ -339,6 +357,9 @@ class Controller:
         from spur.controller.reconfig import load_for_reconfigure
 
         outcome = load_for_reconfigure(self)
+        tls_error = self.reload_tls()
+        if tls_error is not None:
+            outcome.not_applied.append(f"tls (the certificates in use are kept: {tls_error})")
         self.cfg = outcome.cfg
         self.config_loaded_at = self.clock.wall()
         await self.propose(c.ConfigurePartitions(self.configured_partitions()))

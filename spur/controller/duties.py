@@ -138,7 +138,7 @@ class Dispatcher:
         self._active: set[int] = set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with agent_pool(self.ctl.auth.daemon_metadata) as pool, trio.open_nursery() as nursery:
+        async with agent_pool(self.ctl.auth.daemon_metadata, tls=self.ctl.client_tls) as pool, trio.open_nursery() as nursery:
             task_status.started()
             while True:
                 self._spawn_work(pool, nursery)

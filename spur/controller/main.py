@@ -1,4 +1,7 @@
-"""``spurctld`` entry point: parse flags, load config, run the controller until SIGINT/SIGTERM."""
+"""``spurctld`` entry point: parse flags, load config, run the controller until SIGINT/SIGTERM.
+
+SIGHUP re-reads the ``[tls]`` certificate, key and CA files (for new connections); ``--init-tls DIR``
+makes a cluster CA and this host's certificate there (as ``spur cert init``) and exits."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 import trio
 
@@ -33,6 +37,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="directory for the Raft WAL and snapshots (controller.state_dir)")
     p.add_argument("--listen", help="gRPC listen address HOST:PORT (controller.listen_addr)")
     p.add_argument("--node-id", type=int, help="Raft node id (controller.node_id)")
+    p.add_argument(
+        "--init-tls",
+        metavar="DIR",
+        help="make a cluster CA and this host's certificate in DIR (spur cert init), print the [tls] lines, exit",
+    )
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p
 
@@ -50,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s spurctld %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    if args.init_tls:
+        from pathlib import Path
+
+        from spur.cli.cert import init_tls
+
+        return init_tls(Path(args.init_tls))
     from spur.config import ConfigError, load_config, parse_addr, resolve_node_id
     from spur.plugins import PluginNotFound
 
@@ -71,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     from spur.auth.keys import AuthConfigError, load_settings
     from spur.controller.app import Controller
     from spur.plugins import load_plugin_manager
+    from spur.rpc.tls import TlsConfigError, TlsContexts, load_tls_settings
 
     try:
         auth = load_settings(cfg.auth)
-    except AuthConfigError as exc:
+        tls = TlsContexts(load_tls_settings(cfg.tls), name="spurctld")
+    except (AuthConfigError, TlsConfigError) as exc:
         print(f"spurctld: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
@@ -89,7 +106,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     try:
         controller = Controller(
-            cfg, listen=listen, node_id=node_id, config_path=args.conf, overrides=overrides, auth=auth
+            cfg,
+            listen=listen,
+            node_id=node_id,
+            config_path=args.conf,
+            overrides=overrides,
+            auth=auth,
+            tls=tls,
         )
     except Exception as exc:  # the state directory cannot be used (locked by another spurctld, unreadable)
         message = startup_message("spurctld", exc)
@@ -104,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+            nursery.start_soon(_reload_on_sighup, controller.reload_tls)
             # Process-wide, so here and not in Controller.run (tests run several controllers in one process).
             await nursery.start(gc_policy, name="gc-policy")
             await nursery.start(controller.run)
@@ -125,6 +149,14 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
             logging.getLogger("spur.controller").info("shutting down")
             scope.cancel()
             return
+
+
+async def _reload_on_sighup(reload: Callable[[], str | None]) -> None:
+    """SIGHUP: re-read the TLS files (a failure is logged by the reload, the old ones stay in use)."""
+    with trio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            logging.getLogger("spur.controller").info("SIGHUP: reloading the TLS certificates")
+            reload()
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ class MeshReconcile:
         from spur.controller.pool import agent_pool
 
         task_status.started()
-        async with agent_pool(self.ctl.auth.daemon_metadata) as pool:
+        async with agent_pool(self.ctl.auth.daemon_metadata, tls=self.ctl.client_tls) as pool:
             while True:
                 self.ctl.mesh_changed = trio.Event()
                 try:

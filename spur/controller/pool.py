@@ -23,8 +23,11 @@ class ChannelPool:
         *,
         connect_timeout: float = 3.0,
         metadata_provider: Callable[[], dict[str, str]] | None = None,
+        tls: Any = None,
     ) -> None:
+        """``tls``: spur.rpc.tls.ClientTLS for every channel (None: plaintext)."""
         self._make_stub = make_stub
+        self._tls = tls
         self._metadata_provider = metadata_provider
         self._connect_timeout = connect_timeout
         self._stubs: dict[str, Any] = {}
@@ -47,7 +50,10 @@ class ChannelPool:
         from spur.rpc.channel import open_channel
 
         async with open_channel(
-            target, connect_timeout=self._connect_timeout, metadata_provider=self._metadata_provider
+            target,
+            connect_timeout=self._connect_timeout,
+            metadata_provider=self._metadata_provider,
+            tls=self._tls,
         ) as channel:
             task_status.started(self._make_stub(channel))
             await trio.sleep_forever()
@@ -61,14 +67,17 @@ class ChannelPool:
         return self._stubs[key]
 
 
-def agent_pool(metadata_provider: Callable[[], dict[str, str]] | None = None) -> ChannelPool:
-    """Channels to agents; ``metadata_provider`` signs every call (the controller's daemon token)."""
+def agent_pool(
+    metadata_provider: Callable[[], dict[str, str]] | None = None, *, tls: Any = None
+) -> ChannelPool:
+    """Channels to agents; ``metadata_provider`` signs every call (the controller's daemon token),
+    ``tls`` (spur.rpc.tls.ClientTLS) presents the node certificate."""
     from spur.rpc.stub import agent_stub
 
-    return ChannelPool(agent_stub, metadata_provider=metadata_provider)
+    return ChannelPool(agent_stub, metadata_provider=metadata_provider, tls=tls)
 
 
-def controller_pool() -> ChannelPool:
+def controller_pool(*, tls: Any = None) -> ChannelPool:
     from spur.rpc.stub import controller_stub
 
-    return ChannelPool(controller_stub)
+    return ChannelPool(controller_stub, tls=tls)

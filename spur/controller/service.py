@@ -190,7 +190,7 @@ class ControllerService:
         """Send ``request`` to every agent of the job's allocation; unknown-job answers are fine."""
         from spur.controller.pool import agent_pool
 
-        async with agent_pool(self.ctl.auth.daemon_metadata) as pool:
+        async with agent_pool(self.ctl.auth.daemon_metadata, tls=self.ctl.client_tls) as pool:
             for a in job.allocation:
                 node = self.ctl.state.nodes[a.node]
                 stub = await pool.stub(node.address, node.port)

@@ -8,6 +8,7 @@ the error is logged and spurctld keeps serving gRPC without it, as slurmctld run
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -48,7 +49,7 @@ async def start_surfaces(ctl: Controller, nursery: trio.Nursery, service: Any) -
         api = RestApi(ctl, service, limits)
         host, port = parse_addr(ctl.cfg.controller.rest_addr, 6820)
         try:
-            ctl.rest_port = await nursery.start(serve_rest, api, host, port)
+            ctl.rest_port = await nursery.start(partial(serve_rest, tls=ctl.tls), api, host, port)
         except BaseException as exc:
             err = _bind_error(exc)
             if err is None:

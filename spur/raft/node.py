@@ -50,6 +50,7 @@ import random
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -207,7 +208,11 @@ class RaftNode:
         fork_snapshots: bool = False,
         credentials: RaftCredentials | None = None,
         max_snapshot_bytes: int = MAX_SNAPSHOT_BYTES,
+        server_tls: Any = None,
+        client_tls: Any = None,
     ) -> None:
+        """`server_tls` / `client_tls` (spur.rpc.tls.ServerTLS / ClientTLS, None = plaintext) are passed
+        to the Raft server's ``serve`` and to the peer channels."""
         if node_id < 0:
             raise ValueError(f"node_id must be >= 0, got {node_id}")
         if peers and not 1 <= node_id <= len(peers):
@@ -230,6 +235,8 @@ class RaftNode:
             )
         for address in peers:
             parse_target(address)  # one clear InvalidTarget naming a bad address
+        self._server_tls = server_tls
+        self._client_tls = client_tls
         self._node_id = node_id
         self._storage = storage
         self._sm = state_machine
@@ -415,6 +422,7 @@ class RaftNode:
                             connect_timeout=self._rpc_timeout,
                             faults=self._faults,
                             credential=self._credentials,
+                            tls=self._client_tls,
                         )
                     )
                 async with trio.open_nursery() as nursery:
@@ -424,7 +432,9 @@ class RaftNode:
                     if listen is not None:
                         server = Server(interceptor=self._interceptor())
                         server.add_service(RAFT_SERVICE, RaftService(self, self._faults))
-                        self._bound_port = await nursery.start(server.serve, listen[0], listen[1])
+                        self._bound_port = await nursery.start(
+                            partial(server.serve, tls=self._server_tls), listen[0], listen[1]
+                        )
                     if not self._others:
                         await self._campaign()  # a one-member group elects itself at once
                     nursery.start_soon(self._role_loop, name=f"raft-{self._node_id}-roles")

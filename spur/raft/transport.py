@@ -117,9 +117,11 @@ async def open_peer_clients(
     connect_timeout: float,
     faults: FaultSwitch | None = None,
     credential: OutgoingCredential | None = None,
+    tls: Any = None,
 ) -> AsyncIterator[PeerClients]:
     """Channels to each ``{member id: "host:port"}`` in `addresses` for the duration of the block; every
-    call carries `credential`'s metadata when one is given."""
+    call carries `credential`'s metadata when one is given (`tls`: spur.rpc.tls.ClientTLS for every
+    channel; None = plaintext)."""
     provider = credential.outgoing_metadata if credential is not None else None
     async with AsyncExitStack() as stack:
         stubs = {}
@@ -130,6 +132,7 @@ async def open_peer_clients(
                     connect_timeout=connect_timeout,
                     keepalive_interval=10.0,
                     metadata_provider=provider,
+                    tls=tls,
                 )
             )
             stubs[peer] = Stub(channel, RAFT_SERVICE)

@@ -394,14 +394,36 @@ class RestApi:
 
 
 async def serve_rest(
-    api: RestApi, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    api: RestApi,
+    host: str,
+    port: int,
+    *,
+    tls: Any = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``api`` with Hypercorn's Trio worker on ``host:port`` (0 = a free port); reports the
-    bound port and serves until cancelled."""
+    bound port and serves until cancelled.
+
+    ``tls`` (the controller's spur.rpc.tls.TlsContexts): when enabled, https only (in ``optional`` mode
+    too: Hypercorn decides TLS per listener, not per connection), client certificates asked for and
+    checked against the CA but not required (REST clients present none), each new connection wrapped
+    with the context current then, so a reload reaches new connections."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
     config = Config()
+    if tls is not None and tls.enabled:
+        import ssl
+
+        from spur.rpc.tls import ReloadingContext
+
+        settings = tls.settings
+        config.certfile, config.keyfile = str(settings.cert_file), str(settings.key_file)
+        config.ca_certs = str(settings.ca_file)
+        config.verify_mode = ssl.CERT_OPTIONAL
+        config.ssl_handshake_timeout = settings.handshake_timeout_secs
+        reloading = ReloadingContext(tls.rest_context)
+        config.create_ssl_context = lambda: reloading  # type: ignore[method-assign]
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("spur.rest.hypercorn")

@@ -140,7 +140,9 @@ async def _stream(api: RestApi, job_id: int, md: dict, peer: str, skips: dict[st
                 # The controller has checked the caller may attach; it reads from spurd as itself
                 # (its daemon credential: [auth] required mode refuses a call without one).
                 async with open_channel(
-                    f"{node.address}:{node.port}", metadata_provider=service.ctl.auth.daemon_metadata
+                    f"{node.address}:{node.port}",
+                    metadata_provider=service.ctl.auth.daemon_metadata,
+                    tls=service.ctl.client_tls,
                 ) as channel:
                     request = pb.StreamOutputRequest(job_id=job_id, follow=True, observer=True)
                     async for chunk in agent_stub(channel).StreamOutput(request):

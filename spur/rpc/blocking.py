@@ -12,6 +12,9 @@ Contracts (the same as the Trio channel's for unary calls):
 - Every failure is an :class:`RpcError`: UNAVAILABLE when the target cannot be reached (``"cannot
   connect to host:port: <why>"``) or the connection drops; DEADLINE_EXCEEDED when ``timeout`` passes
   (also sent as ``grpc-timeout``); otherwise the status the server sent.
+- ``tls`` (spur.rpc.tls.ClientTLS): the connection is TLS, the server verified against the CA; ``ssl`` is
+  imported only then. A failed handshake is UNAVAILABLE (``"cannot connect to host:port: TLS handshake
+  failed: <why>"``).
 - :func:`blocking_controller_stub` has one method per unary Controller RPC, returning an awaitable that
   has already completed, so ``async def body(stub)`` code written for the Trio stub runs unchanged
   under :func:`drive` (which raises :class:`NeedsEventLoop` if the body awaits anything else).
@@ -46,9 +49,13 @@ if TYPE_CHECKING:
 
     from google.protobuf.message import Message
 
+    from spur.rpc.tls import ClientTLS
+
     M = TypeVar("M", bound=Message)
     T = TypeVar("T")
 USER_AGENT = "spur-rpc-blocking/0.1"
+# The last TLS session per target, offered again by the next connection in this process.
+_SESSIONS: dict[tuple[str, Any], Any] = {}
 _READ = 256 * 1024
 
 
@@ -66,8 +73,10 @@ class BlockingChannel:
         connect_timeout: float = 5.0,
         metadata: dict[str, str] | None = None,
         max_message_bytes: int = 64 * 1024 * 1024,
+        tls: ClientTLS | None = None,
     ) -> None:
         self.host, self.port = parse_target(target)
+        self.tls = tls
         self.authority = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         self.connect_timeout = connect_timeout
         self.metadata = dict(metadata or {})
@@ -212,9 +221,45 @@ class BlockingChannel:
             why = os.strerror(exc.errno) if isinstance(exc.errno, int) and exc.errno > 0 else str(exc)
             raise RpcError(StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {why}") from None
         sock.setsockopt(_socket.IPPROTO_TCP, _socket.TCP_NODELAY, 1)
+        if self.tls is not None:
+            sock = self._handshake(sock, limit)
         conn = H2Connection()
         self._sock, self._h2 = sock, conn
         return sock, conn
+
+    def _handshake(self, sock: _socket.socket, limit: float | None) -> _socket.socket:
+        """TLS over the connected socket (offering this target's last session); closes it on failure."""
+        import socket as socket_module
+        import ssl
+
+        assert self.tls is not None
+        plain = socket_module.socket(sock.family, sock.type, sock.proto, fileno=sock.detach())
+        context = self.tls.context()
+        key = (self.authority, context)  # a session is only valid with the context that made it
+        tls_sock = context.wrap_socket(
+            plain,
+            server_hostname=self.tls.server_hostname or self.host,
+            do_handshake_on_connect=False,
+            session=_SESSIONS.get(key),
+        )
+        try:
+            tls_sock.settimeout(limit)
+            tls_sock.do_handshake()
+        except TimeoutError:
+            tls_sock.close()
+            raise RpcError(
+                StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: TLS handshake timed out"
+            ) from None
+        except (ssl.SSLError, OSError) as exc:
+            tls_sock.close()
+            from spur.rpc.tls import describe_ssl_error
+
+            why = describe_ssl_error(exc)
+            raise RpcError(
+                StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: TLS handshake failed: {why}"
+            ) from None
+        _SESSIONS[key] = tls_sock.session
+        return tls_sock
 
     def _headers(
         self, method: str, deadline: float | None, metadata: dict[str, str] | None
@@ -223,7 +268,7 @@ class BlockingChannel:
         merged.update({str(k).lower(): v for k, v in (metadata or {}).items()})
         headers = [
             (":method", "POST"),
-            (":scheme", "http"),
+            (":scheme", "http" if self.tls is None else "https"),
             (":path", method),
             (":authority", self.authority),
             ("content-type", CONTENT_TYPE),

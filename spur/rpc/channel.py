@@ -13,8 +13,12 @@ Contracts:
   retried once, transparently, on a fresh connection.
 - ``metadata_provider()`` is called for every call; its headers are sent with the call's own
   ``metadata`` on top (the call's keys win).
+- ``tls`` (spur.rpc.tls.ClientTLS): every connection is TLS, the server verified against the cluster CA
+  (and, for a daemon, the node certificate presented); a failed handshake is UNAVAILABLE
+  (``"cannot connect to host:port: TLS handshake failed: <why>"``). A reconnection offers the previous
+  connection's session (an abbreviated handshake).
 
-Imports only trio, h2 and protobuf: the CLI loads this module on every command.
+Imports only trio, h2 and protobuf (``ssl`` only with ``tls``): the CLI loads this module on every command.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import h2.errors
 import h2.events
@@ -48,6 +52,9 @@ from spur.rpc.wire import (
     response_status,
     validate_metadata,
 )
+
+if TYPE_CHECKING:
+    from spur.rpc.tls import ClientTLS
 
 __all__ = ["Channel", "open_channel", "parse_target", "InvalidTarget"]
 
@@ -77,8 +84,10 @@ async def open_channel(
     keepalive_timeout: float = 10.0,
     metadata_provider: MetadataProvider | None = None,
     max_message_bytes: int = _DEFAULT_MAX_MESSAGE,
+    tls: ClientTLS | None = None,
 ) -> AsyncIterator[Channel]:
-    """A channel to ``target`` for the duration of the block (see the module docstring)."""
+    """A channel to ``target`` for the duration of the block (see the module docstring); ``tls``: connect
+    with TLS (None: plaintext)."""
     host, port = parse_target(target)
     async with helper_nursery() as nursery:
         channel = Channel(
@@ -90,6 +99,7 @@ async def open_channel(
             keepalive_timeout=keepalive_timeout,
             metadata_provider=metadata_provider,
             max_message_bytes=max_message_bytes,
+            tls=tls,
         )
         try:
             yield channel
@@ -112,8 +122,10 @@ class Channel:
         keepalive_timeout: float,
         metadata_provider: MetadataProvider | None,
         max_message_bytes: int,
+        tls: ClientTLS | None = None,
     ) -> None:
         self.host = host
+        self.tls = tls
         self.port = port
         self.authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self.connect_timeout = connect_timeout
@@ -253,6 +265,8 @@ class Channel:
             ("user-agent", USER_AGENT),
             ("grpc-accept-encoding", ACCEPT_ENCODING),
         ]
+        if self.tls is not None:
+            headers[1] = (":scheme", "https")
         if math.isfinite(deadline):
             headers.append(("grpc-timeout", encode_timeout(deadline - trio.current_time())))
         headers += validate_metadata(merged)
@@ -275,11 +289,28 @@ class Channel:
         give_up = trio.current_time() + self.connect_timeout
         with trio.move_on_at(min(give_up, deadline)):
             try:
-                stream = await _open_tcp_stream(self.host, self.port)
+                stream: trio.abc.Stream = await _open_tcp_stream(self.host, self.port)
             except OSError as exc:
                 raise RpcError(
                     StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {_why(exc)}"
                 ) from None
+            if self.tls is not None:
+                from spur.rpc.tls import client_handshake
+
+                try:
+                    stream = await client_handshake(stream, self.tls, self.host, self.authority)  # type: ignore[arg-type]
+                except OSError as exc:
+                    if not self.tls.plaintext_fallback:
+                        raise RpcError(
+                            StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {exc}"
+                        ) from None
+                    log.info("%s: %s; [tls] mode is optional: connecting in plaintext", self.authority, exc)
+                    try:
+                        stream = await _open_tcp_stream(self.host, self.port)
+                    except OSError as again:
+                        raise RpcError(
+                            StatusCode.UNAVAILABLE, f"cannot connect to {self.authority}: {_why(again)}"
+                        ) from None
             conn = _Connection(stream, self.authority, self.max_message_bytes)
             await self._nursery.start(conn.run, self.keepalive_interval, self.keepalive_timeout)
             return conn

@@ -14,6 +14,10 @@ Contracts:
   response.
 - Cancelling :meth:`Server.serve` shuts down: listeners close, in-flight calls end with UNAVAILABLE,
   each connection gets a GOAWAY.
+- ``serve(..., tls=ServerTLS)`` (spur.rpc.tls) serves TLS: in ``required`` mode every connection must
+  complete a TLS handshake (a plaintext client is disconnected), in ``optional`` mode the first byte of
+  each connection says which it is. Each connection is wrapped with the context current when it was
+  accepted, so a certificate reload reaches new connections only.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import h2.errors
 import h2.events
@@ -44,6 +48,9 @@ from spur.rpc.wire import (
     user_metadata,
     validate_metadata,
 )
+
+if TYPE_CHECKING:
+    from spur.rpc.tls import ServerTLS
 
 __all__ = ["CallContext", "Server", "Interceptor", "Observer"]
 
@@ -143,11 +150,19 @@ class Server:
             return RpcError(StatusCode.UNIMPLEMENTED, f"unknown service {service}")
         return RpcError(StatusCode.UNIMPLEMENTED, f"unknown method {name} for service {service}")
 
-    async def serve(self, host: str, port: int, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        *,
+        tls: ServerTLS | None = None,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Listen on ``host:port`` (0 picks a free port), report the bound port via ``task_status``,
         and serve until cancelled. With port 0 and a host resolving to several addresses, only the
         first address is bound (so every listener shares one port). A failed bind raises
-        :class:`spur.startup.ListenError` (an OSError naming the address)."""
+        :class:`spur.startup.ListenError` (an OSError naming the address). ``tls``: serve TLS
+        (spur.rpc.tls.ServerTLS: required or optional); None: plaintext."""
         try:
             listeners = await trio.open_tcp_listeners(port, host=host or None)
         except OSError as exc:
@@ -159,20 +174,32 @@ class Server:
                 await extra.aclose()
             listeners = listeners[:1]
         bound = listeners[0].socket.getsockname()[1]
-        log.info("gRPC server listening on %s:%d", host or "*", bound)
+        log.info("gRPC server listening on %s:%d%s", host or "*", bound, f" (TLS {tls.mode})" if tls else "")
         task_status.started(bound)
-        await trio.serve_listeners(self._handle_connection, listeners)
+        if tls is None:
+            await trio.serve_listeners(self._handle_connection, listeners)
+            return
 
-    async def _handle_connection(self, stream: trio.SocketStream) -> None:
+        async def handle_tls(stream: trio.SocketStream) -> None:
+            from spur.rpc.tls import accept
+
+            served = await accept(stream, tls, _peer_of(stream))
+            if served is not None:
+                await self._handle_connection(served)
+
+        await trio.serve_listeners(handle_tls, listeners)
+
+    async def _handle_connection(self, stream: trio.abc.Stream) -> None:
         try:
             await _ServerConnection(self, stream).run()
         except Exception:
             log.exception("gRPC connection handler failed")
 
 
-def _peer_of(stream: trio.SocketStream) -> str:
+def _peer_of(stream: trio.abc.Stream) -> str:
+    inner = getattr(stream, "transport_stream", stream)  # a trio.SSLStream: its socket stream
     try:
-        addr = stream.socket.getpeername()
+        addr = inner.socket.getpeername()
     except OSError:
         return "unknown"
     host, port = addr[0], addr[1]
@@ -197,7 +224,7 @@ class _Call:
 
 
 class _ServerConnection(H2Transport):
-    def __init__(self, server: Server, stream: trio.SocketStream) -> None:
+    def __init__(self, server: Server, stream: trio.abc.Stream) -> None:
         super().__init__(stream, client_side=False, max_concurrent_streams=_MAX_STREAMS)
         self.server = server
         self.peer = _peer_of(stream)

@@ -82,7 +82,7 @@ async def k8s_duty(ctl: Controller, *, task_status: trio.TaskStatus[None] = trio
     from spur.controller.pool import ChannelPool
     from spur.k8s.cluster.task import K8sReconciler
 
-    async with ChannelPool(k0s_stub, metadata_provider=ctl.auth.daemon_metadata) as pool:
+    async with ChannelPool(k0s_stub, metadata_provider=ctl.auth.daemon_metadata, tls=ctl.client_tls) as pool:
         reconciler = K8sReconciler(
             state=ctl.state,
             propose=ctl.propose,
@@ -163,7 +163,9 @@ class K8sClusterService:
         info = self.ctl.state.nodes.get(node)
         if info is None:
             raise RpcError(StatusCode.NOT_FOUND, f"node {node} is not registered")
-        async with ChannelPool(k0s_stub, metadata_provider=self.ctl.auth.daemon_metadata) as pool:
+        async with ChannelPool(
+            k0s_stub, metadata_provider=self.ctl.auth.daemon_metadata, tls=self.ctl.client_tls
+        ) as pool:
             return await AgentCalls(self.ctl, pool)(node, method, request, timeout)
 
     async def _status(self, message: str = "", live: bool = True) -> kpb.K8sClusterStatus:

@@ -128,8 +128,10 @@ async def open_link(
     bounds: Bounds,
     *,
     metadata_provider: Callable[[], dict[str, str]] | None = None,
+    tls: Any = None,
 ) -> AsyncIterator[ControllerLink]:
-    """A :class:`ControllerLink` named ``name`` (for logs) to ``target`` (``host:port``, or several)."""
+    """A :class:`ControllerLink` named ``name`` (for logs) to ``target`` (``host:port``, or several);
+    ``tls``: spur.rpc.tls.ClientTLS (None: plaintext)."""
     targets = [target] if isinstance(target, str) else list(target)
     async with contextlib.AsyncExitStack() as stack:
         channels = [
@@ -140,6 +142,7 @@ async def open_link(
                     keepalive_interval=bounds.keepalive_interval,
                     keepalive_timeout=bounds.keepalive_timeout,
                     metadata_provider=metadata_provider,
+                    tls=tls,
                 )
             )
             for t in targets

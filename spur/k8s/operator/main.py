@@ -11,7 +11,8 @@ import os
 import signal
 import sys
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from functools import partial
+from typing import Annotated, Any, Literal
 
 import trio
 from cyclopts import App, Parameter
@@ -47,6 +48,29 @@ class OperatorOptions:
     keepalive_interval: float = 10.0
     keepalive_timeout: float = 5.0
     request_timeout: float = 30.0
+    # TLS ([tls] of spurctld/spurd, as flags): off, optional or required, and the node cert/key/CA files.
+    tls_mode: str = "off"
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None
+
+
+def tls_contexts(opts: OperatorOptions) -> object:
+    """The operator's spur.rpc.tls.TlsContexts from its flags; StartupError (78) naming the flag's file."""
+    from pathlib import Path
+
+    from spur.rpc.tls import TlsConfigError, TlsContexts, TlsSettings
+
+    settings = TlsSettings(
+        mode=opts.tls_mode,
+        cert_file=Path(opts.tls_cert) if opts.tls_cert else None,
+        key_file=Path(opts.tls_key) if opts.tls_key else None,
+        ca_file=Path(opts.tls_ca) if opts.tls_ca else None,
+    )
+    try:
+        return TlsContexts(settings, name="spur-k8s-operator")
+    except TlsConfigError as exc:
+        raise StartupError(str(exc).replace("tls.", "--tls-").replace("_file", ""), 78) from None
 
 
 class StartupError(Exception):
@@ -64,9 +88,13 @@ def split_hostport(value: str, what: str) -> tuple[str, int]:
 
 
 async def run_operator(
-    opts: OperatorOptions, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    opts: OperatorOptions,
+    *,
+    tls: Any = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run every part until cancelled; reports the virtual agent's bound port."""
+    """Run every part until cancelled; reports the virtual agent's bound port. ``tls``: the operator's
+    spur.rpc.tls.TlsContexts (None: built from ``opts``)."""
     from spur.agent.controller_link import normalize_controller
     from spur.auth.guard import ServerAuth
     from spur.auth.identity import Identity, identity_metadata
@@ -97,6 +125,9 @@ async def run_operator(
         secret_ref = (secret_ns, secret_name)
     except (ValueError, OSError) as exc:
         raise StartupError(str(exc), 78) from None
+    if tls is None:
+        tls = tls_contexts(opts)
+    client_tls = tls.client()
     auth = ServerAuth(AuthSettings(mode=opts.auth_mode, key=key), daemon_name="spur-k8s-operator")
     operator_identity = identity_metadata(Identity(0, 0, "spur-k8s-operator", "root"))
 
@@ -133,8 +164,12 @@ async def run_operator(
     cluster = {"name": "spur"}
     try:
         async with (
-            open_link("job-controller", targets, bounds, metadata_provider=daemon_metadata) as job_link,
-            open_link("node-watcher", targets, bounds, metadata_provider=daemon_metadata) as node_link,
+            open_link(
+                "job-controller", targets, bounds, metadata_provider=daemon_metadata, tls=client_tls
+            ) as job_link,
+            open_link(
+                "node-watcher", targets, bounds, metadata_provider=daemon_metadata, tls=client_tls
+            ) as node_link,
             trio.open_nursery() as nursery,
         ):
             for link in (job_link, node_link):
@@ -158,7 +193,7 @@ async def run_operator(
             server = Server(interceptor=auth, observer=metrics.observe_rpc)
             server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Agent"], agent)
             try:
-                port = await nursery.start(server.serve, listen_host, listen_port)
+                port = await nursery.start(partial(server.serve, tls=tls.server()), listen_host, listen_port)
             except OSError as exc:
                 raise StartupError(f"cannot listen on {opts.listen}: {exc.strerror or exc}") from None
             if advertised:
@@ -238,14 +273,19 @@ async def run_operator(
 
 
 async def _serve_until_signalled(opts: OperatorOptions) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    tls: Any = tls_contexts(opts)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
 
             async def operator() -> None:
-                await run_operator(opts)
+                await run_operator(opts, tls=tls)
 
             nursery.start_soon(operator)
             async for signum in signals:
+                if signum == signal.SIGHUP:  # re-read the TLS files for new connections
+                    log.info("received SIGHUP: reloading the TLS certificates")
+                    tls.reload()
+                    continue
                 log.info("received %s: shutting down (jobs' pods keep running)", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()
                 break
@@ -320,6 +360,16 @@ def _app() -> App:
         keepalive_interval: Annotated[float, Parameter(help="Seconds between keepalive pings.")] = 10.0,
         keepalive_timeout: Annotated[float, Parameter(help="Seconds a ping may go unanswered.")] = 5.0,
         request_timeout: Annotated[float, Parameter(help="Bound on each controller request (s).")] = 30.0,
+        tls_mode: Annotated[
+            Literal["off", "optional", "required"],
+            Parameter(help="TLS on the virtual agent and to spurctld ([tls] mode of the cluster)."),
+        ] = "off",
+        tls_cert: Annotated[
+            str | None,
+            Parameter(help="The operator's certificate (PEM) from the cluster CA (spur cert issue)."),
+        ] = None,
+        tls_key: Annotated[str | None, Parameter(help="Its private key (PEM, mode 0600).")] = None,
+        tls_ca: Annotated[str | None, Parameter(help="The cluster CA certificate (PEM).")] = None,
         verbose: Annotated[bool, Parameter(help="Debug logging.")] = False,
     ) -> int:
         from spur.k8s.operator.nodes import parse_selector
@@ -357,6 +407,10 @@ def _app() -> App:
             keepalive_interval=keepalive_interval,
             keepalive_timeout=keepalive_timeout,
             request_timeout=request_timeout,
+            tls_mode=tls_mode,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_ca=tls_ca,
         )
         return _run(opts)
 
