@@ -104,7 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["auto", "process", "systemd"], help="how jobs are started")
     p.add_argument("--heartbeat", type=float, metavar="SECS", help="heartbeat interval override")
     p.add_argument(
-        "--metrics-addr", metavar="HOST:PORT", help="Prometheus metrics address (agent.metrics_addr; 'off' = none)"
+        "--metrics-addr",
+        metavar="HOST:PORT",
+        help="Prometheus metrics address (agent.metrics_addr; 'off' = none)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument(
@@ -328,8 +330,10 @@ async def run_agent(
             from spur.metrics.agent import AgentMetrics
 
             metrics = AgentMetrics(executor.jobs)
+        from spur.auth_gate import HeaderGate
+
         server = Server(
-            interceptor=auth, observer=metrics.observe_rpc if metrics is not None else None
+            authenticator=HeaderGate(auth), observer=metrics.observe_rpc if metrics is not None else None
         )
 
         async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:

@@ -146,7 +146,9 @@ async def run_operator(
                 resync=max(opts.resync_secs, 1.0),
             )
             advertised = opts.address
-            server = Server(interceptor=auth, observer=metrics.observe_rpc)
+            from spur.auth_gate import HeaderGate
+
+            server = Server(authenticator=HeaderGate(auth), observer=metrics.observe_rpc)
             server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Agent"], agent)
             try:
                 port = await nursery.start(server.serve, listen_host, listen_port)
