@@ -314,19 +314,26 @@ async def test_preauth_connections_are_bounded_and_an_authenticated_client_still
     for peer in idle:
         await wait_for_settings(peer)
     assert srv.server.preauth_connections == 3
-    excess = await trio.open_tcp_stream("127.0.0.1", srv.port)
-    assert await closed_by_server(excess)  # closed at once, nothing served
 
-    # A client that authenticates on one of the counted connections frees its slot ...
-    sid = idle[0].start_call(10, GOOD, end=True)
-    await idle[0].flush()
-    await idle[0].pump_until(lambda: idle[0].status(sid) is not None)
-    assert idle[0].status(sid) == "0"
-    assert srv.server.preauth_connections == 2
-    # ... and a new authenticated client gets in.
+    # One more closes the oldest at once (GOAWAY naming why); the count stays at the bound.
+    newer = await Peer.connect(srv.port)
+    await wait_for_settings(newer)
+    await idle[0].pump_until(lambda: idle[0].eof)
+    assert b"have not authenticated" in (idle[0].goaway().additional_data or b"")
+    assert srv.server.preauth_connections == 3
+
+    # An authenticated client still gets in, while the bound holds.
     async with open_channel(srv.target, metadata_provider=lambda: dict(GOOD)) as channel:
         reply = await controller_stub(channel).SubmitJob(submit("abc"), timeout=10)
     assert reply.job_id == 3
+    assert srv.server.preauth_connections == 2  # its connection left the pre-auth set (and evicted one)
+
+    # A counted connection that authenticates leaves the pre-auth set and is served as usual.
+    sid = newer.start_call(10, GOOD, end=True)
+    await newer.flush()
+    await newer.pump_until(lambda: newer.status(sid) is not None)
+    assert newer.status(sid) == "0"
+    assert srv.server.preauth_connections == 1
 
 
 async def test_idle_preauth_connection_is_closed_after_the_timeout(nursery):

@@ -28,8 +28,9 @@ No work before authentication:
   window (no window is released and nothing is decoded until the interceptor accepts the call).
 - When the authenticator says a credential is required (``requires_credential``, ``[auth] mode =
   "required"``), a connection is *pre-auth* until one of its calls is accepted, and :class:`PreAuthLimits`
-  bound what it may cost (defaults): at most ``max_connections`` (512) pre-auth connections per server,
-  a further one is closed as soon as it is accepted; a pre-auth connection advertises only HTTP/2's
+  bound what it may cost (defaults): at most ``max_connections`` (512) pre-auth connections per server
+  (one more closes the oldest at once, so idle connections cannot lock out a client that authenticates
+  with its first call); a pre-auth connection advertises only HTTP/2's
   default windows (64 KiB per stream and in all: a refused stream can be sent at most that much) and
   gets the full ones (4 MiB / 16 MiB) when a call is accepted; it reads at most ``read_bytes`` (16 KiB)
   at a time (all it buffers) and ``max_bytes`` (1 MiB) in all, has ``timeout`` (10 s) from accept to
@@ -182,7 +183,7 @@ class Server:
         self.observer = observer
         self.max_message_bytes = max_message_bytes
         self.preauth = preauth or PreAuthLimits()
-        self.preauth_connections = 0
+        self._preauth: dict[_ServerConnection, None] = {}  # insertion order: oldest first
         self._methods: dict[str, _Method] = {}
         self._services: set[str] = set()
         self._last_excess_log = -math.inf
@@ -192,23 +193,34 @@ class Server:
         """Whether the pre-auth connection limits apply now (the authenticator requires a credential)."""
         return self.authenticator is not None and self.authenticator.requires_credential
 
-    def admit_preauth(self) -> bool:
-        """Count one more pre-auth connection; False (and a rate-limited log line) when the bound is
-        reached: the caller closes that connection at once."""
-        if self.preauth_connections < self.preauth.max_connections:
-            self.preauth_connections += 1
-            return True
-        self._excess_since_log += 1
+    @property
+    def preauth_connections(self) -> int:
+        """How many connections are pre-auth now (at most ``preauth.max_connections``)."""
+        return len(self._preauth)
+
+    def admit_preauth(self, conn: _ServerConnection) -> None:
+        """Count ``conn`` as pre-auth; at the bound, the oldest pre-auth connection is closed at once to
+        make room (so a flood of idle connections cannot lock out a client that authenticates with its
+        first call: it holds its slot only for that one round trip). Logged at most once a minute."""
+        while len(self._preauth) >= self.preauth.max_connections:
+            oldest = next(iter(self._preauth))
+            del self._preauth[oldest]
+            oldest.evict()
+            self._excess_since_log += 1
+        self._preauth[conn] = None
         now = trio.current_time()
-        if now - self._last_excess_log >= 60.0:
+        if self._excess_since_log and now - self._last_excess_log >= 60.0:
             log.warning(
-                "closed %d connection(s): %d connections have not authenticated yet (the limit)",
+                "closed %d unauthenticated connection(s): more than %d connections had not authenticated",
                 self._excess_since_log,
                 self.preauth.max_connections,
             )
             self._last_excess_log = now
             self._excess_since_log = 0
-        return False
+
+    def leave_preauth(self, conn: _ServerConnection) -> None:
+        """``conn`` authenticated a call or closed."""
+        self._preauth.pop(conn, None)
 
     def add_service(self, service: ServiceDescriptor, servicer: object) -> None:
         """Serve every RPC of ``service`` from the same-named async methods of ``servicer``.
@@ -314,9 +326,7 @@ class _ServerConnection(H2Transport):
     async def run(self) -> None:
         limits = self.server.preauth
         if self.server.requires_credential():
-            if not self.server.admit_preauth():
-                await trio.aclose_forcefully(self.stream)
-                return
+            self.server.admit_preauth(self)
             self.preauth = True
             self.read_size = min(self.read_size, limits.read_bytes)
         self.start(open_windows=not self.preauth)
@@ -342,8 +352,13 @@ class _ServerConnection(H2Transport):
     def _leave_preauth(self) -> None:
         if self.preauth:
             self.preauth = False
-            self.server.preauth_connections -= 1
+            self.server.leave_preauth(self)
             self._authenticated.set()
+
+    def evict(self) -> None:
+        """Closed to make room for a newer pre-auth connection (see :meth:`Server.admit_preauth`)."""
+        if self.preauth and not self.closed:
+            self._refuse_connection("too many connections have not authenticated")
 
     def _mark_authenticated(self) -> None:
         """A call on this connection was accepted: it is no longer pre-auth."""
