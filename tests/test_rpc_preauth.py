@@ -216,10 +216,14 @@ async def test_authenticated_call_gets_the_full_message_size(nursery):
 
 
 async def test_refusal_reaches_a_stock_client_with_the_policy_message(nursery):
-    srv = await start_server(nursery, authenticator=TokenGate(required=True))
-    async with open_channel(srv.target) as channel:
-        with pytest.raises(RpcError) as info:
-            await controller_stub(channel).SubmitJob(submit("x" * 8 * MB), timeout=10)
+    """The stock channel, blocked on the refused stream's window in the middle of a 60 MiB upload,
+    gets the refusal at once (not when the connection is dropped for not authenticating)."""
+    srv = await start_server(
+        nursery, authenticator=TokenGate(required=True), preauth=PreAuthLimits(timeout=60)
+    )
+    async with open_channel(srv.target, max_message_bytes=128 * MB) as channel:
+        with pytest.raises(RpcError) as info, trio.fail_after(10):
+            await controller_stub(channel).SubmitJob(submit("x" * 60 * MB), timeout=60)
     assert info.value.code == StatusCode.UNAUTHENTICATED
     assert "a credential is required" in info.value.message
     assert srv.controller.seen == []
@@ -384,3 +388,41 @@ async def test_preauth_connection_is_closed_after_repeated_refusals(nursery):
     await peer.pump_until(lambda: peer.eof)
     assert [peer.status(s) for s in sids] == [str(int(StatusCode.UNAUTHENTICATED))] * 3
     assert peer.goaway() is not None
+
+
+async def test_client_blocked_on_a_reset_streams_window_gets_the_answer(nursery):
+    """A server that answers and resets a call once the client has used up the stream's window (and
+    grants no more): the stock channel reports the server's status at once instead of waiting."""
+    answered = trio.Event()
+
+    async def serve(stream: trio.SocketStream) -> None:
+        conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
+        )
+        conn.initiate_connection()
+        await stream.send_all(conn.data_to_send())
+        sid, received = None, 0
+        while not answered.is_set():
+            data = await stream.receive_some(65536)
+            if not data:
+                return
+            for event in conn.receive_data(data):
+                if isinstance(event, h2.events.RequestReceived):
+                    sid = event.stream_id
+                elif isinstance(event, h2.events.DataReceived):
+                    received += event.flow_controlled_length
+            if sid is not None and received >= 65535:
+                trailers = [(":status", "200"), ("content-type", "application/grpc"), ("grpc-status", "16")]
+                conn.send_headers(sid, trailers + [("grpc-message", "refused")], end_stream=True)
+                conn.reset_stream(sid, h2.errors.ErrorCodes.NO_ERROR)
+                answered.set()
+            await stream.send_all(conn.data_to_send())
+        await trio.sleep_forever()  # keep the connection open: only the stream is gone
+
+    listeners = await nursery.start(trio.serve_tcp, serve, 0)
+    port = listeners[0].socket.getsockname()[1]
+    async with open_channel(f"127.0.0.1:{port}") as channel:
+        with pytest.raises(RpcError) as info, trio.fail_after(5):
+            await controller_stub(channel).SubmitJob(submit("x" * MB), timeout=30)
+    assert info.value.code == StatusCode.UNAUTHENTICATED
+    assert answered.is_set()

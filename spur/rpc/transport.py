@@ -101,8 +101,11 @@ class H2Transport:
         if self._windows_open:
             return
         self._windows_open = True
-        self.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW})
-        self.h2.increment_flow_control_window(CONNECTION_WINDOW - _DEFAULT_WINDOW)
+        try:
+            self.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW})
+            self.h2.increment_flow_control_window(CONNECTION_WINDOW - _DEFAULT_WINDOW)
+        except h2.exceptions.ProtocolError:  # the connection is closing
+            return
         self.flush_soon()
 
     async def run_io(self) -> None:
@@ -254,6 +257,8 @@ class H2Transport:
                 raise StreamGone(self.close_reason)
             if wanted == 0:
                 return 0
+            if not self.stream_is_open(stream_id):  # reset by the peer: its window will never open
+                raise StreamGone(f"stream {stream_id} closed")
             try:
                 window = self.h2.local_flow_control_window(stream_id)
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError) as exc:
