@@ -8,7 +8,8 @@ and floods the leader with no credential:
 - REST: ``--rest-clients`` clients posting 8 MB submit bodies (valid JSON, many small elements) in a
   loop for ``--seconds``, each streaming its body while it waits for the answer.
 
-For each: refusals/s, the leader's CPU per refusal, its RSS before and after, and, while the REST flood
+For each: refusals/s (bound by the clients on this side for gRPC: each builds a 60 MiB message), the
+leader's CPU per refusal (less its own idle rate, measured for 3 s just before), its RSS before and after, and, while the REST flood
 runs, the longest time the leader went without answering a status poll (every 50 ms; a stalled event loop
 sends no heartbeats either), how many terms and leaders were seen. With ``--main BIN`` the same is run
 against the spurctld in BIN (main's virtualenv) in the same invocation. Prints a table and writes
@@ -60,8 +61,16 @@ def _group(root: Path) -> ha_harness.HACluster:
     return Group(root, size=3, timeouts=dict(DEFAULT_TIMEOUTS), conf_extra=conf)
 
 
+def _idle_cpu_rate(pid: int, seconds: float = 3.0) -> float:
+    """The leader's own CPU use (s/s) with no flood: heartbeats, scheduler passes."""
+    cpu0, began = cpu_secs(pid), time.monotonic()
+    time.sleep(seconds)
+    return (cpu_secs(pid) - cpu0) / (time.monotonic() - began)
+
+
 def _grpc_phase(group: ha_harness.HACluster, leader: int, rounds: int) -> dict[str, Any]:
     member = group.member(leader)
+    idle = _idle_cpu_rate(member.pid)
     rss0, cpu0, began = rss_kib(member.pid), cpu_secs(member.pid), time.monotonic()
     codes: list[str] = []
     for _ in range(rounds):
@@ -70,7 +79,7 @@ def _grpc_phase(group: ha_harness.HACluster, leader: int, rounds: int) -> dict[s
         ]
     wall = time.monotonic() - began
     refused = sum(c in ("UNAUTHENTICATED", "PERMISSION_DENIED") for c in codes)
-    cpu = cpu_secs(member.pid) - cpu0
+    cpu = max(0.0, cpu_secs(member.pid) - cpu0 - idle * wall)
     return {
         "flood": "gRPC 4 x 60 MiB",
         "requests": len(codes),
@@ -94,11 +103,12 @@ def _rest_phase(group: ha_harness.HACluster, leader: int, seconds: float, client
         while time.monotonic() < stop_at:
             results.append(rest_post_unauthenticated(member.host, member.rest_port, body, timeout=60))
 
+    idle = _idle_cpu_rate(member.pid)
     rss0, cpu0, began = rss_kib(member.pid), cpu_secs(member.pid), time.monotonic()
     with LeaderWatch(group.statuses, interval=0.05) as watch:
         in_threads(clients, flood)
     wall = time.monotonic() - began
-    cpu = cpu_secs(member.pid) - cpu0
+    cpu = max(0.0, cpu_secs(member.pid) - cpu0 - idle * wall)
     refused = sum(r.status == 401 for r in results)
     return {
         "flood": f"REST {clients} clients x 8 MB",
