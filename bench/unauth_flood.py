@@ -9,7 +9,8 @@ and floods the leader with no credential:
   loop for ``--seconds``, each streaming its body while it waits for the answer.
 
 For each: refusals/s (bound by the clients on this side for gRPC: each builds a 60 MiB message), the
-leader's CPU per refusal (less its own idle rate, measured for 3 s just before), its RSS before and after, and, while the REST flood
+leader's CPU per refusal (less its own idle rate, measured for 3 s just before), its RSS before, after and at its peak during the flood (VmHWM, reset first: a freed 60 MiB
+buffer goes back to the OS at once), and, while the REST flood
 runs, the longest time the leader went without answering a status poll (every 50 ms; a stalled event loop
 sends no heartbeats either), how many terms and leaders were seen. With ``--main BIN`` the same is run
 against the spurctld in BIN (main's virtualenv) in the same invocation. Prints a table and writes
@@ -34,6 +35,7 @@ from integration.floods import (
     grpc_submit_unauthenticated,
     heavy_json,
     in_threads,
+    reset_peak_rss,
     rest_post_unauthenticated,
     rss_kib,
 )
@@ -72,6 +74,7 @@ def _grpc_phase(group: ha_harness.HACluster, leader: int, rounds: int) -> dict[s
     member = group.member(leader)
     idle = _idle_cpu_rate(member.pid)
     rss0, cpu0, began = rss_kib(member.pid), cpu_secs(member.pid), time.monotonic()
+    reset_peak_rss(member.pid)
     codes: list[str] = []
     for _ in range(rounds):
         codes += [
@@ -89,6 +92,7 @@ def _grpc_phase(group: ha_harness.HACluster, leader: int, rounds: int) -> dict[s
         "cpu_ms_per_refusal": 1000 * cpu / max(1, refused),
         "rss_before_mib": rss0 / 1024,
         "rss_after_mib": rss_kib(member.pid) / 1024,
+        "rss_peak_mib": rss_kib(member.pid, "VmHWM") / 1024,
     }
 
 
@@ -105,6 +109,7 @@ def _rest_phase(group: ha_harness.HACluster, leader: int, seconds: float, client
 
     idle = _idle_cpu_rate(member.pid)
     rss0, cpu0, began = rss_kib(member.pid), cpu_secs(member.pid), time.monotonic()
+    reset_peak_rss(member.pid)
     with LeaderWatch(group.statuses, interval=0.05) as watch:
         in_threads(clients, flood)
     wall = time.monotonic() - began
@@ -119,6 +124,7 @@ def _rest_phase(group: ha_harness.HACluster, leader: int, seconds: float, client
         "cpu_ms_per_refusal": 1000 * cpu / max(1, refused),
         "rss_before_mib": rss0 / 1024,
         "rss_after_mib": rss_kib(member.pid) / 1024,
+        "rss_peak_mib": rss_kib(member.pid, "VmHWM") / 1024,
         "leader_max_gap_s": watch.max_gap(leader),
         "terms_seen": len(watch.terms() | {term0}),
         "leaders_seen": len({i for i, _ in watch.leaders()} | {leader}),
@@ -167,6 +173,7 @@ def main() -> None:
         "cpu_ms_per_refusal",
         "rss_before_mib",
         "rss_after_mib",
+        "rss_peak_mib",
         "leader_max_gap_s",
         "terms_seen",
         "leaders_seen",

@@ -21,13 +21,25 @@ MIB = 1024 * 1024
 SUBMIT_PATH = "/slurm/v0.0.38/job/submit"
 
 
-def rss_kib(pid: int) -> int:
-    """The resident set size of ``pid`` (VmRSS, KiB)."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """The resident set size of ``pid`` (KiB): now (VmRSS) or its peak (``field="VmHWM"``)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    raise RuntimeError(f"no {field} for pid {pid}")
+
+
+def reset_peak_rss(pid: int) -> int:
+    """Reset ``pid``'s peak RSS to its current RSS where Linux allows it (clear_refs 5); the peak now.
+
+    A freed 60 MiB buffer goes straight back to the OS, so only the peak shows what a request cost."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return rss_kib(pid, "VmHWM")
 
 
 def cpu_secs(pid: int) -> float:

@@ -8,6 +8,7 @@ keeps its leadership (same member, same term throughout), and authenticated clie
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from integration.floods import (
     heavy_json,
     in_threads,
     open_idle_connections,
+    reset_peak_rss,
     rest_post_unauthenticated,
     rss_kib,
 )
@@ -31,7 +33,7 @@ from integration.test_auth import _kill_jobs, _write_key
 from integration.test_auth_ha import _RequiredGroup, _root_token
 from spur.rpc.proto import spur_pb2 as pb
 
-# Growth allowed in the leader's RSS over four refused 60 MiB requests (today's main: +362 MiB).
+# Growth allowed in the leader's (peak) RSS over four refused 60 MiB requests (main's: +362 MiB).
 RSS_BOUND_KIB = 24 * 1024
 # The pre-auth connection bound of spur.rpc.server.PreAuthLimits (its default).
 PREAUTH_MAX = 512
@@ -62,11 +64,14 @@ def test_unauthenticated_60mib_grpc_requests_are_refused_without_buffering(group
     member = group.member(leader)
     # Warm the leader's own paths first so the figure is the flood's alone.
     group.call_member(leader, "GetJobs", pb.GetJobsRequest())
-    before = rss_kib(member.pid)
+    before, peak_before = rss_kib(member.pid), reset_peak_rss(member.pid)
 
     codes = in_threads(4, lambda _: grpc_submit_unauthenticated(member.address, 60 * MIB))
 
     assert codes == ["UNAUTHENTICATED"] * 4
+    # The peak is what counts (a freed 60 MiB buffer goes back to the OS at once); and what stays.
+    peak = rss_kib(member.pid, "VmHWM") - peak_before
+    assert peak < RSS_BOUND_KIB, f"leader peak RSS grew by {peak} KiB over four refused 60 MiB requests"
     grown = rss_kib(member.pid) - before
     assert grown < RSS_BOUND_KIB, f"leader RSS grew by {grown} KiB over four refused 60 MiB requests"
     # Nothing was submitted, and the leader still serves its users.
@@ -118,9 +123,12 @@ def test_rest_flood_of_unauthenticated_8mb_bodies_leaves_the_leader_leading(
         if isinstance(item, BaseException):
             raise item
 
-    assert len(results) >= 10, "the flood did not run"
+    # Refusals are cheap: each is answered from the headers (main parsed each body first: ~2 per second,
+    # each taking the leader's event loop for about a quarter of a second).
+    assert len(results) >= 100, f"only {len(results)} refusals in 8 s"
     assert {r.status for r in results} == {401}
-    assert all(r.seconds < 5 for r in results), max(r.seconds for r in results)
+    assert statistics.median(r.seconds for r in results) < 0.25
+    assert watch.max_gap(leader) < 1.0, f"the leader did not answer for {watch.max_gap(leader):.2f} s"
     assert submitted, "no authenticated submission got through during the flood"
     assert watch.leaders() == {(leader, term)}, watch.leaders()
     assert watch.terms() == {term}
