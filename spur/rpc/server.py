@@ -201,19 +201,23 @@ class Server:
     def admit_preauth(self, conn: _ServerConnection) -> None:
         """Count ``conn`` as pre-auth; at the bound, the oldest pre-auth connection is closed at once to
         make room (so a flood of idle connections cannot lock out a client that authenticates with its
-        first call: it holds its slot only for that one round trip). Logged at most once a minute."""
+        first call: it holds its slot only for that one round trip)."""
         while len(self._preauth) >= self.preauth.max_connections:
             oldest = next(iter(self._preauth))
             del self._preauth[oldest]
             oldest.evict()
-            self._excess_since_log += 1
         self._preauth[conn] = None
+
+    def note_preauth_closed(self, peer: str, why: str) -> None:
+        """Log closed pre-auth connections at most once a minute (a flood must not flood the log)."""
+        self._excess_since_log += 1
         now = trio.current_time()
-        if self._excess_since_log and now - self._last_excess_log >= 60.0:
+        if now - self._last_excess_log >= 60.0:
             log.warning(
-                "closed %d unauthenticated connection(s): more than %d connections had not authenticated",
+                "closed %d unauthenticated connection(s) since the last message; the last from %s: %s",
                 self._excess_since_log,
-                self.preauth.max_connections,
+                peer,
+                why,
             )
             self._last_excess_log = now
             self._excess_since_log = 0
@@ -369,7 +373,7 @@ class _ServerConnection(H2Transport):
 
     def _refuse_connection(self, why: str) -> None:
         """GOAWAY and close a pre-auth connection that went past one of its bounds."""
-        log.info("closing unauthenticated connection from %s: %s", self.peer, why)
+        self.server.note_preauth_closed(self.peer, why)
         try:
             self.h2.close_connection(
                 error_code=h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, additional_data=why.encode()
