@@ -11,7 +11,7 @@ import h2.events
 import trio
 
 from spur.rpc.proto import spur_pb2 as pb
-from spur.rpc.server import CallContext, Interceptor, Observer, Server
+from spur.rpc.server import Authenticator, CallContext, Interceptor, Observer, PreAuthLimits, Server
 from spur.rpc.status import RpcError, StatusCode
 
 CONTROLLER = pb.DESCRIPTOR.services_by_name["Controller"]
@@ -102,6 +102,7 @@ class Running:
     controller: ControllerServicer
     agent: AgentServicer
     scope: trio.CancelScope
+    server: Server | None = None
 
     @property
     def target(self) -> str:
@@ -116,9 +117,17 @@ async def start_server(
     max_message_bytes: int = 64 * MB,
     controller: ControllerServicer | None = None,
     observer: Observer | None = None,
+    authenticator: Authenticator | None = None,
+    preauth: PreAuthLimits | None = None,
 ) -> Running:
     """Serve the test Controller and Agent on loopback inside ``nursery``; cancel ``scope`` to stop."""
-    server = Server(interceptor=interceptor, max_message_bytes=max_message_bytes, observer=observer)
+    server = Server(
+        interceptor=interceptor,
+        authenticator=authenticator,
+        max_message_bytes=max_message_bytes,
+        observer=observer,
+        preauth=preauth,
+    )
     controller = controller or ControllerServicer()
     server.add_service(CONTROLLER, controller)
     agent = AgentServicer()
@@ -131,7 +140,7 @@ async def start_server(
             await server.serve("127.0.0.1", port, task_status=task_status)
 
     bound = await nursery.start(run)
-    return Running(bound, controller, agent, scope)
+    return Running(bound, controller, agent, scope, server)
 
 
 def grpc_frame(payload: bytes, compressed: bool = False) -> bytes:

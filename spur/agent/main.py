@@ -351,7 +351,10 @@ async def run_agent(
             from spur.metrics.agent import AgentMetrics
 
             metrics = AgentMetrics(executor.jobs)
-        server = Server(interceptor=auth, observer=metrics.observe_rpc if metrics is not None else None)
+
+        server = Server(
+            authenticator=auth, observer=metrics.observe_rpc if metrics is not None else None
+        )
 
         async def lookup_job(job_id: int) -> spur_pb2.JobInfo | None:
             response = await link.call("GetJobs", spur_pb2.GetJobsRequest(job_ids=[job_id]))

@@ -218,8 +218,15 @@ class ServerAuth:
             return refusal
         return result.identity
 
-    async def __call__(self, context: Any) -> None:
-        """The Server interceptor: sets ``context.identity`` or ends the call with the refusal."""
+    @property
+    def requires_credential(self) -> bool:
+        """True in ``[auth] mode = "required"``: calls without a valid credential are refused (the gRPC
+        server then bounds what a connection may cost before one of its calls is accepted)."""
+        return self.settings.mode == "required"
+
+    def authenticate_call(self, context: Any) -> None:
+        """The header-time gate (spur.rpc.server.Authenticator): run when a call's HEADERS arrive, before
+        its body is read; sets ``context.identity`` or raises RpcError with the refusal."""
         from spur.rpc.status import RpcError, StatusCode
 
         try:
@@ -232,6 +239,10 @@ class ServerAuth:
         if isinstance(result, policy.Refusal):
             raise RpcError(StatusCode[result.code], result.message)
         context.identity = result
+
+    async def __call__(self, context: Any) -> None:
+        """The same check as an async Server interceptor."""
+        self.authenticate_call(context)
 
     # ------------------------------------------------------------------ this daemon's own calls
 

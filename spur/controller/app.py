@@ -287,8 +287,12 @@ class Controller:
         from spur.rpc.proto import auth_pb2
 
         self.metrics = make_metrics(self)
+
+        # Authenticated from each call's HEADERS, before its body is read; server.interceptor is the same
+        # policy for the REST layer.
         server = Server(
-            interceptor=self.auth, observer=self.metrics.observe_rpc if self.metrics is not None else None
+            authenticator=self.auth,
+            observer=self.metrics.observe_rpc if self.metrics is not None else None,
         )
         service = ControllerService(self)
         server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Controller"], service)

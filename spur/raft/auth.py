@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from spur.rpc.server import CallContext, Interceptor
+from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "JwtRaftCredentials",
     "OutgoingCredential",
     "RaftAuthError",
+    "RaftGate",
     "RaftPeer",
     "TOKEN_TTL_SECS",
     "raft_interceptor",
@@ -161,35 +162,53 @@ class JwtRaftCredentials:
         return claims.member
 
 
-def raft_interceptor(verifier: IncomingVerifier, *, node_id: int, members: Collection[int]) -> Interceptor:
-    """The Raft server's interceptor: a verified credential of a member in `members` other than `node_id`.
+class RaftGate:
+    """The Raft server's gate: a verified credential of a member in `members` other than `node_id`.
 
-    Sets ``context.identity`` to :class:`RaftPeer`; refuses every other call with UNAUTHENTICATED or
-    PERMISSION_DENIED and logs the refusal (method, peer address, reason; never the token) at most once
-    a minute per reason.
+    A :class:`spur.rpc.server.Authenticator` (checked from each call's HEADERS, before its body is read;
+    the server's pre-auth limits apply, as a credential is always required) and, called, an async
+    interceptor. Sets ``context.identity`` to :class:`RaftPeer`; refuses every other call with
+    UNAUTHENTICATED or PERMISSION_DENIED and logs the refusal (method, peer address, reason; never the
+    token) at most once a minute per reason.
     """
-    allowed = frozenset(members) - {node_id}
-    last_logged: dict[str, float] = {}
 
-    def refuse(context: CallContext, code: StatusCode, message: str) -> RpcError:
+    def __init__(self, verifier: IncomingVerifier, *, node_id: int, members: Collection[int]) -> None:
+        self._verifier = verifier
+        self._node_id = node_id
+        self._allowed = frozenset(members) - {node_id}
+        self._last_logged: dict[str, float] = {}
+
+    @property
+    def requires_credential(self) -> bool:
+        return True
+
+    def _refuse(self, context: CallContext, code: StatusCode, message: str) -> RpcError:
         now = time.monotonic()
-        if now - last_logged.get(message, -1e18) >= 60.0:
-            last_logged[message] = now
+        if now - self._last_logged.get(message, -1e18) >= 60.0:
+            self._last_logged[message] = now
             log.warning("refused Raft %s from %s: %s", context.method, context.peer, message)
         return RpcError(code, message)
 
-    async def intercept(context: CallContext) -> None:
+    def authenticate_call(self, context: CallContext) -> None:
         try:
-            member = verifier.verify_member(context.metadata)
+            member = self._verifier.verify_member(context.metadata)
         except RaftAuthError as exc:
-            raise refuse(context, exc.code, str(exc)) from None
+            raise self._refuse(context, exc.code, str(exc)) from None
         except Exception as exc:  # malformed input must never take the server down
-            raise refuse(
+            raise self._refuse(
                 context, StatusCode.UNAUTHENTICATED, f"invalid Raft credential ({type(exc).__name__})"
             ) from None
-        if member not in allowed:
-            why = "this member itself" if member == node_id else "not a member of this Raft group"
-            raise refuse(context, StatusCode.PERMISSION_DENIED, f"Raft credential of member {member}: {why}")
+        if member not in self._allowed:
+            why = "this member itself" if member == self._node_id else "not a member of this Raft group"
+            raise self._refuse(
+                context, StatusCode.PERMISSION_DENIED, f"Raft credential of member {member}: {why}"
+            )
         context.identity = RaftPeer(member)
 
-    return intercept
+    async def __call__(self, context: CallContext) -> None:
+        self.authenticate_call(context)
+
+
+def raft_interceptor(verifier: IncomingVerifier, *, node_id: int, members: Collection[int]) -> RaftGate:
+    """The Raft server's gate (:class:`RaftGate`), usable as an authenticator or an interceptor."""
+    return RaftGate(verifier, node_id=node_id, members=members)

@@ -55,13 +55,13 @@ from typing import Any, Protocol
 
 import trio
 
-from spur.raft.auth import IncomingVerifier, OutgoingCredential, raft_interceptor
+from spur.raft.auth import IncomingVerifier, OutgoingCredential, RaftGate
 from spur.raft.faults import FaultSwitch
 from spur.raft.storage import HardState, LogEntry, RaftStorage, Snapshot, StorageError
 from spur.raft.transport import RAFT_SERVICE, PeerClients, RaftService, open_peer_clients
 from spur.rpc.channel import parse_target
 from spur.rpc.proto import raft_pb2 as pb
-from spur.rpc.server import Interceptor, Server
+from spur.rpc.server import Server
 from spur.rpc.status import RpcError, StatusCode
 
 log = logging.getLogger(__name__)
@@ -430,7 +430,7 @@ class RaftNode:
                     if listen is None and self._others:
                         listen = parse_target(self._peers[self._node_id - 1])
                     if listen is not None:
-                        server = Server(interceptor=self._interceptor())
+                        server = Server(authenticator=self._gate())
                         server.add_service(RAFT_SERVICE, RaftService(self, self._faults))
                         self._bound_port = await nursery.start(
                             partial(server.serve, tls=self._server_tls), listen[0], listen[1]
@@ -444,11 +444,12 @@ class RaftNode:
             self._set_role(Role.FOLLOWER)
             self._fail_proposals("raft node stopped")
 
-    def _interceptor(self) -> Interceptor | None:
-        """The Raft server's interceptor: checks the sender's credential (None without credentials)."""
+    def _gate(self) -> RaftGate | None:
+        """The Raft server's gate: checks the sender's credential from the call's headers (None without
+        credentials)."""
         if self._credentials is None:
             return None
-        return raft_interceptor(self._credentials, node_id=self._node_id, members=self._others)
+        return RaftGate(self._credentials, node_id=self._node_id, members=self._others)
 
     def _recover(self, snapshot: Snapshot | None, decoded: object, entries: list[LogEntry]) -> None:
         """Adopt the snapshot (`decoded` from it); a one-member group also applies the log (all of it is

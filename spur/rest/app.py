@@ -1,7 +1,8 @@
 """spurctld's REST API: slurmrestd v0.0.38 (``/slurm``, ``/slurmdb``), the OpenAPI document, and the
 job-output WebSocket (``/spur/v1/job/{id}/output``), as a quart-trio app on Hypercorn's Trio worker.
 
-Views are thin: decode and check the request (:mod:`spur.rest.limits`, :mod:`spur.rest.auth`),
+Requests with a body are authenticated from their headers before the body is read
+(:mod:`spur.rest.preauth`). Views are thin: decode and check the request (:mod:`spur.rest.limits`, :mod:`spur.rest.auth`),
 build the request message (:mod:`spur.rest.mapping`), call the ControllerService method through
 :class:`spur.rest.adapter.ServiceAdapter` (the gRPC path's rules, interceptor and leader
 forwarding), map the answer back. Every error is a JSON body with Slurm's ``errors[]`` and a 4xx
@@ -38,7 +39,9 @@ from spur.rest.errors import (
 )
 from spur.rest.limits import Limits, decode_body, too_large
 from spur.rest.openapi import build_document, to_yaml
+from spur.rest.preauth import PreAuthGate
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError
 
 if TYPE_CHECKING:
@@ -70,6 +73,9 @@ class RestApi:
         app.config["JSON_SORT_KEYS"] = False
         app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
         self.app = app
+        # Every request with a body is authenticated from its headers before the body is read.
+        self.gate = PreAuthGate(app.asgi_app, self, self.limits.max_body_bytes)
+        app.asgi_app = self.gate  # type: ignore[method-assign]
         app.register_error_handler(HTTPException, self._http_error)
         app.register_error_handler(Exception, self._unexpected)
         self._routes()
@@ -131,6 +137,10 @@ class RestApi:
         entry = error_entry(SLURM_ERROR, f"internal error ({type(exc).__name__})", "spur-rest")
         return _json(body(False, [entry]), 500)
 
+    async def authenticate(self, method: str, metadata: dict[str, str], peer: str, source: str) -> None:
+        """The controller's auth policy on ``metadata`` (the pre-body gate's check); refusals -> RestError."""
+        await self.adapter.authorize(CallContext(method, dict(metadata), peer, None), source)
+
     def identity_metadata(self, source: str) -> dict[str, str]:
         return metadata_from_headers(request.headers, resolve_local_user, source)
 
@@ -182,8 +192,12 @@ class RestApi:
         @route(f"{S}/diag", "get")
         async def diag() -> Response:
             md = self.identity_metadata("_op_handler_diag")
-            resp = await self.call("GetJobs", pb.GetJobsRequest(include_finished=True), "_op_handler_diag", md)
-            stats = mapping.diag_statistics(resp.jobs, self.ctl.clock.wall(), self.started_at, self.counters())
+            resp = await self.call(
+                "GetJobs", pb.GetJobsRequest(include_finished=True), "_op_handler_diag", md
+            )
+            stats = mapping.diag_statistics(
+                resp.jobs, self.ctl.clock.wall(), self.started_at, self.counters()
+            )
             return _json(body(statistics=stats))
 
         @route(f"{S}/licenses", "get", empty="licenses")
@@ -268,7 +282,9 @@ class RestApi:
         async def reservation(reservation_name: str) -> Response:
             source = "_op_handler_reservation"
             self.identity_metadata(source)
-            raise RestError(404, ESLURM_REST_EMPTY_RESULT, f"Unable to find reservation {reservation_name}", source)
+            raise RestError(
+                404, ESLURM_REST_EMPTY_RESULT, f"Unable to find reservation {reservation_name}", source
+            )
 
         # -------------------------------------------------------------- slurmdb
         @route(f"{D}/jobs", "get", db=True, empty="jobs")
@@ -277,7 +293,9 @@ class RestApi:
             resp = await self.call("GetJobs", pb.GetJobsRequest(include_finished=True), source)
             keep = mapping.slurmdb_job_filter(request.args)
             now, cluster = self.ctl.clock.wall(), self.cluster
-            return _json(body(True, jobs=[mapping.job_to_slurmdb(j, cluster, now) for j in resp.jobs if keep(j)]))
+            return _json(
+                body(True, jobs=[mapping.job_to_slurmdb(j, cluster, now) for j in resp.jobs if keep(j)])
+            )
 
         @route(f"{D}/job/{{job_id}}", "get", db=True, empty="jobs")
         async def db_job(job_id: str) -> Response:
@@ -349,7 +367,9 @@ class RestApi:
                 records = [found]
             else:
                 if entity.kind == "add":
-                    await self._backend_call(fn, md, source, entity.parse(await self.json_body(source), source))
+                    await self._backend_call(
+                        fn, md, source, entity.parse(await self.json_body(source), source)
+                    )
                 elif entity.kind == "delete":
                     await self._backend_call(fn, md, source, params[entity.param])
                 else:  # filter_delete
@@ -357,7 +377,9 @@ class RestApi:
                 return _json(body(True))
             return _json(body(True, **{entity.key: [entity.to_json(r) for r in records]}))
 
-    async def _backend_call(self, fn: Callable[..., Awaitable[Any]], md: dict[str, str], source: str, *args: Any) -> Any:
+    async def _backend_call(
+        self, fn: Callable[..., Awaitable[Any]], md: dict[str, str], source: str, *args: Any
+    ) -> Any:
         """Run an accounting backend method for the caller (``md``); its RpcError refusals ->
         RestError. The backend reaches the controller through ``ServiceAdapter.call`` (or the same
         interceptor), which authenticates ``md``; nothing is served here without that."""
@@ -372,7 +394,9 @@ class RestApi:
         md = self.identity_metadata(source)
         jid, task = mapping.parse_job_id(job_id, source)
         resp = await self.call("GetJobs", pb.GetJobsRequest(job_ids=[jid], include_finished=True), source, md)
-        found = [j for j in resp.jobs if task is None or (j.HasField("array_task_id") and j.array_task_id == task)]
+        found = [
+            j for j in resp.jobs if task is None or (j.HasField("array_task_id") and j.array_task_id == task)
+        ]
         if not found:
             raise RestError(404, ESLURM_INVALID_JOB_ID, f"Unable to find JobId={job_id}", source)
         return found

@@ -18,6 +18,30 @@ Contracts:
   complete a TLS handshake (a plaintext client is disconnected), in ``optional`` mode the first byte of
   each connection says which it is. Each connection is wrapped with the context current when it was
   accepted, so a certificate reload reaches new connections only.
+
+No work before authentication:
+
+- An ``authenticator`` (:class:`Authenticator`, synchronous, headers only) runs when a call's HEADERS
+  arrive, before any of its DATA is accepted. A refused call is answered at once (trailers-only
+  UNAUTHENTICATED / PERMISSION_DENIED, then RST_STREAM); its DATA is discarded unread (h2 drops DATA on
+  a reset stream and keeps the connection window open) and its stream is never granted window beyond
+  the initial one. Only an accepted call has its DATA buffered, decoded (up to ``max_message_bytes``)
+  and its stream window re-opened.
+- With only an async ``interceptor`` it runs in the call's task before the body is awaited (not after
+  it is decoded, as it once did): DATA that arrives meanwhile is held raw, within the stream's initial
+  window (no window is released and nothing is decoded until the interceptor accepts the call).
+- When the authenticator says a credential is required (``requires_credential``, ``[auth] mode =
+  "required"``), a connection is *pre-auth* until one of its calls is accepted, and :class:`PreAuthLimits`
+  bound what it may cost (defaults): at most ``max_connections`` (512) pre-auth connections per server
+  (one more closes the oldest at once, so idle connections cannot lock out a client that authenticates
+  with its first call); a pre-auth connection advertises only HTTP/2's
+  default windows (64 KiB per stream and in all: a refused stream can be sent at most that much) and
+  gets the full ones (4 MiB / 16 MiB) when a call is accepted; it reads at most ``read_bytes`` (16 KiB)
+  at a time (all it buffers) and ``max_bytes`` (1 MiB) in all, has ``timeout`` (10 s) from accept to
+  get a call accepted, and may have ``max_refusals`` (8) calls refused; past any of these it gets a
+  GOAWAY (ENHANCE_YOUR_CALM, naming the bound) after the answers already queued, and is closed. In
+  permissive and disabled modes none of this applies (calls without a credential are accepted, as
+  before).
 """
 
 from __future__ import annotations
@@ -27,16 +51,18 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import h2.errors
 import h2.events
+import h2.exceptions
 import trio
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from spur.rpc.status import RpcError, StatusCode, encode_grpc_message
+from spur.rpc.transport import READ_SIZE as _FULL_READ
 from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone
 from spur.rpc.wire import (
     ACCEPT_ENCODING,
@@ -52,7 +78,7 @@ from spur.rpc.wire import (
 if TYPE_CHECKING:
     from spur.rpc.tls import ServerTLS
 
-__all__ = ["CallContext", "Server", "Interceptor", "Observer"]
+__all__ = ["Authenticator", "CallContext", "Interceptor", "Observer", "PreAuthLimits", "Server"]
 
 log = logging.getLogger("spur.rpc.server")
 
@@ -67,6 +93,18 @@ Observer = Callable[[str, str, float], None]
 _MAX_STREAMS = 128
 # Long status messages are cut: peers cap header blocks (grpcio at 8-16 KiB).
 _MAX_STATUS_MESSAGE = 2048
+
+
+@dataclass(frozen=True)
+class PreAuthLimits:
+    """What a connection that has had no call accepted may cost while credentials are required (see the
+    module docstring)."""
+
+    max_connections: int = 512
+    timeout: float = 10.0
+    read_bytes: int = 16 * 1024
+    max_bytes: int = 1024 * 1024
+    max_refusals: int = 8
 
 
 class CallContext:
@@ -94,6 +132,31 @@ class CallContext:
         return None if self.deadline is None else max(0.0, self.deadline - trio.current_time())
 
 
+class Authenticator(Protocol):
+    """Header-time authentication, run synchronously when a call's HEADERS arrive (before its DATA)."""
+
+    @property
+    def requires_credential(self) -> bool:
+        """True when a call without a valid credential is refused (the pre-auth limits apply)."""
+        ...
+
+    def authenticate_call(self, context: CallContext) -> None:
+        """Set ``context.identity`` or raise :class:`RpcError` (UNAUTHENTICATED, PERMISSION_DENIED).
+        Reads only ``context.method``, ``metadata`` and ``peer``; must not block."""
+        ...
+
+
+class _AuthenticatorInterceptor:
+    """An :class:`Authenticator` as an async :data:`Interceptor`, for callers that run the server's
+    policy themselves (the REST layer awaits ``server.interceptor``)."""
+
+    def __init__(self, authenticator: Authenticator) -> None:
+        self.authenticator = authenticator
+
+    async def __call__(self, context: CallContext) -> None:
+        self.authenticator.authenticate_call(context)
+
+
 @dataclass(frozen=True)
 class _Method:
     path: str
@@ -110,14 +173,65 @@ class Server:
         self,
         *,
         interceptor: Interceptor | None = None,
+        authenticator: Authenticator | None = None,
         max_message_bytes: int = 64 * 1024 * 1024,
         observer: Observer | None = None,
+        preauth: PreAuthLimits | None = None,
     ) -> None:
-        self.interceptor = interceptor
+        """``authenticator`` runs on every call's HEADERS (see the module docstring); ``interceptor``
+        runs in the call's task before its body is awaited. With an authenticator and no interceptor,
+        :attr:`interceptor` is the authenticator as an async interceptor (for callers such as the REST
+        layer that apply the server's policy themselves); the server does not run it a second time."""
+        self.authenticator = authenticator
+        self.call_interceptor = interceptor
+        self.interceptor: Interceptor | None = interceptor
+        if interceptor is None and authenticator is not None:
+            self.interceptor = _AuthenticatorInterceptor(authenticator)
         self.observer = observer
         self.max_message_bytes = max_message_bytes
+        self.preauth = preauth or PreAuthLimits()
+        self._preauth: dict[_ServerConnection, None] = {}  # insertion order: oldest first
         self._methods: dict[str, _Method] = {}
         self._services: set[str] = set()
+        self._last_excess_log = -math.inf
+        self._excess_since_log = 0
+
+    def requires_credential(self) -> bool:
+        """Whether the pre-auth connection limits apply now (the authenticator requires a credential)."""
+        return self.authenticator is not None and self.authenticator.requires_credential
+
+    @property
+    def preauth_connections(self) -> int:
+        """How many connections are pre-auth now (at most ``preauth.max_connections``)."""
+        return len(self._preauth)
+
+    def admit_preauth(self, conn: _ServerConnection) -> None:
+        """Count ``conn`` as pre-auth; at the bound, the oldest pre-auth connection is closed at once to
+        make room (so a flood of idle connections cannot lock out a client that authenticates with its
+        first call: it holds its slot only for that one round trip)."""
+        while len(self._preauth) >= self.preauth.max_connections:
+            oldest = next(iter(self._preauth))
+            del self._preauth[oldest]
+            oldest.evict()
+        self._preauth[conn] = None
+
+    def note_preauth_closed(self, peer: str, why: str) -> None:
+        """Log closed pre-auth connections at most once a minute (a flood must not flood the log)."""
+        self._excess_since_log += 1
+        now = trio.current_time()
+        if now - self._last_excess_log >= 60.0:
+            log.warning(
+                "closed %d unauthenticated connection(s) since the last message; the last from %s: %s",
+                self._excess_since_log,
+                peer,
+                why,
+            )
+            self._last_excess_log = now
+            self._excess_since_log = 0
+
+    def leave_preauth(self, conn: _ServerConnection) -> None:
+        """``conn`` authenticated a call or closed."""
+        self._preauth.pop(conn, None)
 
     def add_service(self, service: ServiceDescriptor, servicer: object) -> None:
         """Serve every RPC of ``service`` from the same-named async methods of ``servicer``.
@@ -221,6 +335,9 @@ class _Call:
     headers_sent: bool = False
     finished: bool = False
     unacked: int = 0
+    # False until the call is authenticated: its DATA is held raw in `pending` and no window is released.
+    accepted: bool = False
+    pending: list[bytes] = field(default_factory=list)
 
 
 class _ServerConnection(H2Transport):
@@ -230,23 +347,83 @@ class _ServerConnection(H2Transport):
         self.peer = _peer_of(stream)
         self.calls: dict[int, _Call] = {}
         self._nursery: trio.Nursery | None = None
+        # Pre-auth accounting (only while the server requires a credential): see the module docstring.
+        self.preauth = False
+        self._preauth_bytes = 0
+        self._preauth_refusals = 0
+        self._authenticated = trio.Event()
+        self._linger_bytes = 0
 
     async def run(self) -> None:
-        self.start()
+        limits = self.server.preauth
+        if self.server.requires_credential():
+            self.server.admit_preauth(self)
+            self.preauth = True
+            self.read_size = min(self.read_size, limits.read_bytes)
+        self.start(open_windows=not self.preauth)
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.preauth:
+                    nursery.start_soon(self._preauth_deadline, limits.timeout)
                 await self.run_io()
                 nursery.cancel_scope.cancel()
         finally:
-            await self.final_flush(goaway=not self.closed)
+            self._leave_preauth()
+            await self.final_flush(goaway=not self.closed, linger_bytes=self._linger_bytes)
 
     def on_closed(self, reason: str) -> None:
         log.debug("connection from %s closed: %s", self.peer, reason)
+        # Calls end now; run() ends the connection's other tasks once the writer has sent what is queued.
         for call in self.calls.values():
             call.scope.cancel()
-        if self._nursery is not None:
-            self._nursery.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ pre-auth bounds
+
+    def _leave_preauth(self) -> None:
+        if self.preauth:
+            self.preauth = False
+            self.server.leave_preauth(self)
+            self._authenticated.set()
+
+    def evict(self) -> None:
+        """Closed to make room for a newer pre-auth connection (see :meth:`Server.admit_preauth`)."""
+        if self.preauth and not self.closed:
+            self._refuse_connection("too many connections have not authenticated")
+
+    def _mark_authenticated(self) -> None:
+        """A call on this connection was accepted: it is no longer pre-auth."""
+        if self.preauth:
+            self._leave_preauth()
+            self.read_size = max(self.read_size, _FULL_READ)
+            self.open_receive_windows()
+
+    def _refuse_connection(self, why: str) -> None:
+        """GOAWAY and close a pre-auth connection that went past one of its bounds."""
+        self.server.note_preauth_closed(self.peer, why)
+        try:
+            self.h2.close_connection(
+                error_code=h2.errors.ErrorCodes.ENHANCE_YOUR_CALM, additional_data=why.encode()
+            )
+        except h2.exceptions.ProtocolError:
+            pass
+        self._linger_bytes = self.server.preauth.read_bytes * 4
+        self.close(why)
+
+    async def _preauth_deadline(self, timeout: float) -> None:
+        with trio.move_on_after(timeout):
+            await self._authenticated.wait()
+            return
+        if self.preauth and not self.closed:
+            self._refuse_connection(f"no call authenticated within {timeout:g} s")
+
+    def on_received(self, nbytes: int) -> None:
+        if not self.preauth:
+            return
+        self._preauth_bytes += nbytes
+        limit = self.server.preauth.max_bytes
+        if self._preauth_bytes > limit:
+            self._refuse_connection(f"sent more than {limit} bytes before authenticating")
 
     # ------------------------------------------------------------------ events
 
@@ -305,23 +482,64 @@ class _ServerConnection(H2Transport):
         call.scope.deadline = math.inf if deadline is None else deadline
         assert self._nursery is not None
         ctx = CallContext(path, user_metadata(headers), self.peer, deadline)
+        authenticator = self.server.authenticator
+        if authenticator is not None:
+            refusal = _authenticate(authenticator, ctx)
+            if refusal is not None:
+                self._refuse_call(call, refusal)
+                return
+            self._mark_authenticated()
+            call.accepted = True
+        elif self.server.call_interceptor is None:
+            call.accepted = True
         self._nursery.start_soon(self._serve_call, call, method, ctx, name=f"rpc {path}")
+
+    def _refuse_call(self, call: _Call, refusal: RpcError) -> None:
+        """Answer a call its authenticator refused, before any of its DATA is read."""
+        self._finish(call, refusal)
+        if self.server.observer is not None:
+            try:
+                self.server.observer(call.path, refusal.code.name, 0.0)
+            except Exception:
+                log.exception("RPC observer failed")
+        if self.preauth:
+            self._preauth_refusals += 1
+            limit = self.server.preauth.max_refusals
+            if self._preauth_refusals >= limit:
+                self._refuse_connection(f"{limit} calls refused before any was authenticated")
 
     def _on_data(self, event: h2.events.DataReceived) -> None:
         call = self.calls.get(event.stream_id)
         if call is None:
             return
+        if not call.accepted:  # held raw, within the stream's initial window, until the interceptor decides
+            call.unacked += event.flow_controlled_length
+            call.pending.append(event.data or b"")
+            return
         call.unacked += event.flow_controlled_length
         if call.unacked >= STREAM_WINDOW // 4:
             self.release_stream_window(call.stream_id, call.unacked)
             call.unacked = 0
+        self._feed(call, event.data or b"")
+
+    def _feed(self, call: _Call, data: bytes) -> None:
         if call.error is not None or call.finished:
             return
         try:
-            call.messages.extend(call.decoder.feed(event.data or b""))
+            call.messages.extend(call.decoder.feed(data))
         except RpcError as err:
             call.error = err
             call.request_done.set()
+
+    def _accept(self, call: _Call) -> None:
+        """The interceptor accepted ``call``: decode what it held and re-open its window."""
+        call.accepted = True
+        pending, call.pending = call.pending, []
+        for data in pending:
+            self._feed(call, data)
+        if call.unacked and not call.remote_ended:
+            self.release_stream_window(call.stream_id, call.unacked)
+        call.unacked = 0
 
     # ------------------------------------------------------------------ calls
 
@@ -367,6 +585,10 @@ class _ServerConnection(H2Transport):
             raise
 
     async def _run_handler(self, call: _Call, method: _Method, ctx: CallContext) -> None:
+        if self.server.call_interceptor is not None:
+            await self.server.call_interceptor(ctx)
+        if not call.accepted:
+            self._accept(call)
         await call.request_done.wait()
         if call.error is not None:
             raise call.error
@@ -381,8 +603,6 @@ class _ServerConnection(H2Transport):
                 StatusCode.INVALID_ARGUMENT,
                 f"cannot decode {method.request_type.DESCRIPTOR.full_name}: {exc}",
             ) from None
-        if self.server.interceptor is not None:
-            await self.server.interceptor(ctx)
         if method.handler is None:
             raise RpcError(StatusCode.UNIMPLEMENTED, f"method {method.path} is not implemented")
         if not method.server_streaming:
@@ -442,6 +662,18 @@ class _ServerConnection(H2Transport):
         if not call.remote_ended:
             # We answered before the request finished (error): tell the client to stop sending.
             self.reset_stream(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
+
+
+def _authenticate(authenticator: Authenticator, ctx: CallContext) -> RpcError | None:
+    """Run the authenticator; its refusal (any failure of its own is a refusal, never a crash)."""
+    try:
+        authenticator.authenticate_call(ctx)
+    except RpcError as err:
+        return err
+    except Exception as exc:
+        log.warning("authentication of %s from %s failed: %s", ctx.method, ctx.peer, type(exc).__name__)
+        return RpcError(StatusCode.UNAUTHENTICATED, "invalid credential or identity headers")
+    return None
 
 
 def _unwrap_rpc_error(exc: BaseException) -> RpcError | None:

@@ -7,6 +7,10 @@ cleanup) can queue frames without awaiting, and frames leave in the order they w
 Flow control: outbound DATA waits for window (:meth:`send_data`); inbound DATA is acknowledged at the
 connection level as soon as it is read, and at the stream level when the owner calls
 :meth:`release_stream_window` (so a slow consumer pushes back on its own stream only).
+
+Reads: at most :attr:`H2Transport.read_size` bytes at a time (an owner may lower it, e.g. for a peer
+that has not authenticated yet); :meth:`H2Transport.on_received` sees the size of every read before
+h2 parses it, so an owner can bound what a peer may send.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import h2.exceptions
 import h2.settings
 import trio
 
-__all__ = ["H2Transport", "StreamGone", "STREAM_WINDOW", "CONNECTION_WINDOW"]
+__all__ = ["H2Transport", "StreamGone", "STREAM_WINDOW", "CONNECTION_WINDOW", "READ_SIZE"]
 
 STREAM_WINDOW = 4 * 1024 * 1024
 CONNECTION_WINDOW = 16 * 1024 * 1024
 _DEFAULT_WINDOW = 65535
-_READ_SIZE = 256 * 1024
+READ_SIZE = 256 * 1024
 _MAX_HEADER_LIST = 64 * 1024
+_DRAIN_SECS = 1.0
 
 
 class StreamGone(Exception):
@@ -73,25 +78,50 @@ class H2Transport:
         self._window_lot = trio.lowlevel.ParkingLot()
         self._conn_unacked = 0
         self._cancel_scope: trio.CancelScope | None = None
+        self.read_size = READ_SIZE
+        self._windows_open = True
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> None:
-        """Queue the connection preface and open the connection-level receive window."""
+    def start(self, *, open_windows: bool = True) -> None:
+        """Queue the connection preface and open the receive windows (``STREAM_WINDOW`` per stream,
+        ``CONNECTION_WINDOW`` in all). With ``open_windows=False`` both stay at HTTP/2's default
+        (64 KiB) until :meth:`open_receive_windows`."""
+        if not open_windows:
+            self.h2.local_settings[h2.settings.SettingCodes.INITIAL_WINDOW_SIZE] = _DEFAULT_WINDOW
+            self.h2.local_settings.acknowledge()
         self.h2.initiate_connection()
-        self.h2.increment_flow_control_window(CONNECTION_WINDOW - _DEFAULT_WINDOW)
+        self._windows_open = open_windows
+        if open_windows:
+            self.h2.increment_flow_control_window(CONNECTION_WINDOW - _DEFAULT_WINDOW)
+        self.flush_soon()
+
+    def open_receive_windows(self) -> None:
+        """Raise the receive windows to their full size (after ``start(open_windows=False)``)."""
+        if self._windows_open:
+            return
+        self._windows_open = True
+        try:
+            self.h2.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW})
+            self.h2.increment_flow_control_window(CONNECTION_WINDOW - _DEFAULT_WINDOW)
+        except h2.exceptions.ProtocolError:  # the connection is closing
+            return
         self.flush_soon()
 
     async def run_io(self) -> None:
-        """Read and write until the connection closes (peer EOF, error, or :meth:`close`)."""
-        with trio.CancelScope() as scope:
-            self._cancel_scope = scope
-            if self.closed:
-                scope.cancel()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._writer)
+        """Read and write until the connection closes (peer EOF, error, or :meth:`close`). :meth:`close`
+        stops the reader at once; the writer then sends what is already queued (for at most
+        ``_DRAIN_SECS``), so frames queued just before a close (answers, GOAWAY) are not dropped."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._writer)
+            with trio.CancelScope() as scope:
+                self._cancel_scope = scope
+                if self.closed:
+                    scope.cancel()
                 await self._reader()
-                nursery.cancel_scope.cancel()
+            self.close(self.close_reason or "reader stopped")
+            self._wake_writer.set()
+            nursery.cancel_scope.deadline = trio.current_time() + _DRAIN_SECS
 
     def close(self, reason: str) -> None:
         """Mark the connection dead (first reason wins) and stop its I/O tasks."""
@@ -104,8 +134,12 @@ class H2Transport:
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 
-    async def final_flush(self, goaway: bool, timeout: float = 1.0) -> None:
-        """Best effort, shielded: send what is queued (plus GOAWAY if asked) and close the socket."""
+    async def final_flush(self, goaway: bool, timeout: float = 1.0, *, linger_bytes: int = 0) -> None:
+        """Best effort, shielded: send what is queued (plus GOAWAY if asked) and close the socket.
+
+        With ``linger_bytes``, half-close first and read (and drop) at most that many bytes until the
+        peer closes or ``timeout`` passes: closing with unread bytes would reset the connection and
+        the peer could lose the frames just sent (its refusals and the GOAWAY)."""
         with trio.CancelScope(shield=True) as scope:
             scope.deadline = trio.current_time() + timeout
             try:
@@ -114,6 +148,14 @@ class H2Transport:
                 data = self.h2.data_to_send()
                 if data:
                     await self.stream.send_all(data)
+                send_eof = getattr(self.stream, "send_eof", None)
+                if linger_bytes > 0 and send_eof is not None:
+                    await send_eof()
+                    while linger_bytes > 0:
+                        chunk = await self.stream.receive_some(min(linger_bytes, 65536))
+                        if not chunk:
+                            break
+                        linger_bytes -= len(chunk)
             except (h2.exceptions.ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 pass
             except trio.BusyResourceError:
@@ -127,17 +169,23 @@ class H2Transport:
         """Hook: one h2 event (called synchronously from the reader)."""
         raise NotImplementedError
 
+    def on_received(self, nbytes: int) -> None:
+        """Hook: ``nbytes`` were just read from the peer (before h2 parses them); may :meth:`close`."""
+
     # ------------------------------------------------------------------ I/O tasks
 
     async def _reader(self) -> None:
         while not self.closed:
             try:
-                data = await self.stream.receive_some(_READ_SIZE)
+                data = await self.stream.receive_some(self.read_size)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.close(f"connection lost: {exc or type(exc).__name__}")
                 return
             if not data:
                 self.close("connection closed by peer")
+                return
+            self.on_received(len(data))
+            if self.closed:
                 return
             try:
                 events = self.h2.receive_data(data)
@@ -209,6 +257,8 @@ class H2Transport:
                 raise StreamGone(self.close_reason)
             if wanted == 0:
                 return 0
+            if not self.stream_is_open(stream_id):  # reset by the peer: its window will never open
+                raise StreamGone(f"stream {stream_id} closed")
             try:
                 window = self.h2.local_flow_control_window(stream_id)
             except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError) as exc:

@@ -190,7 +190,8 @@ async def run_operator(
                 resync=max(opts.resync_secs, 1.0),
             )
             advertised = opts.address
-            server = Server(interceptor=auth, observer=metrics.observe_rpc)
+
+            server = Server(authenticator=auth, observer=metrics.observe_rpc)
             server.add_service(spur_pb2.DESCRIPTOR.services_by_name["Agent"], agent)
             try:
                 port = await nursery.start(partial(server.serve, tls=tls.server()), listen_host, listen_port)
