@@ -222,10 +222,12 @@ def test_rest_job_runs_as_the_tokens_user_in_required_mode() -> None:
         r = httpx.post(f"{base}{S}/job/submit", headers={"Authorization": f"Bearer {token}"}, json=job)
         assert r.status_code == 200, r.text
         job_id = r.json()["job_id"]
-        # a claim that disagrees with the token is refused, nothing is submitted
+        # a claim that disagrees with the token is an authentication failure (401, the one text that
+        # names no user), and nothing is submitted
         r2 = httpx.post(f"{base}{S}/job/submit", headers={"X-SLURM-USER-NAME": USER, "X-SLURM-USER-TOKEN": token},
                         json=job)  # fmt: skip
-        assert r2.status_code == 403 and r2.json()["errors"][0]["error_number"] == 2002, r2.text
+        assert r2.status_code == 401 and r2.json()["errors"][0]["error_number"] == 1007, r2.text
+        assert USER not in r2.text and OTHER not in r2.text
         headers = {"X-SLURM-USER-NAME": OTHER, "X-SLURM-USER-TOKEN": token}
         info = httpx.get(f"{base}{S}/job/{job_id}", headers=headers).json()["jobs"][0]
         assert (info["user_id"], info["user_name"]) == (nobody.pw_uid, OTHER)
