@@ -56,3 +56,35 @@ def pg_db(pg, request):
     pg.psql(f"DROP DATABASE IF EXISTS {name}")
     pg.psql(f"CREATE DATABASE {name}")
     yield pg.url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.fixture(scope="session")
+def real_kube_server(tmp_path_factory):
+    """One real kube-apiserver v1.20.2 + etcd for the whole test session (integration/kube_real.py),
+    built first when this machine has none cached. Skipped, with the reason, only where it cannot be
+    built (not root, no apt-get); a build or start that fails is an error, not a skip."""
+    from integration import kube_real
+
+    if not kube_real.built() and (reason := kube_real.why_unbuildable()) is not None:
+        pytest.skip(f"no real kube-apiserver in {kube_real.kube_dir()}: {reason}")
+    with kube_real.real_kube(tmp_path_factory.mktemp("kube-apiserver")) as server:
+        yield server
+
+
+@pytest.fixture(params=["double", "real"])
+def kube_backend(request):
+    """The API server a Kubernetes test runs against: the double, or the session's real server with
+    a namespace made for this test (integration/operator_harness.py KubeBackend)."""
+    from integration.operator_harness import DOUBLE, KubeBackend
+
+    if request.param == "double":
+        yield DOUBLE
+        return
+    from integration.kube_real import namespace_name
+
+    server = request.getfixturevalue("real_kube_server")
+    namespace = namespace_name(request.node.name)
+    with server.http() as http:
+        resp = http.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})
+        assert resp.status_code == 201, resp.text
+    yield KubeBackend("real", server, namespace)

@@ -1,6 +1,7 @@
-"""spur-k8s-operator in tests: a real spurctld (loopback), the Kubernetes API double as a process,
-kubectl bound to it, a kubelet driving pods and nodes through the API, and the operator itself
-started from the virtualenv's console script like any daemon."""
+"""spur-k8s-operator in tests: a real spurctld (loopback), an API server (the Kubernetes API double as
+a process, or the session's real kube-apiserver in a namespace of the test's own), kubectl bound to
+it, a kubelet driving pods and nodes through the API, and the operator itself started from the
+virtualenv's console script like any daemon."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 
 from integration.harness import BIN, Cluster, Proc, free_port, wait_for
 from integration.k8s_harness import kubeapi_process
+from integration.kube_real import RealKube
 from integration.kubeapi import HttpKubelet
 from integration.kubeapi.kubectl import EXAMPLES, Kubectl
 
@@ -44,6 +46,24 @@ def spurjob(name: str, script_lines: list[str], **spec: Any) -> str:
     )
 
 
+@dataclass(frozen=True)
+class KubeBackend:
+    """Which API server a test runs against: ``"double"`` (integration/kubeapi, a process per test)
+    or ``"real"`` (the session's kube-apiserver v1.20.2, integration/kube_real.py, with ``namespace``
+    made for this test). The ``kube_backend`` fixture (integration/conftest.py) parametrizes over both."""
+
+    name: str
+    real: RealKube | None = None
+    namespace: str = "default"
+
+    @property
+    def is_real(self) -> bool:
+        return self.real is not None
+
+
+DOUBLE = KubeBackend("double")
+
+
 @dataclass
 class OperatorEnv:
     root: Path
@@ -51,10 +71,36 @@ class OperatorEnv:
     cluster: Cluster
     kubectl: Kubectl
     kubelet: HttpKubelet
+    backend: KubeBackend = DOUBLE
     agent_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     operator: Proc | None = None
     controller_address: str = ""
+    #: Static-token user the operator authenticates as on the real server (None: the admin).
+    operator_user: str | None = None
+
+    @property
+    def namespace(self) -> str:
+        """Where this test's SpurJobs and pods are (the real server's namespace for this test)."""
+        return self.backend.namespace
+
+    def kube_args(self) -> list[str]:
+        """The operator's flags for the API server: the double's URL, or the real server's URL, CA,
+        a token file and ``--namespace`` (the real server is shared by the session's tests)."""
+        real = self.backend.real
+        if real is None:
+            return ["--kube-api", self.url]
+        token_file = real.token_file(self.operator_user) if self.operator_user else real.workdir / "token"
+        return [
+            "--kube-api",
+            self.url,
+            "--kube-ca",
+            str(real.ca_file),
+            "--kube-token-file",
+            str(token_file),
+            "--namespace",
+            self.namespace,
+        ]
 
     def operator_argv(self, *extra: str) -> list[str]:
         return [
@@ -65,8 +111,7 @@ class OperatorEnv:
             f"127.0.0.1:{self.agent_port}",
             "--address",
             f"127.0.0.1:{self.agent_port}",
-            "--kube-api",
-            self.url,
+            *self.kube_args(),
             "--health-addr",
             f"127.0.0.1:{self.health_port}",
             "--image",
@@ -110,13 +155,20 @@ class OperatorEnv:
             what=f"spurjob {name} to be {states} (operator log:\n{self.log_tail()})",
         )
 
-    def pods(self, job_id: int, namespace: str = "default") -> list[dict[str, Any]]:
+    def pods(self, job_id: int, namespace: str | None = None) -> list[dict[str, Any]]:
         out = self.kubectl(
-            "get", "pods", "-n", namespace, "-l", f"spur.amd.com/job-id={job_id}", "-o", "json"
+            "get",
+            "pods",
+            "-n",
+            namespace or self.namespace,
+            "-l",
+            f"spur.amd.com/job-id={job_id}",
+            "-o",
+            "json",
         )
         return json.loads(out.stdout)["items"]
 
-    def wait_pods(self, job_id: int, count: int, namespace: str = "default") -> list[dict[str, Any]]:
+    def wait_pods(self, job_id: int, count: int, namespace: str | None = None) -> list[dict[str, Any]]:
         return wait_for(
             lambda: len(p := self.pods(job_id, namespace)) == count and p,
             timeout=30,
@@ -139,26 +191,58 @@ class OperatorEnv:
 
 
 @contextlib.contextmanager
+def _api(tmp: Path, backend: KubeBackend) -> Iterator[tuple[str, Kubectl, HttpKubelet]]:
+    """The API server's URL, kubectl bound to it (in the test's namespace) and a kubelet for it."""
+    if backend.real is None:
+        with kubeapi_process(tmp) as url:
+            yield url, Kubectl(url, tmp / "kube", cwd=tmp), HttpKubelet(url)
+        return
+    real = backend.real
+    kubectl = Kubectl(real.server, tmp / "kube", cwd=tmp, config=real.kubeconfig_text(backend.namespace))
+    yield real.server, kubectl, HttpKubelet(real.server, real.token, verify=str(real.ca_file))
+
+
+def clean_real(env: OperatorEnv) -> None:
+    """What a test leaves on the shared real server that the next could see: its nodes (cluster
+    scoped) and its SpurJobs' finalizers (no operator will remove them). Its namespace stays
+    Terminating (no namespace controller), which no later test looks at."""
+    kubectl = env.kubectl
+    for name in env.kubelet.nodes:
+        kubectl("delete", "node", name, "--ignore-not-found", "--wait=false", check=False)
+    listed = kubectl("get", "spurjobs", "-o", "name", check=False).stdout.split()
+    for obj in listed:
+        kubectl("patch", obj, "--type=merge", "-p", '{"metadata":{"finalizers":null}}', check=False)
+    kubectl("delete", "namespace", env.namespace, "--wait=false", check=False)
+
+
+@contextlib.contextmanager
 def operator_env(
-    tmp: Path, *, conf_extra: str = "", crd: bool = True, start_controller: bool = True
+    tmp: Path,
+    backend: KubeBackend = DOUBLE,
+    *,
+    conf_extra: str = "",
+    crd: bool = True,
+    start_controller: bool = True,
 ) -> Iterator[OperatorEnv]:
     """A controller (unless ``start_controller`` is false: the test brings its own and sets
-    ``controller_address``) and the API double with the SpurJob CRD and two GPU nodes (no operator
-    yet)."""
-    with kubeapi_process(tmp) as url:
+    ``controller_address``) and the API server of ``backend`` with the SpurJob CRD applied and two
+    GPU nodes (no operator yet)."""
+    with _api(tmp, backend) as (url, kubectl, kubelet):
         cluster = Cluster(tmp, conf_extra=conf_extra)
-        kubectl = Kubectl(url, tmp / "kube", cwd=tmp)
-        kubelet = HttpKubelet(url)
-        env = OperatorEnv(tmp, url, cluster, kubectl, kubelet)
+        env = OperatorEnv(tmp, url, cluster, kubectl, kubelet, backend)
         try:
             if start_controller:
                 cluster.start_controller()
             if crd:
                 kubectl("apply", "-f", str(EXAMPLES / "spurjob-crd.yaml"))
+                if backend.is_real:  # served once the CRD is Established
+                    kubectl("wait", "--for=condition=Established", "crd/spurjobs.spur.amd.com")
             kubelet.add_node("gpu-node-1", GPU_NODE)
             kubelet.add_node("gpu-node-2", GPU_NODE)
             yield env
         finally:
             env.stop()
             cluster.stop()
+            if backend.is_real:
+                clean_real(env)
             kubelet.close()

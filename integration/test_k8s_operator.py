@@ -1,5 +1,6 @@
-"""spur-k8s-operator end to end: real spurctld, the operator as a process, the Kubernetes API double,
-kubectl as the user's client and the double's kubelet moving pods through their phases."""
+"""spur-k8s-operator end to end: real spurctld, the operator as a process, an API server (the Kubernetes
+API double, and the real kube-apiserver v1.20.2 in a namespace of the test's own: ``kube_backend``),
+kubectl as the user's client and the harness's kubelet moving pods through their phases by the API."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from integration.harness import wait_for
 from integration.kubeapi.kubectl import KUBECTL
-from integration.operator_harness import TRAINING_RUN, operator_env, spurjob
+from integration.operator_harness import TRAINING_RUN, KubeBackend, operator_env, spurjob
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
@@ -21,8 +22,8 @@ def _squeue(env) -> list[list[str]]:
     return [line.split() for line in out.splitlines() if line.strip()]
 
 
-def test_training_run_from_apply_to_sacct(tmp_path: Path) -> None:
-    with operator_env(tmp_path) as env:
+def test_training_run_from_apply_to_sacct(tmp_path: Path, kube_backend: KubeBackend) -> None:
+    with operator_env(tmp_path, kube_backend) as env:
         env.start_operator()
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         nodes = {n.name: n for n in env.cluster.nodes()}
@@ -64,8 +65,8 @@ def test_training_run_from_apply_to_sacct(tmp_path: Path) -> None:
         assert sacct.stdout.split("\n")[0] == f"{job_id}|train|COMPLETED|2"
 
 
-def test_failing_oom_and_image_pull_pods(tmp_path: Path) -> None:
-    with operator_env(tmp_path) as env:
+def test_failing_oom_and_image_pull_pods(tmp_path: Path, kube_backend: KubeBackend) -> None:
+    with operator_env(tmp_path, kube_backend) as env:
         env.start_operator()
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         for name in ("fails", "oom", "badimage"):
@@ -94,8 +95,10 @@ def test_failing_oom_and_image_pull_pods(tmp_path: Path) -> None:
         assert states[str(ids["oom"])] == "OUT_OF_MEMORY"
 
 
-def test_deleting_the_spurjob_cancels_the_job_and_removes_its_pods(tmp_path: Path) -> None:
-    with operator_env(tmp_path) as env:
+def test_deleting_the_spurjob_cancels_the_job_and_removes_its_pods(
+    tmp_path: Path, kube_backend: KubeBackend
+) -> None:
+    with operator_env(tmp_path, kube_backend) as env:
         env.start_operator()
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         env.apply(TRAINING_RUN)
@@ -113,8 +116,10 @@ def test_deleting_the_spurjob_cancels_the_job_and_removes_its_pods(tmp_path: Pat
         )
 
 
-def test_operator_killed_and_restarted_mid_run_submits_nothing_twice(tmp_path: Path) -> None:
-    with operator_env(tmp_path) as env:
+def test_operator_killed_and_restarted_mid_run_submits_nothing_twice(
+    tmp_path: Path, kube_backend: KubeBackend
+) -> None:
+    with operator_env(tmp_path, kube_backend) as env:
         env.start_operator()
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         env.apply(TRAINING_RUN)
@@ -131,10 +136,12 @@ def test_operator_killed_and_restarted_mid_run_submits_nothing_twice(tmp_path: P
         assert sacct == [f"{job_id}|train|COMPLETED"]
 
 
-def test_a_job_submitted_before_a_crash_is_adopted_not_resubmitted(tmp_path: Path) -> None:
+def test_a_job_submitted_before_a_crash_is_adopted_not_resubmitted(
+    tmp_path: Path, kube_backend: KubeBackend
+) -> None:
     """The operator died between SubmitJob and the status write: the job carrying the object's
     submit tag is adopted when the operator comes back."""
-    with operator_env(tmp_path) as env:
+    with operator_env(tmp_path, kube_backend) as env:
         env.apply(spurjob("adopt-me", ["#SBATCH -N 1", "echo hi"]))
         uid = env.spurjob("adopt-me")["metadata"]["uid"]
         job_id = env.cluster.submit_spec(
@@ -151,8 +158,8 @@ def _node_states(env) -> dict[str, tuple[str, str]]:
     return {n.name: (n.state, n.reason) for n in env.cluster.nodes()}
 
 
-def test_node_watcher_follows_ready_cordon_and_deletion(tmp_path: Path) -> None:
-    with operator_env(tmp_path) as env:
+def test_node_watcher_follows_ready_cordon_and_deletion(tmp_path: Path, kube_backend: KubeBackend) -> None:
+    with operator_env(tmp_path, kube_backend) as env:
         env.start_operator()
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         node = next(n for n in env.cluster.nodes() if n.name == "gpu-node-1")
@@ -185,8 +192,10 @@ def test_node_watcher_follows_ready_cordon_and_deletion(tmp_path: Path) -> None:
         assert [g.vendor for g in node3.gpus] == ["nvidia"] * 4 and node3.cpus == 32
 
 
-def test_a_refused_registration_is_retried_at_the_nodes_next_event(tmp_path: Path) -> None:
-    with operator_env(tmp_path, conf_extra='[admission]\nmode = "token"\n') as env:
+def test_a_refused_registration_is_retried_at_the_nodes_next_event(
+    tmp_path: Path, kube_backend: KubeBackend
+) -> None:
+    with operator_env(tmp_path, kube_backend, conf_extra='[admission]\nmode = "token"\n') as env:
         env.start_operator()
         refused = "controller refused node gpu-node-1"
         wait_for(lambda: refused in env.operator.log(), timeout=20, what="the refusal in the log")
@@ -197,7 +206,7 @@ def test_a_refused_registration_is_retried_at_the_nodes_next_event(tmp_path: Pat
 
         token = env.cluster.cli("spur", "token", "create", "--uses", "2").stdout.split()[-1]
         env.operator.kill(signal.SIGKILL)
-        secret = ["--credential-secret", "default/spur-node-credentials"]
+        secret = ["--credential-secret", f"{env.namespace}/spur-node-credentials"]
         env.start_operator("--join-token", token, *secret)
         env.wait_nodes("gpu-node-1", "gpu-node-2")
         stored = json.loads(env.kubectl("get", "secret", "spur-node-credentials", "-o", "json").stdout)
@@ -224,8 +233,8 @@ def _quota(env, account: str) -> dict | None:
     return json.loads(out.stdout)["spec"]["hard"] if out.returncode == 0 else None
 
 
-def test_quota_follows_grptres_and_account_deletion(tmp_path: Path) -> None:
-    with operator_env(tmp_path) as env:
+def test_quota_follows_grptres_and_account_deletion(tmp_path: Path, kube_backend: KubeBackend) -> None:
+    with operator_env(tmp_path, kube_backend) as env:
         env.cluster.cli("sacctmgr", "-i", "add", "account", "myaccount")
         env.start_operator("--enable-quota", "--quota-interval", "0.5")
         assert wait_for(lambda: _quota(env, "myaccount"), timeout=20) == {"pods": "0"}  # closed
@@ -262,12 +271,14 @@ def test_quota_follows_grptres_and_account_deletion(tmp_path: Path) -> None:
         assert gone == ""
 
 
-def test_a_transport_error_during_registration_restarts_the_watcher(tmp_path: Path) -> None:
+def test_a_transport_error_during_registration_restarts_the_watcher(
+    tmp_path: Path, kube_backend: KubeBackend
+) -> None:
     import os
 
     import httpx
 
-    with operator_env(tmp_path) as env:
+    with operator_env(tmp_path, kube_backend) as env:
         env.start_operator(
             "--request-timeout", "1", "--keepalive-interval", "0.5", "--keepalive-timeout", "0.5"
         )
@@ -300,14 +311,14 @@ def test_a_transport_error_during_registration_restarts_the_watcher(tmp_path: Pa
         assert 'spur_operator_controller_transport_errors_total{channel="node-watcher"}' in metrics
 
 
-def test_controller_leader_killed_mid_run(tmp_path: Path) -> None:
+def test_controller_leader_killed_mid_run(tmp_path: Path, kube_backend: KubeBackend) -> None:
     """Three controllers on loopback; the operator knows every address (as the StatefulSet's pods)."""
     from integration.ha_harness import HACluster
     from spur.rpc.proto import spur_pb2 as pb
 
     group = HACluster(tmp_path / "ha", size=3)
     (tmp_path / "ha").mkdir()
-    with operator_env(tmp_path, start_controller=False) as env:
+    with operator_env(tmp_path, kube_backend, start_controller=False) as env:
         try:
             group.start()
             leader = group.wait_leader()
@@ -336,8 +347,8 @@ def test_controller_leader_killed_mid_run(tmp_path: Path) -> None:
             group.stop()
 
 
-def test_a_spurjob_that_cannot_be_submitted_says_why(tmp_path: Path) -> None:
-    with operator_env(tmp_path) as env:
+def test_a_spurjob_that_cannot_be_submitted_says_why(tmp_path: Path, kube_backend: KubeBackend) -> None:
+    with operator_env(tmp_path, kube_backend) as env:
         env.start_operator()
         env.apply(spurjob("nowhere", ["#SBATCH -N 1", "true"], partition="no-such-partition"))
         env.apply(spurjob("badopt", ["#SBATCH --nodes=zero", "true"]))

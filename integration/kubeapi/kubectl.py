@@ -1,4 +1,4 @@
-"""Run the real ``kubectl`` against the double: a kubeconfig with a token user, a fresh HOME per call.
+"""Run the real ``kubectl`` against the double (or a real API server, with ``config``): a kubeconfig with a token user, a fresh HOME per call.
 
 A fresh HOME per call keeps kubectl's discovery cache (``$HOME/.kube/cache``) from carrying one
 call's view of the API (e.g. before a CRD existed) into the next. ``--validate=false`` is not added
@@ -47,6 +47,8 @@ class Kubectl:
     root: Path
     token: str = "spur-test-token"
     cwd: Path | None = None
+    #: A whole kubeconfig instead of the double's (the real API server's: https, its CA, a namespace).
+    config: str | None = field(default=None, repr=False)
     kubeconfig: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -54,7 +56,7 @@ class Kubectl:
             raise RuntimeError("kubectl is not installed")
         self.root.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = self.root / "kubeconfig"
-        self.kubeconfig.write_text(kubeconfig_text(self.url, self.token))
+        self.kubeconfig.write_text(self.config or kubeconfig_text(self.url, self.token))
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}

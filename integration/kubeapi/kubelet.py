@@ -179,13 +179,19 @@ class Kubelet:
 
 
 class HttpKubelet:
-    """The same operations against a double in another process, through its HTTP API."""
+    """The same operations against a double in another process, or a real API server, through the API."""
 
-    def __init__(self, base_url: str, token: str | None = None, clock: Any = time.time) -> None:
+    def __init__(
+        self, base_url: str, token: str | None = None, clock: Any = time.time, verify: str | bool = True
+    ) -> None:
+        """``verify``: the CA file of an https server (the real kube-apiserver's)."""
         import httpx
 
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=10)
+        self.http = httpx.Client(
+            base_url=base_url, headers=headers, timeout=10, verify=verify, trust_env=verify is True
+        )
+        self.nodes: list[str] = []  # added by this kubelet (a shared real server removes them after a test)
         self.clock = clock
 
     def close(self) -> None:
@@ -220,6 +226,7 @@ class HttpKubelet:
         labels: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         created = self._ok(self.http.post("/api/v1/nodes", json=new_node(name, allocatable, labels)))
+        self.nodes.append(name)
         created["status"] = node_status(created, ready=ready, now=self.clock(), allocatable=allocatable)
         return self._ok(self.http.put(f"/api/v1/nodes/{name}/status", json=created))
 

@@ -54,15 +54,25 @@ class KubeConfig:
     ca_file: str | None = None
 
     @classmethod
-    def resolve(cls, server: str | None, token_file: str | None, environ: Mapping[str, str]) -> KubeConfig:
-        """``--kube-api``/``SPUR_KUBE_API`` if given, else the in-cluster service
-        (``KUBERNETES_SERVICE_HOST``/``_PORT`` and the service account's token and CA)."""
+    def resolve(
+        cls,
+        server: str | None,
+        token_file: str | None,
+        environ: Mapping[str, str],
+        *,
+        ca_file: str | None = None,
+    ) -> KubeConfig:
+        """``--kube-api``/``SPUR_KUBE_API`` if given (verified with ``ca_file``, ``--kube-ca``, when
+        given, else the system's CAs), else the in-cluster service (``KUBERNETES_SERVICE_HOST``/``_PORT``
+        and the service account's token and CA). Raises ValueError for a ``ca_file`` that is not a file."""
+        if ca_file is not None and not Path(ca_file).is_file():
+            raise ValueError(f"--kube-ca {ca_file}: no such file")
         token_path = Path(token_file) if token_file else SERVICE_ACCOUNT_DIR / "token"
         token = token_path.read_text().strip() if token_path.is_file() else None
         if token is None and environ.get("SPUR_KUBE_TOKEN"):
             token = environ["SPUR_KUBE_TOKEN"]
         if server:
-            return cls(server.rstrip("/"), token, None)
+            return cls(server.rstrip("/"), token, ca_file)
         host = environ.get("KUBERNETES_SERVICE_HOST")
         if not host:
             raise ValueError(
@@ -71,7 +81,8 @@ class KubeConfig:
         port = environ.get("KUBERNETES_SERVICE_PORT", "443")
         host = f"[{host}]" if ":" in host else host
         ca = SERVICE_ACCOUNT_DIR / "ca.crt"
-        return cls(f"https://{host}:{port}", token, str(ca) if ca.is_file() else None)
+        in_cluster_ca = str(ca) if ca.is_file() else None
+        return cls(f"https://{host}:{port}", token, ca_file or in_cluster_ca)
 
 
 def path_of(

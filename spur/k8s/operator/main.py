@@ -34,6 +34,7 @@ class OperatorOptions:
     health_addr: str | None = None
     kube_api: str | None = None
     kube_token_file: str | None = None
+    kube_ca: str | None = None
     image: str = "spur:latest"
     pod_namespace: str = "default"
     node_selector: dict[str, str] = field(default_factory=dict)
@@ -113,7 +114,9 @@ async def run_operator(
     if opts.auth_mode == "required" and not key:
         raise StartupError("--auth-mode required needs a key: pass --jwt-key or set SPUR_JWT_KEY", 78)
     try:
-        kube_config = KubeConfig.resolve(opts.kube_api, opts.kube_token_file, os.environ)
+        kube_config = KubeConfig.resolve(
+            opts.kube_api, opts.kube_token_file, os.environ, ca_file=opts.kube_ca
+        )
         targets = [normalize_controller(t) for t in opts.controller.split(",") if t.strip()]
         if not targets:
             raise ValueError("--controller needs at least one address")
@@ -337,6 +340,10 @@ def _app() -> App:
         kube_token_file: Annotated[
             str | None, Parameter(help="Bearer token file (default: the service account's).")
         ] = None,
+        kube_ca: Annotated[
+            str | None,
+            Parameter(help="CA certificate (PEM) of the Kubernetes API (default: the service account's)."),
+        ] = None,
         image: Annotated[str, Parameter(help="Image of job pods when a SpurJob names none.")] = "spur:latest",
         pod_namespace: Annotated[
             str, Parameter(help="Namespace of pods of jobs not submitted as SpurJobs (--namespace if given).")
@@ -393,6 +400,7 @@ def _app() -> App:
             health_addr=health_addr,
             kube_api=kube_api or os.environ.get("SPUR_KUBE_API") or None,
             kube_token_file=kube_token_file,
+            kube_ca=kube_ca,
             image=image,
             # With --namespace, pods must be where the operator watches them.
             pod_namespace=namespace if namespace and pod_namespace == "default" else pod_namespace,
