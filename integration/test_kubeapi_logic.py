@@ -651,9 +651,39 @@ def test_custom_resources_follow_their_schema(store: Store) -> None:
     with pytest.raises(ApiError) as exc:
         store.create(jobs, "default", {"metadata": {"name": "b"}, "spec": {"script": 5}})
     assert exc.value.code == 422 and exc.value.details["causes"][0]["field"] == "spec.script"
-    # status writes go through the status subresource unchecked by the main-resource rules
+    # status writes go through the status subresource, checked against the schema's status
     store.patch(jobs, "default", "a", MERGE_PATCH, {"status": {"state": "RUNNING"}}, subresource="status")
     assert store.get(jobs, "default", "a")["status"] == {"state": "RUNNING"}
+    zero = {"status": {"message": "", "exitCode": 0}}  # zero values are values, not null
+    store.patch(jobs, "default", "a", MERGE_PATCH, zero, subresource="status")
+    current = store.get(jobs, "default", "a")
+    assert current["status"] == {"state": "RUNNING", "message": "", "exitCode": 0}
+    for bad, field, words in (
+        (
+            {"message": None},
+            "status.message",
+            'Invalid value: "null": status.message in body must be of type string',
+        ),
+        (
+            {"exitCode": "3"},
+            "status.exitCode",
+            'Invalid value: "string": status.exitCode in body must be of type integer',
+        ),
+    ):
+        with pytest.raises(ApiError) as exc:
+            store.update(
+                jobs,
+                "default",
+                "a",
+                {**current, "status": {**current["status"], **bad}},
+                subresource="status",
+            )
+        assert exc.value.code == 422 and exc.value.details["causes"][0]["field"] == field
+        assert f'SpurJob.spur.amd.com "a" is invalid: {field}: {words}' in exc.value.message
+    assert store.get(jobs, "default", "a") == current  # nothing changed
+    # a merge patch's null removes the field (RFC 7386): not a null value
+    store.patch(jobs, "default", "a", MERGE_PATCH, {"status": {"message": None}}, subresource="status")
+    assert "message" not in store.get(jobs, "default", "a")["status"]
 
 
 def test_builtin_kinds_are_checked_only_when_strict(store: Store) -> None:

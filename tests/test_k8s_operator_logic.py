@@ -380,6 +380,12 @@ def test_kube_api_from_flags_or_the_service_account(tmp_path, monkeypatch) -> No
     assert "sa-token" not in repr(in_cluster)
     with pytest.raises(ValueError, match="--kube-api"):
         kube.KubeConfig.resolve(None, None, {})
+    ca = tmp_path / "api-ca.crt"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    verified = kube.KubeConfig.resolve("https://127.0.0.1:6443", str(token), {}, ca_file=str(ca))
+    assert verified.ca_file == str(ca)
+    with pytest.raises(ValueError, match="--kube-ca .*no such file"):
+        kube.KubeConfig.resolve("https://127.0.0.1:6443", None, {}, ca_file=str(tmp_path / "absent"))
 
 
 def test_cli_errors_are_one_line_and_exit_codes(capsys) -> None:

@@ -37,7 +37,7 @@ from integration.kubeapi.selectors import (
     parse_label_selector,
     selector_from_object,
 )
-from integration.kubeapi.validation import admit
+from integration.kubeapi.validation import admit, admit_status
 from integration.kubeapi.watch import Change
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -416,6 +416,8 @@ class Store:
         result["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
         if subresource is None:
             result = admit(rt, result, strict)
+        else:
+            result = admit_status(rt, result)
         if result == current:
             return current  # a no-op write changes nothing, not even the resourceVersion
         meta = result["metadata"]

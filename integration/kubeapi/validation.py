@@ -120,6 +120,61 @@ def admit(rt: ResourceType, obj: dict[str, Any], strict: bool) -> dict[str, Any]
     return obj
 
 
+def _type_name(value: Any) -> str:
+    """The JSON type of ``value`` as the server names it in a type error."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+
+
+def _schema_error(rt: ResourceType, name: str, error: Any) -> ApiError:
+    """A jsonschema error as kube-apiserver words it: ``<field>: Invalid value: "<given type>": <field>
+    in body must be of type <type>: "<given type>"`` for a wrong type (``null`` included: a field that is
+    not ``nullable`` may not be null), ``<field>: <message>`` otherwise."""
+    field = _path(error.absolute_path) or "<root>"
+    if error.validator == "type":
+        value = _type_name(error.instance)
+        message = (
+            f'Invalid value: "{value}": {field} in body must be of type {error.validator_value}: "{value}"'
+        )
+    else:
+        message = error.message
+    return ApiError(
+        422,
+        "Invalid",
+        f'{rt.kind}.{rt.group} "{name}" is invalid: {field}: {message}',
+        kind=rt.kind,
+        group=rt.group,
+        name=name,
+        causes=[{"reason": "FieldValueInvalid", "message": message, "field": field}],
+    )
+
+
+def admit_status(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+    """The object to store for a status-subresource write of a custom resource, or an ``ApiError``.
+
+    The real server validates the whole object, ``status`` included, against the CRD's schema on
+    status writes (a status field of the wrong type, or null where the schema does not say
+    ``nullable``, is 422 Invalid) and prunes status fields the schema does not declare."""
+    if rt.schema is None:
+        return obj
+    name = (obj.get("metadata") or {}).get("name", "")
+    if list(unknown_fields({"status": obj.get("status")}, rt.schema)):
+        obj = prune(obj, rt.schema)
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft7Validator(rt.schema).iter_errors(obj))
+    if error is not None:
+        raise _schema_error(rt, name, error)
+    return obj
+
+
 def _validate_builtin(rt: ResourceType, obj: dict[str, Any], name: str) -> None:
     try:
         import kubernetes_validate
