@@ -71,20 +71,28 @@ def real_kube_server(tmp_path_factory):
         yield server
 
 
-@pytest.fixture(params=["double", "real"])
-def kube_backend(request):
-    """The API server a Kubernetes test runs against: the double, or the session's real server with
-    a namespace made for this test (integration/operator_harness.py KubeBackend)."""
-    from integration.operator_harness import DOUBLE, KubeBackend
-
-    if request.param == "double":
-        yield DOUBLE
-        return
+def _real_backend(request):
     from integration.kube_real import namespace_name
+    from integration.operator_harness import KubeBackend
 
     server = request.getfixturevalue("real_kube_server")
     namespace = namespace_name(request.node.name)
     with server.http() as http:
         resp = http.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})
         assert resp.status_code == 201, resp.text
-    yield KubeBackend("real", server, namespace)
+    return KubeBackend("real", server, namespace)
+
+
+@pytest.fixture(params=["double", "real"])
+def kube_backend(request):
+    """The API server a Kubernetes test runs against: the double, or the session's real server with
+    a namespace made for this test (integration/operator_harness.py KubeBackend)."""
+    from integration.operator_harness import DOUBLE
+
+    return DOUBLE if request.param == "double" else _real_backend(request)
+
+
+@pytest.fixture
+def real_kube_backend(request):
+    """The session's real API server only (what the double cannot show: RBAC), in a fresh namespace."""
+    return _real_backend(request)

@@ -199,7 +199,7 @@ def _api(tmp: Path, backend: KubeBackend) -> Iterator[tuple[str, Kubectl, HttpKu
         return
     real = backend.real
     kubectl = Kubectl(real.server, tmp / "kube", cwd=tmp, config=real.kubeconfig_text(backend.namespace))
-    yield real.server, kubectl, HttpKubelet(real.server, real.token, verify=str(real.ca_file))
+    yield real.server, kubectl, HttpKubelet(real.server, real.token, verify=real.ssl_context())
 
 
 def clean_real(env: OperatorEnv) -> None:

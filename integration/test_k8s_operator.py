@@ -13,6 +13,7 @@ import pytest
 from integration.harness import wait_for
 from integration.kubeapi.kubectl import KUBECTL
 from integration.operator_harness import TRAINING_RUN, KubeBackend, operator_env, spurjob
+from spur.k8s.operator.quantity import same_quantities
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
 
@@ -263,7 +264,18 @@ def test_quota_follows_grptres_and_account_deletion(tmp_path: Path, kube_backend
             "limits.memory": "32768Mi",
             "requests.amd.com/gpu": "8",
         }
-        wait_for(lambda: _quota(env, "myaccount") == want, timeout=10, what="the quota to follow GrpTRES")
+        # by value: the real server stores quantities canonicalised (32768Mi reads back as 32Gi)
+        wait_for(
+            lambda: same_quantities(_quota(env, "myaccount"), want),
+            timeout=10,
+            what="the quota to follow GrpTRES",
+        )
+        # and the operator leaves it alone then: a later pass (the one that makes the next account's
+        # quota) does not write it again (the server would take an unchanged PUT without a trace)
+        updates = env.operator.log().count("updated ResourceQuota spur-acct-myaccount/")
+        env.cluster.cli("sacctmgr", "-i", "add", "account", "zaccount")
+        wait_for(lambda: _quota(env, "zaccount"), timeout=20, what="a later pass")
+        assert env.operator.log().count("updated ResourceQuota spur-acct-myaccount/") == updates
 
         env.cluster.cli("sacctmgr", "-i", "delete", "account", "name=myaccount")
         wait_for(lambda: _quota(env, "myaccount") is None, timeout=10, what="the quota to be deleted")

@@ -397,3 +397,31 @@ def test_cli_errors_are_one_line_and_exit_codes(capsys) -> None:
     assert "--auth-mode required needs a key" in capsys.readouterr().err
     assert main(["--kube-api", "http://127.0.0.1:1", "--listen", "nonsense"]) == 78
     assert "--listen must be host:port" in capsys.readouterr().err
+
+
+def test_quantities_compare_by_value_as_the_server_canonicalises_them() -> None:
+    from decimal import Decimal
+
+    from spur.k8s.operator.quantity import quantity, same_quantities
+
+    assert quantity("32768Mi") == quantity("32Gi") == Decimal(32 * 2**30)
+    assert quantity("1000m") == quantity("1") and quantity("2k") == quantity("2000")
+    assert quantity("1.5Gi") == quantity("1536Mi") and quantity("1e3") == 1000
+    for bad in ("", "Gi", "12Qi", "1..5"):
+        with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+            quantity(bad)
+    assert same_quantities(
+        {"requests.memory": "32Gi", "pods": "0"}, {"requests.memory": "32768Mi", "pods": 0}
+    )
+    assert not same_quantities({"cpu": "16"}, {"cpu": "16", "memory": "1Gi"})
+    assert not same_quantities({"cpu": "16"}, {"cpu": "15"})
+
+
+def test_stored_quota_specs_match_what_was_written() -> None:
+    (_ns, rq, lr) = quota.desired_objects("a", "cpu=16,mem=32768,gres/gpu=8", ["amd.com/gpu"])
+    stored_hard = {k: ("32Gi" if v == "32768Mi" else v) for k, v in rq["spec"]["hard"].items()}
+    assert quota.spec_matches("ResourceQuota", {"hard": stored_hard}, rq["spec"])
+    assert not quota.spec_matches("ResourceQuota", {"hard": {**stored_hard, "limits.cpu": "8"}}, rq["spec"])
+    stored_limits = {"limits": [{**lr["spec"]["limits"][0], "default": {"cpu": "1000m", "memory": "1024Mi"}}]}
+    assert quota.spec_matches("LimitRange", stored_limits, lr["spec"])
+    assert not quota.spec_matches("LimitRange", {"limits": []}, lr["spec"])

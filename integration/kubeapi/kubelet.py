@@ -182,9 +182,9 @@ class HttpKubelet:
     """The same operations against a double in another process, or a real API server, through the API."""
 
     def __init__(
-        self, base_url: str, token: str | None = None, clock: Any = time.time, verify: str | bool = True
+        self, base_url: str, token: str | None = None, clock: Any = time.time, verify: Any = True
     ) -> None:
-        """``verify``: the CA file of an https server (the real kube-apiserver's)."""
+        """``verify``: an ``ssl.SSLContext`` trusting an https server (the real kube-apiserver)."""
         import httpx
 
         headers = {"Authorization": f"Bearer {token}"} if token else {}

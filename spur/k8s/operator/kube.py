@@ -114,7 +114,7 @@ class KubeClient:
         self.http = httpx.AsyncClient(
             base_url=config.server,
             headers=headers,
-            verify=config.ca_file if config.ca_file else True,
+            verify=_verify(config.ca_file),
             timeout=httpx.Timeout(timeout, connect=10.0),
         )
 
@@ -208,6 +208,15 @@ class KubeClient:
                     yield kind, obj
         except httpx.HTTPError as exc:
             raise KubeUnavailable(0, "Unavailable", f"watch {path}: {type(exc).__name__}: {exc}") from None
+
+
+def _verify(ca_file: str | None) -> Any:
+    """httpx's ``verify``: a context trusting ``ca_file`` only, or the default CAs."""
+    if not ca_file:
+        return True
+    import ssl
+
+    return ssl.create_default_context(cafile=ca_file)
 
 
 def _error(status: int, body: bytes) -> KubeError:

@@ -17,6 +17,7 @@ from typing import Any
 
 from spur.accounting.tres import TresError, parse_tres
 from spur.k8s.operator.pods import MANAGED_BY, MANAGED_BY_LABEL
+from spur.k8s.operator.quantity import same_quantities
 from spur.k8s.operator.spurjobs import account_namespace
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "account_limits",
     "desired_objects",
     "quota_hard",
+    "spec_matches",
     "stale_namespaces",
 ]
 
@@ -96,6 +98,27 @@ def desired_objects(account: str, grptres: str, gpu_resources: Iterable[str]) ->
             },
         },
     ]
+
+
+def spec_matches(kind: str, current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """Whether the stored ``spec`` of a ResourceQuota or LimitRange already says what ``desired``
+    says. Quantities are compared by value: the server stores them canonicalised (``32768Mi`` reads
+    back as ``32Gi``)."""
+    current = current or {}
+    if kind == "ResourceQuota":
+        return same_quantities(current.get("hard"), desired.get("hard"))
+    if kind == "LimitRange":
+        have, want = current.get("limits") or [], desired.get("limits") or []
+        if len(have) != len(want):
+            return False
+        for got, wanted in zip(have, want, strict=True):
+            if got.get("type") != wanted.get("type"):
+                return False
+            for key in set(got) | set(wanted):
+                if key != "type" and not same_quantities(got.get(key), wanted.get(key)):
+                    return False
+        return True
+    return current == desired
 
 
 def stale_namespaces(

@@ -2,7 +2,8 @@
 namespace's ResourceQuota and LimitRange (:mod:`spur.k8s.operator.quota`).
 
 Accounts are read with ``Accounting.Show`` (entity ``association``; the account-level records).
-Missing objects are created, a quota whose ``spec.hard`` differs is replaced, and the quota objects
+Missing objects are created, a quota whose ``spec.hard`` differs in value (the server stores
+quantities canonicalised: ``32768Mi`` reads back as ``32Gi``) is replaced, and the quota objects
 of accounts that no longer exist are deleted (their namespace stays, unlabelled, with whatever runs
 in it). A failed pass is logged and the next one starts over.
 """
@@ -24,6 +25,7 @@ from spur.k8s.operator.quota import (
     QUOTA_NAME,
     account_limits,
     desired_objects,
+    spec_matches,
     stale_namespaces,
 )
 from spur.rpc.proto import accounting_pb2 as apb
@@ -99,7 +101,9 @@ class QuotaReconciler:
             if any(labels.get(k) != v for k, v in wanted_labels.items()):
                 await self.kube.merge_patch(path, {"metadata": {"labels": wanted_labels}})
             return
-        if current.get("spec") != obj["spec"] or any(labels.get(k) != v for k, v in wanted_labels.items()):
+        if not spec_matches(obj["kind"], current.get("spec"), obj["spec"]) or any(
+            labels.get(k) != v for k, v in wanted_labels.items()
+        ):
             replacement = dict(obj)
             replacement["metadata"] = {**meta, "resourceVersion": current["metadata"]["resourceVersion"]}
             await self.kube.replace(path, replacement)
