@@ -5,8 +5,10 @@ that would break it, and ``--force`` deleting past it as documented.
 
 No controller-manager runs (envtest-style), so the harness plays the disruption controller: it
 writes the budget's status (how many disruptions are allowed) as that controller would, through
-the API. Pods are created on the node with ``terminationGracePeriodSeconds: 0`` so an eviction or
-delete removes them at once (no kubelet confirms a graceful deletion)."""
+the API, and the harness's kubelet reports the pods Running (the server evicts a Pending pod without
+asking its budget). Pods have ``terminationGracePeriodSeconds: 0`` so an eviction or delete removes
+them at once (no kubelet confirms a graceful deletion). On 1.20 the eviction must be policy/v1beta1:
+the server answers 400 to a policy/v1 Eviction, which is what the drain sent before it asked."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from integration.kube_real import RealKube
+from integration.kubeapi import HttpKubelet
 from integration.operator_harness import KubeBackend
 from spur.k8s.cluster.kubeclient import KubeClient, KubeTarget
 from spur.k8s.cluster.planner import PlanError
@@ -66,9 +69,13 @@ def test_drain_honours_a_real_pod_disruption_budget(real_kube_backend: KubeBacke
         resp = http.post("/api/v1/nodes", json={"metadata": {"name": node}})
         assert resp.status_code == 201, resp.text
         try:
+            kubelet = HttpKubelet(real.server, real.token, verify=real.ssl_context())
             for i in range(2):
                 resp = http.post(f"/api/v1/namespaces/{ns}/pods", json=_pod(f"web-{i}", node))
                 assert resp.status_code == 201, resp.text
+                # Running: a Pending pod is evicted whatever its budget says
+                kubelet.set_pod_phase(ns, f"web-{i}", "Running")
+            kubelet.close()
             pdb = {
                 "apiVersion": "policy/v1beta1",
                 "kind": "PodDisruptionBudget",

@@ -28,9 +28,10 @@ def _apply_rbac(env: OperatorEnv, rbac: str | None = None) -> None:
         env.kubectl("apply", "-f", "-", input=rbac)
 
 
-def _can(env: OperatorEnv, verb: str, resource: str) -> bool:
+def _can(env: OperatorEnv, verb: str, resource: str, subresource: str = "") -> bool:
+    sub = [f"--subresource={subresource}"] if subresource else []
     out = env.kubectl(
-        "auth", "can-i", verb, resource, "-n", env.namespace, "--as", OPERATOR_SA.name, check=False
+        "auth", "can-i", verb, resource, *sub, "-n", env.namespace, "--as", OPERATOR_SA.name, check=False
     )
     return out.stdout.strip() == "yes"
 
@@ -40,7 +41,7 @@ def test_the_operator_runs_the_training_run_as_its_service_account(
 ) -> None:
     with operator_env(tmp_path, real_kube_backend) as env:
         _apply_rbac(env)
-        assert _can(env, "patch", "spurjobs.spur.amd.com/status")
+        assert _can(env, "patch", "spurjobs.spur.amd.com", "status")
         assert not _can(env, "update", "spurjobs.spur.amd.com")  # exactly what it needs
         assert not _can(env, "get", "secrets")  # only in namespace spur
         env.operator_user = OPERATOR_SA.name
@@ -74,7 +75,7 @@ def test_a_role_without_the_status_verb_leaves_the_spurjob_unmirrored(
     with operator_env(tmp_path, real_kube_backend) as env:
         try:
             _apply_rbac(env, yaml.safe_dump_all(docs))
-            assert not _can(env, "patch", "spurjobs.spur.amd.com/status")
+            assert not _can(env, "patch", "spurjobs.spur.amd.com", "status")
             env.operator_user = OPERATOR_SA.name
             env.start_operator()
             env.wait_nodes("gpu-node-1", "gpu-node-2")

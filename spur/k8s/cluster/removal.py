@@ -50,6 +50,21 @@ def _evictable(pod: dict) -> bool:
     return not any(o.get("kind") == "DaemonSet" for o in meta.get("ownerReferences", []))
 
 
+def eviction_version(client: KubeClient) -> str:
+    """The Eviction API version the server takes: ``policy/v1`` (Kubernetes 1.22+), else
+    ``policy/v1beta1`` (a 1.21 or older server answers 400 to a policy/v1 Eviction), as kubectl
+    drain picks it from discovery."""
+    from spur.k8s.cluster.kubeclient import KubeError
+
+    try:
+        client.request("GET", "/apis/policy/v1")
+    except KubeError as exc:
+        if exc.status == 404:
+            return "policy/v1beta1"
+        raise
+    return "policy/v1"
+
+
 def drain(client: KubeClient, node: str, timeout: float, force: bool) -> str:
     """Blocking: cordon ``node`` and evict its pods. Returns what happened; raises KubeError, or
     PlanError when a PodDisruptionBudget (or slow pods) blocks past ``timeout`` without ``force``."""
@@ -63,6 +78,7 @@ def drain(client: KubeClient, node: str, timeout: float, force: bool) -> str:
             return "not a Kubernetes node (never joined); nothing to drain"
         raise
     deadline = time.monotonic() + timeout
+    version = eviction_version(client)
     selector = urllib.parse.quote(f"spec.nodeName={node}")
     forced = 0
     while True:
@@ -78,7 +94,7 @@ def drain(client: KubeClient, node: str, timeout: float, force: bool) -> str:
             pod_path = f"/api/v1/namespaces/{urllib.parse.quote(ns)}/pods/{urllib.parse.quote(name)}"
             try:
                 client.request("POST", f"{pod_path}/eviction", {
-                    "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}})
+                    "apiVersion": version, "kind": "Eviction", "metadata": {"name": name, "namespace": ns}})
             except KubeError as exc:
                 if exc.status == 404:
                     continue
