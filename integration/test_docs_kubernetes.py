@@ -193,10 +193,10 @@ def test_walkthrough(tmp_path: Path) -> None:
         outputs["kubectl get resourcequota spur-quota -n spur-acct-myaccount -o jsonpath='{.spec.hard}'"]
     ) == {
         "limits.cpu": "16",
-        "limits.memory": "32768Mi",
+        "limits.memory": "32Gi",  # stored canonical, as the guide says
         "requests.amd.com/gpu": "8",
         "requests.cpu": "16",
-        "requests.memory": "32768Mi",
+        "requests.memory": "32Gi",
     }
     nodes = outputs["kubectl exec -n spur spurctld-0 -- spur nodes"].splitlines()
     assert nodes[0].split() == ["PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST"]

@@ -13,7 +13,7 @@ import trio
 from integration.harness import BIN, free_port, wait_for
 from integration.k8s_harness import kubeapi_process
 from integration.kubeapi.kubectl import KUBECTL
-from integration.operator_harness import operator_env, spurjob
+from integration.operator_harness import KubeBackend, operator_env, spurjob
 from spur.auth.tokens import mint
 from spur.rpc.channel import open_channel
 from spur.rpc.proto import spur_pb2 as pb
@@ -163,12 +163,12 @@ def test_the_key_can_come_from_the_environment(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
-def test_a_required_mode_cluster_runs_a_spurjob(tmp_path: Path) -> None:
+def test_a_required_mode_cluster_runs_a_spurjob(tmp_path: Path, kube_backend: KubeBackend) -> None:
     key_file = tmp_path / "jwt.key"
     key_file.write_text(KEY)
     key_file.chmod(0o600)
     conf = f'[auth]\nmode = "required"\njwt_key_file = "{key_file}"\n'
-    with operator_env(tmp_path, conf_extra=conf) as env:
+    with operator_env(tmp_path, kube_backend, conf_extra=conf) as env:
         root = mint(KEY.encode(), "root", 0, now=time.time(), ttl_secs=600, admin=True, gid=0)
         env.cluster.metadata = {"authorization": f"Bearer {root}"}
         env.start_operator("--auth-mode", "required", env={"SPUR_JWT_KEY": KEY})
@@ -178,5 +178,5 @@ def test_a_required_mode_cluster_runs_a_spurjob(tmp_path: Path) -> None:
         env.set_phase(env.wait_pods(job_id, 2), "Succeeded")
         env.wait_state("secure", "COMPLETED")
         job = env.cluster.job(job_id)
-        assert job.user == "default"  # the namespace-to-user rule, proven by a token the operator minted
+        assert job.user == env.namespace  # the namespace-to-user rule, proven by a token the operator minted
         assert KEY not in env.operator.log()

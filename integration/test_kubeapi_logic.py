@@ -743,3 +743,25 @@ def test_pod_deletion_grace_periods() -> None:
     assert quick.delete(pods, "default", "p", {"gracePeriodSeconds": 7})[1] is True
     (deleted,) = [c for c in quick.changes_since(start) if c.new is None]
     assert deleted.old is not None and deleted.old["metadata"]["deletionGracePeriodSeconds"] == 7
+
+
+def test_quantities_are_stored_canonical_as_the_real_server_stores_them(store: Store) -> None:
+    quotas = rt(store, "", "resourcequotas")
+    hard = {"requests.memory": "32768Mi", "requests.cpu": "16", "limits.cpu": "2000m", "pods": "0"}
+    created = store.create(quotas, "default", {"metadata": {"name": "q"}, "spec": {"hard": hard}})
+    assert created["spec"]["hard"] == {
+        "requests.memory": "32Gi",
+        "requests.cpu": "16",
+        "limits.cpu": "2",
+        "pods": "0",
+    }
+    created["spec"]["hard"]["requests.memory"] = "1536Mi"
+    assert store.update(quotas, "default", "q", created)["spec"]["hard"]["requests.memory"] == "1536Mi"
+    pods = rt(store, "", "pods")
+    container = {
+        "name": "c",
+        "image": "i",
+        "resources": {"requests": {"memory": "524288Mi", "amd.com/gpu": "8"}},
+    }
+    pod = store.create(pods, "default", {"metadata": {"name": "p"}, "spec": {"containers": [container]}})
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {"memory": "512Gi", "amd.com/gpu": "8"}

@@ -12,7 +12,7 @@ import trio
 
 from integration.harness import wait_for
 from integration.kubeapi.kubectl import KUBECTL
-from integration.operator_harness import operator_env, spurjob
+from integration.operator_harness import KubeBackend, operator_env, spurjob
 from integration.test_tls import make_pki, tls_conf
 from spur.auth.tokens import mint
 from spur.rpc.channel import open_channel
@@ -37,13 +37,13 @@ def _signal(port: int, tls: object) -> StatusCode:
 
 
 @pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
-def test_operator_over_tls_runs_a_spurjob(tmp_path: Path) -> None:
+def test_operator_over_tls_runs_a_spurjob(tmp_path: Path, kube_backend: KubeBackend) -> None:
     pki = make_pki(tmp_path)
     key_file = tmp_path / "jwt.key"
     key_file.write_text(KEY)
     key_file.chmod(0o600)
     conf = f'[auth]\nmode = "required"\njwt_key_file = "{key_file}"\n' + tls_conf(pki)
-    with operator_env(tmp_path, conf_extra=conf) as env:
+    with operator_env(tmp_path, kube_backend, conf_extra=conf) as env:
         env.cluster.tls = user_client_tls(TlsSettings(mode="required", ca_file=pki / "ca.crt"))
         admin = mint(KEY.encode(), "root", 0, now=time.time(), ttl_secs=600, admin=True)
         env.cluster.metadata = {"authorization": f"Bearer {admin}"}

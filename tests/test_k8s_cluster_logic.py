@@ -268,3 +268,35 @@ def test_k8s_metrics_exposition():
     assert 'spur_k8s_provisioning_attempts_total{role="controller"} 1.0' in text
     assert 'spur_k8s_provisioning_failures_total{role="worker"} 1.0' in text
     assert "spur_k8s_reconcile_duration_seconds_count 1.0" in text
+    assert 'spur_k8s_cluster_phase{phase="provisioning"} 1.0' in text
+    assert 'spur_k8s_cluster_phase{phase="ready"} 0.0' in text
+    assert 'spur_k8s_nodes{role="controller",state="active"} 1.0' in text
+    assert 'spur_k8s_nodes{role="worker",state="pending"} 1.0' in text
+    assert 'spur_k8s_provisioning_attempts_total{role="controller"} 1.0' in text
+    assert 'spur_k8s_provisioning_failures_total{role="worker"} 1.0' in text
+    assert "spur_k8s_reconcile_duration_seconds_count 1.0" in text
+
+
+class _Discovery:
+    """A KubeClient that serves /apis/policy/v1 or not (Kubernetes 1.22+ or older)."""
+
+    def __init__(self, has_v1: bool) -> None:
+        self.has_v1 = has_v1
+        self.calls: list[tuple[str, str]] = []
+
+    def request(self, method: str, path: str, body=None, content_type: str = "application/json"):
+        from spur.k8s.cluster.kubeclient import KubeError
+
+        self.calls.append((method, path))
+        if path == "/apis/policy/v1" and not self.has_v1:
+            raise KubeError(f"{method} {path}: 404 the server could not find the requested resource", 404)
+        return {}
+
+
+def test_the_drain_evicts_with_the_policy_version_the_server_has() -> None:
+    from spur.k8s.cluster.removal import eviction_version
+
+    assert eviction_version(_Discovery(has_v1=True)) == "policy/v1"
+    old = _Discovery(has_v1=False)
+    assert eviction_version(old) == "policy/v1beta1"  # 1.21 and older answer 400 to a policy/v1 Eviction
+    assert old.calls == [("GET", "/apis/policy/v1")]

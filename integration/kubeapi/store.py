@@ -26,6 +26,7 @@ from typing import Any
 from integration.kubeapi import errors
 from integration.kubeapi.errors import ApiError
 from integration.kubeapi.patch import PatchError, json_merge_patch, json_patch, strategic_merge_patch
+from integration.kubeapi.quantities import canonicalize
 from integration.kubeapi.resources import Registry, ResourceType
 from integration.kubeapi.selectors import (
     COMMON_FIELDS,
@@ -218,6 +219,7 @@ class Store:
         if rt.status_subresource:
             obj.pop("status", None)
         self._defaults(rt, obj)
+        canonicalize(rt.key, obj)
         obj = admit(rt, obj, strict)
         created = self._commit(rt, ns, None, obj)
         assert created is not None
@@ -409,6 +411,7 @@ class Store:
                     result.pop("status", None)
             if rt.key == ("", "secrets"):
                 self._defaults(rt, result)
+            canonicalize(rt.key, result)
             if _without(result, "metadata", "status") != _without(current, "metadata", "status"):
                 meta["generation"] = int(cur_meta.get("generation", 1)) + 1
             if rt.key == ("", "namespaces"):
