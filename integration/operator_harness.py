@@ -16,7 +16,7 @@ from typing import Any
 
 from integration.harness import BIN, Cluster, Proc, free_port, wait_for
 from integration.k8s_harness import kubeapi_process
-from integration.kube_real import RealKube
+from integration.kube_real import OPERATOR_SA, RealKube
 from integration.kubeapi import HttpKubelet
 from integration.kubeapi.kubectl import EXAMPLES, Kubectl
 
@@ -76,7 +76,8 @@ class OperatorEnv:
     health_port: int = field(default_factory=free_port)
     operator: Proc | None = None
     controller_address: str = ""
-    #: Static-token user the operator authenticates as on the real server (None: the admin).
+    #: Static-token user the operator authenticates as on the real server (None: the admin); a real
+    #: backend sets the operator's ServiceAccount (examples/k8s/rbac.yaml applied).
     operator_user: str | None = None
 
     @property
@@ -237,6 +238,11 @@ def operator_env(
                 kubectl("apply", "-f", str(EXAMPLES / "spurjob-crd.yaml"))
                 if backend.is_real:  # served once the CRD is Established
                     kubectl("wait", "--for=condition=Established", "crd/spurjobs.spur.amd.com")
+            if backend.is_real:
+                # the operator runs as its ServiceAccount with the example's RBAC: the real
+                # authorizer refuses any call the role does not grant
+                kubectl("apply", "-f", str(EXAMPLES / "namespace.yaml"), "-f", str(EXAMPLES / "rbac.yaml"))
+                env.operator_user = OPERATOR_SA.name
             kubelet.add_node("gpu-node-1", GPU_NODE)
             kubelet.add_node("gpu-node-2", GPU_NODE)
             yield env

@@ -207,10 +207,15 @@ def test_a_refused_registration_is_retried_at_the_nodes_next_event(
 
         token = env.cluster.cli("spur", "token", "create", "--uses", "2").stdout.split()[-1]
         env.operator.kill(signal.SIGKILL)
-        secret = ["--credential-secret", f"{env.namespace}/spur-node-credentials"]
+        # on the real server the operator's role may keep it only in namespace spur (rbac.yaml's Role)
+        where = "spur" if kube_backend.is_real else env.namespace
+        env.kubectl("delete", "secret", "spur-node-credentials", "-n", where, "--ignore-not-found")
+        secret = ["--credential-secret", f"{where}/spur-node-credentials"]
         env.start_operator("--join-token", token, *secret)
         env.wait_nodes("gpu-node-1", "gpu-node-2")
-        stored = json.loads(env.kubectl("get", "secret", "spur-node-credentials", "-o", "json").stdout)
+        stored = json.loads(
+            env.kubectl("get", "secret", "spur-node-credentials", "-n", where, "-o", "json").stdout
+        )
         assert sorted(stored["data"]) == ["gpu-node-1", "gpu-node-2"]
         # restarted with its token used up, the operator presents the kept credentials
         env.operator.kill(signal.SIGKILL)
