@@ -71,11 +71,11 @@ def real_kube_server(tmp_path_factory):
         yield server
 
 
-def _real_backend(request):
+def _real_backend(request, server_fixture: str = "real_kube_server"):
     from integration.kube_real import namespace_name
     from integration.operator_harness import KubeBackend
 
-    server = request.getfixturevalue("real_kube_server")
+    server = request.getfixturevalue(server_fixture)
     namespace = namespace_name(request.node.name)
     with server.http() as http:
         resp = http.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})
@@ -96,3 +96,27 @@ def kube_backend(request):
 def real_kube_backend(request):
     """The session's real API server only (what the double cannot show: RBAC), in a fresh namespace."""
     return _real_backend(request)
+
+
+@pytest.fixture(scope="session")
+def uncached_kube_server(tmp_path_factory):
+    """A second real kube-apiserver for the session, with ``--watch-cache=false``: its watches read
+    etcd, so an etcd compaction (``RealKube.compact``) expires a watch's resourceVersion at once, as a
+    real cluster's five-minute compaction does to a client that was away. Started only when a test
+    asks for it."""
+    from integration import kube_real
+
+    if not kube_real.built() and (reason := kube_real.why_unbuildable()) is not None:
+        pytest.skip(f"no real kube-apiserver in {kube_real.kube_dir()}: {reason}")
+    with kube_real.real_kube(
+        tmp_path_factory.mktemp("kube-apiserver-uncached"), apiserver_args=("--watch-cache=false",)
+    ) as server:
+        yield server
+
+
+@pytest.fixture(params=["double", "real"])
+def expiring_kube_backend(request):
+    """Like ``kube_backend``, for watch-expiry tests: the double, or the uncached real server."""
+    from integration.operator_harness import DOUBLE
+
+    return DOUBLE if request.param == "double" else _real_backend(request, "uncached_kube_server")

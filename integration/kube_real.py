@@ -157,6 +157,27 @@ class RealKube:
 
         return ssl.create_default_context(cafile=str(self.ca_file))
 
+    def compact(self) -> int:
+        """Compact etcd at its current revision, as the API server's periodic compaction does (every
+        5 minutes by default): a watch asking for any older resourceVersion then gets 410 Gone (at once
+        when the server runs with ``--watch-cache=false``; through the watch cache only once the cache
+        has moved past it). Returns the revision compacted at."""
+        import base64
+        import json
+        import urllib.request
+
+        def call(path: str, body: dict[str, Any]) -> dict[str, Any]:
+            url = (self.workdir / "etcd-url").read_text().strip() + path
+            req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                answer: dict[str, Any] = json.loads(resp.read())
+                return answer
+
+        key = base64.b64encode(b"/registry").decode()
+        revision = int(call("/v3/kv/range", {"key": key, "count_only": True})["header"]["revision"])
+        call("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
     def stop(self) -> None:
         subprocess.run([str(self.workdir / "stop.sh")], check=False, timeout=60)
 
@@ -167,14 +188,18 @@ class RealKube:
 
 
 def start_real_kube(
-    binaries: Path, workdir: Path, extra_users: tuple[KubeUser, ...] = (OPERATOR_SA,)
+    binaries: Path,
+    workdir: Path,
+    extra_users: tuple[KubeUser, ...] = (OPERATOR_SA,),
+    apiserver_args: tuple[str, ...] = (),
 ) -> RealKube:
     """Start etcd + kube-apiserver with ``workdir`` as their state directory; the static tokens of
-    ``extra_users`` are accepted next to the admin's. Raises RuntimeError with the server's log when
-    it does not become ready."""
+    ``extra_users`` are accepted next to the admin's, and ``apiserver_args`` are added to the server's
+    flags. Raises RuntimeError with the server's log when it does not become ready."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "KUBE_READY_TIMEOUT": os.environ.get("KUBE_READY_TIMEOUT", "90")}
     env["SPUR_KUBE_EXTRA_TOKENS"] = "\n".join(u.csv_line() for u in extra_users)
+    env["SPUR_KUBE_APISERVER_ARGS"] = " ".join(apiserver_args)
     proc = subprocess.run(
         ["bash", str(RUN_SCRIPT), str(binaries), str(workdir)],
         capture_output=True,
@@ -197,9 +222,9 @@ def start_real_kube(
 
 
 @contextlib.contextmanager
-def real_kube(workdir: Path) -> Iterator[RealKube]:
-    """Build if needed, start, yield, stop."""
-    kube = start_real_kube(ensure_built(), workdir)
+def real_kube(workdir: Path, apiserver_args: tuple[str, ...] = ()) -> Iterator[RealKube]:
+    """Build if needed, start (with ``apiserver_args`` added to the server's flags), yield, stop."""
+    kube = start_real_kube(ensure_built(), workdir, apiserver_args=apiserver_args)
     try:
         yield kube
     finally:

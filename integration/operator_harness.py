@@ -79,6 +79,9 @@ class OperatorEnv:
     #: Static-token user the operator authenticates as on the real server (None: the admin); a real
     #: backend sets the operator's ServiceAccount (examples/k8s/rbac.yaml applied).
     operator_user: str | None = None
+    #: ``--resync``: seconds between the operator's relists of SpurJobs (short, so most tests see any
+    #: change within one; a test of watch resumption sets it long so that only the watch can)
+    resync: float = 2.0
 
     @property
     def namespace(self) -> str:
@@ -118,7 +121,7 @@ class OperatorEnv:
             "--image",
             "registry.example/train:1",
             "--resync",
-            "2",
+            str(self.resync),
             "--poll",
             "0.3",
             "--kill-grace",
@@ -192,10 +195,13 @@ class OperatorEnv:
 
 
 @contextlib.contextmanager
-def _api(tmp: Path, backend: KubeBackend) -> Iterator[tuple[str, Kubectl, HttpKubelet]]:
-    """The API server's URL, kubectl bound to it (in the test's namespace) and a kubelet for it."""
+def _api(
+    tmp: Path, backend: KubeBackend, double_args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, Kubectl, HttpKubelet]]:
+    """The API server's URL, kubectl bound to it (in the test's namespace) and a kubelet for it;
+    ``double_args`` are the double's command-line flags."""
     if backend.real is None:
-        with kubeapi_process(tmp) as url:
+        with kubeapi_process(tmp, *double_args) as url:
             yield url, Kubectl(url, tmp / "kube", cwd=tmp), HttpKubelet(url)
         return
     real = backend.real
@@ -224,11 +230,12 @@ def operator_env(
     conf_extra: str = "",
     crd: bool = True,
     start_controller: bool = True,
+    double_args: tuple[str, ...] = (),
 ) -> Iterator[OperatorEnv]:
     """A controller (unless ``start_controller`` is false: the test brings its own and sets
-    ``controller_address``) and the API server of ``backend`` with the SpurJob CRD applied and two
-    GPU nodes (no operator yet)."""
-    with _api(tmp, backend) as (url, kubectl, kubelet):
+    ``controller_address``) and the API server of ``backend`` (the double started with
+    ``double_args``) with the SpurJob CRD applied and two GPU nodes (no operator yet)."""
+    with _api(tmp, backend, double_args) as (url, kubectl, kubelet):
         cluster = Cluster(tmp, conf_extra=conf_extra)
         env = OperatorEnv(tmp, url, cluster, kubectl, kubelet, backend)
         try:

@@ -14,7 +14,10 @@
 # --cert-dir); token = WORKDIR/token. With `requests`, set session.trust_env = False,
 # or the REQUESTS_CA_BUNDLE variable (set on these machines) overrides session.verify.
 # Environment: KUBE_READY_TIMEOUT (seconds, default 60); SPUR_KUBE_EXTRA_TOKENS (more lines of the
-# --token-auth-file, e.g. a ServiceAccount's name and groups for RBAC tests).
+# --token-auth-file, e.g. a ServiceAccount's name and groups for RBAC tests); SPUR_KUBE_APISERVER_ARGS
+# (more kube-apiserver flags, split on blanks, e.g. --watch-cache=false so that watches read etcd and
+# an etcd compaction expires them). WORKDIR/etcd-url holds etcd's client URL (its v3 JSON gateway
+# serves /v3/kv/range and /v3/kv/compaction).
 set -euo pipefail
 BINDIR=$(cd "${1:?usage: $0 BINDIR [WORKDIR]}" && pwd)
 APISERVER=$BINDIR/bin/kube-apiserver
@@ -58,6 +61,9 @@ ETCD_EXTRA=()
   "${ETCD_EXTRA[@]}" > "$W/etcd.log" 2>&1 &
 ETCD_PID=$!
 echo "$ETCD_PID" > "$W/pids"
+echo "http://127.0.0.1:$ETCD_PORT" > "$W/etcd-url"
+# shellcheck disable=SC2206
+API_EXTRA=(${SPUR_KUBE_APISERVER_ARGS:-})
 
 # --service-cluster-ip-range is only an allocation range kept in etcd: nothing is sent there.
 # ServiceAccount admission is off (no controller-manager creates the "default" SA), as envtest does.
@@ -74,6 +80,7 @@ echo "$ETCD_PID" > "$W/pids"
   --disable-admission-plugins ServiceAccount \
   --allow-privileged=true \
   --profiling=false \
+  "${API_EXTRA[@]}" \
   > "$W/apiserver.log" 2>&1 &
 API_PID=$!
 echo "$ETCD_PID $API_PID" > "$W/pids"

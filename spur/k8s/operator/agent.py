@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from spur.agent.reporter import Reporter
-from spur.k8s.operator.kube import KubeClient, KubeError, KubeUnavailable, WatchExpired, path_of
+from spur.k8s.operator.kube import KubeClient, KubeError, KubeUnavailable, WatchExpired, path_of, watch_from
 from spur.k8s.operator.pods import (
     CLUSTER_ANNOTATION,
     JOB_ID_LABEL,
@@ -349,7 +349,7 @@ class VirtualAgent:
                 version = (listed.get("metadata") or {}).get("resourceVersion", "0")
                 backoff = 0.5
                 with trio.move_on_after(self.resync):
-                    async for kind, pod in self.kube.watch(path, version, labelSelector=selector):
+                    async for kind, pod in watch_from(self.kube, path, version, labelSelector=selector):
                         self._track(kind, pod)
             except WatchExpired:
                 continue

@@ -26,7 +26,7 @@ from typing import Any
 import trio
 
 from spur.k8s.operator import spurjobs as sj
-from spur.k8s.operator.kube import KubeClient, KubeError, WatchExpired, path_of
+from spur.k8s.operator.kube import KubeClient, KubeError, WatchExpired, path_of, watch_from
 from spur.k8s.operator.link import ControllerLink
 from spur.k8s.operator.pods import JOB_ID_LABEL
 from spur.rpc.convert import spec_to_proto
@@ -94,7 +94,7 @@ class JobController:
                 self._wake.set()
                 version = (listed.get("metadata") or {}).get("resourceVersion", "0")
                 with trio.move_on_after(self.resync):
-                    async for kind, obj in self.kube.watch(path, version):
+                    async for kind, obj in watch_from(self.kube, path, version):
                         uid = obj["metadata"]["uid"]
                         if kind == "DELETED":
                             self.objects.pop(uid, None)

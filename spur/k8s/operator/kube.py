@@ -7,8 +7,11 @@ which a few lines over httpx give directly.
 
 Contracts: every non-2xx answer raises :class:`KubeError` with the HTTP status and the API's
 ``Status.reason``/``message``; a connection failure raises :class:`KubeUnavailable`. :meth:`watch`
-yields ``(type, object)`` pairs of a newline-delimited watch, skips BOOKMARKs (their resourceVersion is
-kept in ``last_version``), and raises :class:`WatchExpired` on a 410 so the caller lists again.
+yields ``(type, object)`` pairs of one newline-delimited watch, skips BOOKMARKs (their resourceVersion
+still moves the caller's :class:`WatchCursor`), and raises :class:`WatchExpired` on a 410 so the caller
+lists again. :func:`watch_from` is the watch the operator's loops use: it resumes a watch that ended or
+dropped from the last resourceVersion seen, as client-go's reflector does, so a dropped connection
+costs no list and misses no event; only a 410 sends the caller back to list.
 Tokens never appear in errors or logs.
 """
 
@@ -16,14 +19,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import trio
 
-__all__ = ["KubeClient", "KubeConfig", "KubeError", "KubeUnavailable", "WatchExpired", "path_of"]
+__all__ = [
+    "KubeClient",
+    "KubeConfig",
+    "KubeError",
+    "KubeUnavailable",
+    "WatchCursor",
+    "WatchExpired",
+    "path_of",
+    "watch_from",
+]
+
+log = logging.getLogger("spur.k8s.operator.kube")
 
 USER_AGENT = "spur-k8s-operator/0.1"
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -43,6 +59,14 @@ class KubeUnavailable(KubeError):
 
 class WatchExpired(KubeError):
     """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+@dataclass
+class WatchCursor:
+    """Where a watch has got to: the resourceVersion of the last event or bookmark it delivered.
+    One per watch loop (never shared between concurrent watches)."""
+
+    version: str
 
 
 @dataclass(frozen=True)
@@ -170,17 +194,17 @@ class KubeClient:
         return True
 
     async def watch(
-        self, path: str, resource_version: str, *, timeout_seconds: int = 300, **params: str
+        self, path: str, cursor: WatchCursor, *, timeout_seconds: int = 300, **params: str
     ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Events after ``resource_version`` (module docstring). Ends when the server ends the watch."""
+        """The events of one watch from ``cursor.version`` (module docstring), moving the cursor past
+        each event and bookmark. Ends when the server ends the watch."""
         query = {
             "watch": "true",
-            "resourceVersion": resource_version,
+            "resourceVersion": cursor.version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
             **{k: v for k, v in params.items() if v},
         }
-        self.last_version = resource_version
         try:
             async with self.http.stream(
                 "GET", path, params=query, timeout=httpx.Timeout(timeout_seconds + 30, connect=10.0)
@@ -202,12 +226,48 @@ class KubeClient:
                         raise KubeError(code, obj.get("reason", ""), obj.get("message", ""))
                     version = (obj.get("metadata") or {}).get("resourceVersion")
                     if version:
-                        self.last_version = version
+                        cursor.version = version
                     if kind == "BOOKMARK":
                         continue
                     yield kind, obj
         except httpx.HTTPError as exc:
             raise KubeUnavailable(0, "Unavailable", f"watch {path}: {type(exc).__name__}: {exc}") from None
+
+
+async def watch_from(
+    kube: KubeClient,
+    path: str,
+    version: str,
+    *,
+    backoff: float = 0.5,
+    max_backoff: float = 10.0,
+    **params: str,
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """Every event of ``path`` after ``version`` (a list's resourceVersion), for as long as the caller
+    iterates: a watch the server ends is started again from the last version seen, and one that drops
+    (API server unreachable) is resumed from there after a backoff (doubling from ``backoff`` up to
+    ``max_backoff``, reset by the next event). Raises :class:`WatchExpired` when that version has been
+    compacted away (the caller lists again) and :class:`KubeError` for any other refusal."""
+    cursor = WatchCursor(version)
+    delay = backoff
+    while True:
+        began, delivered = trio.current_time(), False
+        try:
+            async for kind, obj in kube.watch(path, cursor, **params):
+                delay, delivered = backoff, True
+                yield kind, obj
+            if not delivered and trio.current_time() - began < backoff:
+                await trio.sleep(backoff)  # a server ending watches at once must not make a busy loop
+        except WatchExpired as exc:
+            log.info("watch of %s from resourceVersion %s expired (%s); listing again", path, cursor.version, exc)
+            raise
+        except KubeUnavailable as exc:
+            log.warning(
+                "watch of %s dropped (%s); resuming from resourceVersion %s in %.1fs",
+                path, exc, cursor.version, delay,
+            )
+            await trio.sleep(delay)
+            delay = min(delay * 2, max_backoff)
 
 
 def _verify(ca_file: str | None) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 import trio
 
 from spur.core.admission import CREDENTIAL_METADATA_KEY
-from spur.k8s.operator.kube import KubeClient, KubeError, WatchExpired, path_of
+from spur.k8s.operator.kube import KubeClient, KubeError, WatchExpired, path_of, watch_from
 from spur.k8s.operator.link import ControllerLink, TransportError
 from spur.k8s.operator.nodes import (
     desired_state,
@@ -183,7 +183,7 @@ class NodeWatcher:
         self.synced.set()
         version = (listed.get("metadata") or {}).get("resourceVersion", "0")
         with trio.move_on_after(self.resync):
-            async for kind, node in self.kube.watch(path, version):
+            async for kind, node in watch_from(self.kube, path, version):
                 if kind == "DELETED":
                     await self.remove(node["metadata"]["name"])
                 else:
