@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -244,3 +245,48 @@ def fake_release() -> Iterator[Release]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+CLUSTER_ON = "[cluster]\nenabled = true\nk8s_provisioning_timeout_secs = 120\n"
+
+
+class Env:
+    """A spurctld with [cluster] enabled and the K0sHost nodes a test adds, driven through the spur CLI."""
+
+    def __init__(self, root, conf_extra: str = CLUSTER_ON) -> None:
+        self.root = root
+        (root / "ctl").mkdir(parents=True)
+        self.cluster = Cluster(root / "ctl", conf_extra=conf_extra)
+        self.cluster.start_controller()
+        self.hosts: dict[str, K0sHost] = {}
+
+    def host(self, name: str, **kw) -> K0sHost:
+        h = K0sHost(name=name, root=self.root / name, cluster=self.cluster, **kw).start()
+        self.hosts[name] = h
+        return h
+
+    def hosts_up(self, *names: str, **kw) -> None:
+        for n in names:
+            self.host(n, **kw)
+        self.cluster.wait_nodes(*names)
+
+    def spur(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        r = self.cluster.cli("spur", *args, check=False, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError(f"spur {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return r
+
+    def status(self) -> str:
+        return self.spur("k8s", "status").stdout
+
+    def stop(self) -> None:
+        cleanup_hosts(list(self.hosts.values()))
+        self.cluster.stop()
+
+
+def node_line(status: str, name: str) -> list[str]:
+    for line in status.splitlines():
+        parts = line.split()
+        if parts and parts[0] == name:
+            return parts
+    raise AssertionError(f"{name} not in:\n{status}")

@@ -8,45 +8,10 @@ import subprocess
 
 import pytest
 
-from integration.harness import Cluster, wait_for
-from integration.k0s_harness import K0sHost, cleanup_hosts
+from integration.harness import wait_for
+from integration.k0s_harness import CLUSTER_ON, Env, node_line
 
 pytestmark = pytest.mark.integration
-
-CLUSTER_ON = "[cluster]\nenabled = true\nk8s_provisioning_timeout_secs = 120\n"
-
-
-class Env:
-    def __init__(self, root, conf_extra: str = CLUSTER_ON) -> None:
-        self.root = root
-        (root / "ctl").mkdir(parents=True)
-        self.cluster = Cluster(root / "ctl", conf_extra=conf_extra)
-        self.cluster.start_controller()
-        self.hosts: dict[str, K0sHost] = {}
-
-    def host(self, name: str, **kw) -> K0sHost:
-        h = K0sHost(name=name, root=self.root / name, cluster=self.cluster, **kw).start()
-        self.hosts[name] = h
-        return h
-
-    def hosts_up(self, *names: str, **kw) -> None:
-        for n in names:
-            self.host(n, **kw)
-        self.cluster.wait_nodes(*names)
-
-    def spur(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        r = self.cluster.cli("spur", *args, check=False, timeout=timeout)
-        if check and r.returncode != 0:
-            raise AssertionError(f"spur {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
-        return r
-
-    def status(self) -> str:
-        return self.spur("k8s", "status").stdout
-
-    def stop(self) -> None:
-        cleanup_hosts(list(self.hosts.values()))
-        self.cluster.stop()
-
 
 @pytest.fixture
 def env(tmp_path):
@@ -55,14 +20,6 @@ def env(tmp_path):
         yield e
     finally:
         e.stop()
-
-
-def node_line(status: str, name: str) -> list[str]:
-    for line in status.splitlines():
-        parts = line.split()
-        if parts and parts[0] == name:
-            return parts
-    raise AssertionError(f"{name} not in:\n{status}")
 
 
 def test_one_node_single_up_status_down_reset(env):

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from integration.harness import wait_for
-from integration.test_k8s_cluster import CLUSTER_ON, Env, node_line
+from integration.k0s_harness import CLUSTER_ON, Env, node_line
 from spur.k8s.cluster.drift_task import LIMITS_ENV
 from spur.rpc.proto import k0s_pb2
 

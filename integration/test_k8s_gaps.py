@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from integration.harness import wait_for
-from integration.test_k8s_cluster import CLUSTER_ON, Env, node_line
+from integration.k0s_harness import CLUSTER_ON, Env, node_line
 
 pytestmark = pytest.mark.integration
 

@@ -105,3 +105,67 @@ def test_drain_honours_a_real_pod_disruption_budget(real_kube_backend: KubeBacke
             assert pods() == []
         finally:
             http.delete(f"/api/v1/nodes/{node}")
+
+
+def test_remove_nodes_through_the_cli_against_the_real_server(tmp_path, real_kube_backend: KubeBackend) -> None:
+    """``spur k8s remove-nodes`` end to end with the real server as the cluster's API (the fake k0s's
+    admin kubeconfig names it): a budget that allows no disruption holds the node, cordoned, until
+    the drain times out; ``--force`` deletes past it, and the Node object goes from the API."""
+    from integration.k0s_harness import Env, node_line
+
+    real = real_kube_backend.real
+    assert real is not None
+    ns = real_kube_backend.namespace
+    prefix = f"r{secrets.token_hex(2)}n"  # Nodes are cluster-wide on the session's server
+    names = [f"{prefix}{i}" for i in range(1, 5)]
+    api = {
+        "FAKE_K0S_API_URL": real.server,
+        "FAKE_K0S_API_CA_FILE": str(real.ca_file),
+        "FAKE_K0S_API_TOKEN_FILE": str(real.workdir / "token"),
+    }
+    e = Env(tmp_path)
+    kubelet = HttpKubelet(real.server, real.token, verify=real.ssl_context())
+    try:
+        e.hosts_up(*names, extra_env=api)
+        assert "phase: ready" in e.spur("k8s", "up", "--nodes", f"{prefix}[1-4]").stdout
+        for name in names[1:]:
+            kubelet.add_node(name, {"cpu": "2", "memory": "4Gi"})
+        gone, held = names[2], names[3]
+        with real.http() as http:
+            resp = http.post(f"/api/v1/namespaces/{ns}/pods", json=_pod("web-0", gone))
+            assert resp.status_code == 201, resp.text
+            kubelet.set_pod_phase(ns, "web-0", "Running")
+            pdb = {
+                "apiVersion": "policy/v1beta1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web"},
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+            }
+            resp = http.post(f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets", json=pdb)
+            assert resp.status_code == 201, resp.text
+            _budget_status(http, ns, allowed=0, healthy=1)
+
+            r = e.spur("k8s", "remove-nodes", "--nodes", gone, "--drain-timeout", "2", check=False, timeout=300)
+            assert r.returncode != 0, r.stdout
+            assert f"drain of {gone} timed out after 2s" in r.stderr and "PodDisruptionBudget" in r.stderr
+            assert node_line(e.status(), gone)[1] == "worker"
+            assert http.get(f"/api/v1/nodes/{gone}").json()["spec"]["unschedulable"] is True
+            assert http.get(f"/api/v1/namespaces/{ns}/pods/web-0").status_code == 200
+
+            r = e.spur("k8s", "remove-nodes", "--nodes", gone, "--drain-timeout", "1", "--force", timeout=300)
+            assert f"removed {gone}: drained (1 pod(s) deleted past a PodDisruptionBudget or the timeout)" in r.stdout
+            assert gone not in e.status()
+            assert not (e.hosts[gone].unit_dir / "spur-k0s.service").exists()
+            assert http.get(f"/api/v1/nodes/{gone}").status_code == 404
+            assert http.get(f"/api/v1/namespaces/{ns}/pods/web-0").status_code == 404
+
+            # a node with nothing on it drains at once
+            r = e.spur("k8s", "remove-nodes", "--nodes", held, timeout=300)
+            assert f"removed {held}: drained" in r.stdout
+            assert http.get(f"/api/v1/nodes/{held}").status_code == 404
+    finally:
+        kubelet.close()
+        with real.http() as http:
+            for name in names:
+                http.delete(f"/api/v1/nodes/{name}")
+        e.stop()

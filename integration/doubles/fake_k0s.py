@@ -19,7 +19,9 @@ Commands:
 - ``token create --role=worker|controller``: mints a token on a running controller. The token is
   base64 of JSON ``{"role", "url", "ca", "secret"}``: it embeds the cluster CA fingerprint.
 - ``kubeconfig admin``: prints the cluster-admin kubeconfig (needs an initialised controller); its
-  server is ``$FAKE_K0S_API_URL`` (a test's Kubernetes API double) or ``https://localhost:6443``.
+  server is ``$FAKE_K0S_API_URL`` (a test's Kubernetes API: the double, or a real kube-apiserver) or
+  ``https://localhost:6443``. For a real server, ``$FAKE_K0S_API_CA_FILE`` (its CA, PEM) and
+  ``$FAKE_K0S_API_TOKEN_FILE`` (a token it accepts) replace the fake CA and token.
 - ``status``: the running process's role and pid (``Error: ... status.sock`` and exit 1 when none).
 - ``reset``: refuses while k0s runs; otherwise wipes the data dir.
 - ``version``: prints ``$FAKE_K0S_VERSION`` or the built-in version.
@@ -331,13 +333,17 @@ def cmd_kubeconfig(words: list[str], opts: dict[str, str | bool]) -> int:
     if not ca_file.exists() or not (ddir / "fake/controller.json").exists():
         fail("failed to read admin config: this node is not an initialised k0s controller")
     ca = ca_file.read_text()
+    api_ca_file = os.environ.get("FAKE_K0S_API_CA_FILE")
+    api_ca = Path(api_ca_file).read_bytes() if api_ca_file else ca.encode()
+    token_file = os.environ.get("FAKE_K0S_API_TOKEN_FILE")
+    token = Path(token_file).read_text().strip() if token_file else f"admin-{ca[:12]}"
     print(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n"
         f"    server: {os.environ.get('FAKE_K0S_API_URL', 'https://localhost:6443')}\n"
-        f"    certificate-authority-data: {base64.b64encode(ca.encode()).decode()}\n"
+        f"    certificate-authority-data: {base64.b64encode(api_ca).decode()}\n"
         "contexts:\n- name: Default\n  context:\n    cluster: local\n    user: user\n"
         "current-context: Default\nusers:\n- name: user\n  user:\n"
-        f"    token: admin-{ca[:12]}\n"
+        f"    token: {token}\n"
     )
     return 0
 
