@@ -183,6 +183,16 @@ class OperatorEnv:
         for pod in pods:
             self.kubelet.set_pod_phase(pod["metadata"]["namespace"], pod["metadata"]["name"], phase, **kwargs)
 
+    def start_running(self, manifest: str, name: str = "training-run", pods: int = 2) -> tuple[int, list[dict[str, Any]]]:
+        """Apply a SpurJob manifest and drive it to RUNNING with its ``pods`` pods Running (as the
+        kubelet would report); returns the Spur job id and the pods."""
+        self.apply(manifest)
+        self.wait_state(name, "RUNNING")
+        job_id = self.spurjob(name)["status"]["jobId"]
+        running = self.wait_pods(job_id, pods)
+        self.set_phase(running, "Running")
+        return job_id, running
+
     def log_tail(self) -> str:
         return self.operator.log()[-3000:] if self.operator else ""
 

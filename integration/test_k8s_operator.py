@@ -123,11 +123,7 @@ def test_operator_killed_and_restarted_mid_run_submits_nothing_twice(
     with operator_env(tmp_path, kube_backend) as env:
         env.start_operator()
         env.wait_nodes("gpu-node-1", "gpu-node-2")
-        env.apply(TRAINING_RUN)
-        env.wait_state("training-run", "RUNNING")
-        job_id = env.spurjob("training-run")["status"]["jobId"]
-        pods = env.wait_pods(job_id, 2)
-        env.set_phase(pods, "Running")
+        job_id, pods = env.start_running(TRAINING_RUN)
 
         env.operator.kill(signal.SIGKILL)
         env.set_phase(pods, "Succeeded")  # the job ends while no operator watches
@@ -346,11 +342,7 @@ def test_controller_leader_killed_mid_run(tmp_path: Path, kube_backend: KubeBack
                 "--request-timeout", "3", "--keepalive-interval", "1", "--keepalive-timeout", "1"
             )
             group.wait_nodes("gpu-node-1", "gpu-node-2")
-            env.apply(TRAINING_RUN)
-            env.wait_state("training-run", "RUNNING")
-            job_id = env.spurjob("training-run")["status"]["jobId"]
-            pods = env.wait_pods(job_id, 2)
-            env.set_phase(pods, "Running")
+            job_id, pods = env.start_running(TRAINING_RUN)
 
             group.kill(leader)
             new_leader = group.wait_leader(among=[m.node_id for m in group.members if m.node_id != leader])

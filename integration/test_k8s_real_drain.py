@@ -59,6 +59,18 @@ def _budget_status(http: Any, ns: str, allowed: int, healthy: int) -> None:
     assert resp.status_code == 200, resp.text
 
 
+def _create_web_budget(http: Any, ns: str) -> None:
+    """A policy/v1beta1 budget (1.20 has no policy/v1) keeping one pod labelled app=web available."""
+    pdb = {
+        "apiVersion": "policy/v1beta1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    resp = http.post(f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets", json=pdb)
+    assert resp.status_code == 201, resp.text
+
+
 def test_drain_honours_a_real_pod_disruption_budget(real_kube_backend: KubeBackend) -> None:
     real = real_kube_backend.real
     assert real is not None
@@ -76,14 +88,7 @@ def test_drain_honours_a_real_pod_disruption_budget(real_kube_backend: KubeBacke
                 # Running: a Pending pod is evicted whatever its budget says
                 kubelet.set_pod_phase(ns, f"web-{i}", "Running")
             kubelet.close()
-            pdb = {
-                "apiVersion": "policy/v1beta1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "web"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-            }
-            resp = http.post(f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets", json=pdb)
-            assert resp.status_code == 201, resp.text
+            _create_web_budget(http, ns)
             _budget_status(http, ns, allowed=1, healthy=2)
 
             def pods() -> list[str]:
@@ -135,14 +140,7 @@ def test_remove_nodes_through_the_cli_against_the_real_server(tmp_path, real_kub
             resp = http.post(f"/api/v1/namespaces/{ns}/pods", json=_pod("web-0", gone))
             assert resp.status_code == 201, resp.text
             kubelet.set_pod_phase(ns, "web-0", "Running")
-            pdb = {
-                "apiVersion": "policy/v1beta1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "web"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
-            }
-            resp = http.post(f"/apis/policy/v1beta1/namespaces/{ns}/poddisruptionbudgets", json=pdb)
-            assert resp.status_code == 201, resp.text
+            _create_web_budget(http, ns)
             _budget_status(http, ns, allowed=0, healthy=1)
 
             r = e.spur("k8s", "remove-nodes", "--nodes", gone, "--drain-timeout", "2", check=False, timeout=300)

@@ -47,11 +47,7 @@ def test_the_operator_runs_the_training_run_as_its_service_account(
         env.operator_user = OPERATOR_SA.name
         env.start_operator()
         env.wait_nodes("gpu-node-1", "gpu-node-2")
-        env.apply(TRAINING_RUN)
-        env.wait_state("training-run", "RUNNING")
-        job_id = env.spurjob("training-run")["status"]["jobId"]
-        pods = env.wait_pods(job_id, 2)
-        env.set_phase(pods, "Running")
+        job_id, pods = env.start_running(TRAINING_RUN)
         env.set_phase(pods, "Succeeded")
         env.wait_state("training-run", "COMPLETED")
         assert env.spurjob("training-run")["status"]["exitCode"] == 0

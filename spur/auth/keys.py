@@ -12,10 +12,11 @@ Contracts:
 
 from __future__ import annotations
 
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from spur.core.secret_file import UnreadableFile, read_config_file
 
 __all__ = ["AuthConfigError", "AuthSettings", "DEFAULT_BROKER_SOCKET", "load_key", "load_settings"]
 
@@ -50,25 +51,10 @@ def load_key(jwt_key: str | None, jwt_key_file: Path | str | None) -> bytes | No
         return jwt_key.encode()
     if jwt_key_file is None:
         return None
-    path = Path(jwt_key_file)
     try:
-        st = path.stat()
-    except OSError as exc:
-        raise AuthConfigError(f"auth.jwt_key_file {path}: cannot read it: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise AuthConfigError(f"auth.jwt_key_file {path}: not a regular file")
-    if st.st_mode & 0o077:
-        raise AuthConfigError(
-            f"auth.jwt_key_file {path} is readable by group/other (mode {stat.S_IMODE(st.st_mode):04o}): "
-            f"run chmod 600 {path}"
-        )
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise AuthConfigError(f"auth.jwt_key_file {path}: cannot read it: {exc.strerror or exc}") from None
-    if not data.strip():
-        raise AuthConfigError(f"auth.jwt_key_file {path} is empty")
-    return data
+        return read_config_file("auth.jwt_key_file", Path(jwt_key_file), private=True)
+    except UnreadableFile as exc:
+        raise AuthConfigError(str(exc)) from None
 
 
 def load_settings(auth_cfg: Any) -> AuthSettings:

@@ -36,6 +36,16 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+def truncate(path: Path, size: int, sync: bool) -> None:
+    """Cut `path` back to its first `size` bytes, durably when `sync` is true."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        fsync_fd(fd, sync)
+    finally:
+        os.close(fd)
+
+
 def atomic_write(path: Path, chunks: list[bytes], sync: bool) -> None:
     """Replace `path` with the concatenation of `chunks`, atomically and durably.
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spur.raft import codec
-from spur.raft.fileio import atomic_write, fsync_dir, fsync_fd, write_all
+from spur.raft.fileio import atomic_write, fsync_dir, fsync_fd, truncate, write_all
 
 log = logging.getLogger(__name__)
 
@@ -378,12 +378,7 @@ class RaftStorage:
                 len(buf) - segment.size,
                 aside.name,
             )
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.ftruncate(fd, segment.size)
-                fsync_fd(fd, self._sync)
-            finally:
-                os.close(fd)
+            truncate(path, segment.size, self._sync)
             return segment, entries, True
         if scan.tail is codec.TailKind.TORN:
             log.warning(
@@ -393,12 +388,7 @@ class RaftStorage:
                 len(buf) - scan.end,
                 scan.reason,
             )
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.ftruncate(fd, scan.end)
-                fsync_fd(fd, self._sync)
-            finally:
-                os.close(fd)
+            truncate(path, scan.end, self._sync)
         return segment, entries, False
 
     # -- writes -----------------------------------------------------------------------------------------

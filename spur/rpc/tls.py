@@ -31,13 +31,14 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import trio
+
+from spur.core.secret_file import UnreadableFile, read_config_file
 
 __all__ = [
     "ClientTLS",
@@ -124,23 +125,9 @@ def _need(settings: TlsSettings, key: str) -> Path:
 
 def _readable(key: str, path: Path, *, private: bool = False) -> bytes:
     try:
-        st = path.stat()
-    except OSError as exc:
-        raise TlsConfigError(f"tls.{key} {path}: cannot read it: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise TlsConfigError(f"tls.{key} {path}: not a regular file")
-    if private and st.st_mode & 0o077:
-        raise TlsConfigError(
-            f"tls.{key} {path} is readable by group/other (mode {stat.S_IMODE(st.st_mode):04o}): "
-            f"run chmod 600 {path}"
-        )
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TlsConfigError(f"tls.{key} {path}: cannot read it: {exc.strerror or exc}") from None
-    if not data.strip():
-        raise TlsConfigError(f"tls.{key} {path} is empty")
-    return data
+        return read_config_file(f"tls.{key}", path, private=private)
+    except UnreadableFile as exc:
+        raise TlsConfigError(str(exc)) from None
 
 
 def _base_context(purpose: ssl.Purpose) -> ssl.SSLContext:
