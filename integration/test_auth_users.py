@@ -6,12 +6,10 @@ root can cancel it; A's job runs with A's uid. Needs root (useradd, runuser, a r
 
 from __future__ import annotations
 
-import os
 import pwd
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,29 +18,12 @@ from pathlib import Path
 import jwt
 import pytest
 
+from integration.as_user import needs_users, run_cli_as
 from integration.harness import BIN, Cluster, wait_for
 from integration.test_auth import KEY, _kill_jobs, _write_key
 from spur.auth.tokens import mint
 
-ROOT = Path(__file__).resolve().parent.parent
-SITE_PACKAGES = next(p for p in sys.path if p.endswith("site-packages") and p.startswith(sys.prefix))
-
-
-def _public_python() -> str | None:
-    """An interpreter of this Python version that every user may run (ours may sit under /root)."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for candidate in (os.path.realpath(sys.executable), f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
-        path = Path(candidate)
-        if path.exists() and all(p.stat().st_mode & 0o001 for p in [path, *path.parents]):
-            return str(path)
-    return None
-
-
-PUBLIC_PYTHON = _public_python()
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser") or PUBLIC_PYTHON is None,
-    reason="needs root, useradd, runuser and a Python every user may run",
-)
+pytestmark = needs_users
 
 
 @pytest.fixture(scope="module")
@@ -102,26 +83,11 @@ def _cli(cluster: Cluster, shared: Path, user: str | None, *args: str) -> subpro
         "SPUR_CONF": str(shared / "spur.conf"),
         "LANG": "C.UTF-8",
     }
-    argv = [str(BIN / args[0]), *args[1:]]
     if user is not None:
-        # The other users run the same code, through an interpreter they may execute.
-        assert PUBLIC_PYTHON is not None
-        env["PYTHONPATH"] = f"{ROOT}:{SITE_PACKAGES}"
-        launcher = "import sys; from spur.cli.main import main; sys.argv.pop(0); sys.exit(main())"
-        argv = [
-            "runuser",
-            "-u",
-            user,
-            "--",
-            "env",
-            *(f"{k}={v}" for k, v in env.items()),
-            PUBLIC_PYTHON,
-            "-c",
-            launcher,
-            *args,
-        ]
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    return subprocess.run(argv, cwd=shared, env=env, capture_output=True, text=True, timeout=60)
+        return run_cli_as(user, env, args, shared)
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]], cwd=shared, env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def _token_claims(out: subprocess.CompletedProcess) -> dict:

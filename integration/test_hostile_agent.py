@@ -27,9 +27,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from integration.as_user import PUBLIC_PYTHON, ROOT, SITE_PACKAGES
 from integration.harness import Cluster, wait_for
 from integration.test_auth import KEY, _kill_jobs, _write_key
-from integration.test_auth_users import PUBLIC_PYTHON, ROOT, SITE_PACKAGES, _cli
+from integration.test_auth_users import _cli
 from spur.auth.tokens import mint
 from spur.rpc.proto import spur_pb2 as pb
 

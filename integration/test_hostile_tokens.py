@@ -24,19 +24,15 @@ from typing import Any
 
 import pytest
 
+from integration.as_user import PUBLIC_PYTHON, ROOT, SITE_PACKAGES, needs_users, run_cli_as
 from integration.harness import BIN, Cluster, free_port, wait_for
 from integration.test_auth import KEY, _kill_jobs, _write_key
-from integration.test_auth_users import PUBLIC_PYTHON, SITE_PACKAGES
 from spur.auth.tokens import mint
 from spur.rpc.proto import spur_pb2 as pb
 
-ROOT = Path(__file__).resolve().parent.parent
 TEN_YEARS = 10 * 365 * 86400
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("runuser") or PUBLIC_PYTHON is None,
-    reason="needs root, useradd, runuser and a Python every user may run",
-)
+pytestmark = needs_users
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -167,23 +163,9 @@ def _cli(c: Cluster, shared: Path, user: str, *args: str, env: dict[str, str] | 
         "SPUR_CONTROLLER": c.address,
         "SPUR_CONF": str(shared / "spur.conf"),
         "LANG": "C.UTF-8",
-        "PYTHONPATH": f"{ROOT}:{SITE_PACKAGES}",
         **(env or {}),
     }
-    launcher = "import sys; from spur.cli.main import main; sys.argv.pop(0); sys.exit(main())"
-    argv = [
-        "runuser",
-        "-u",
-        user,
-        "--",
-        "env",
-        *(f"{k}={v}" for k, v in base.items()),
-        PUBLIC_PYTHON,
-        "-c",
-        launcher,
-    ]
-    outer = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-    return subprocess.run([*argv, *args], cwd=shared, env=outer, capture_output=True, text=True, timeout=60)
+    return run_cli_as(user, base, (*args,), shared)
 
 
 def _user_token(c: Cluster, shared: Path, user: str) -> tuple[str, str]:
