@@ -21,7 +21,7 @@ from spur.net.model import (
     diff_peers,
     pod_routes,
 )
-from spur.net.reconcile import build_member_set, plan_reconcile
+from spur.net.reconcile import build_member_delta, build_member_set, merge_member_delta, plan_reconcile
 from spur.net.uapi import UapiError, check_set_response, decode_get, encode_get, encode_set
 from spur.state import commands as c
 from spur.state.machine import Rejected
@@ -267,3 +267,22 @@ def test_reconcile_pushes_to_every_member_and_reports_changes() -> None:
     assert second.removed == ["n1"] and second.changed == ["n3"] and second.added == []
     message = build_member_set(moved, cidr="10.44.0.0/24", listen_port=51820, version=7)
     assert [m.node for m in message.members] == ["n1", "n2", "n3"] and message.version == 7
+
+
+def test_a_delta_names_what_changed_and_merges_only_onto_its_base() -> None:
+    first = plan_reconcile(members(3), {}, [])
+    held = build_member_set(members(3), cidr="10.44.0.0/24", listen_port=51820, version=4)
+    moved = [members(2)[1], Member("n3", key(33), "192.0.2.3:51820", "10.44.0.3"), members(4)[3]]
+    second = plan_reconcile(moved, first.members, [])
+    delta = build_member_delta(second, base_version=4, version=7, cidr="10.44.0.0/24", listen_port=51820)
+    assert [m.node for m in delta.upsert] == ["n3", "n4"] and list(delta.removed) == ["n1"]
+
+    merged = merge_member_delta(held, delta)
+    assert merged is not None and merged.version == 7
+    assert merged == build_member_set(moved, cidr="10.44.0.0/24", listen_port=51820, version=7)
+    # not its base: no set held, another version, another range or port
+    assert merge_member_delta(None, delta) is None
+    assert merge_member_delta(merged, delta) is None
+    for other in ({"cidr": "10.45.0.0/24"}, {"listen_port": 51821}):
+        base = build_member_set(members(3), **{"cidr": "10.44.0.0/24", "listen_port": 51820, **other}, version=4)
+        assert merge_member_delta(base, delta) is None

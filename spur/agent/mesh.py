@@ -10,7 +10,9 @@ anyway and both paths must use the same state.
   answers with the node's mesh address and the member set; create the interface (backend chosen at
   run time), give it the address, bring it up and apply the peers. Idempotent.
 - ``Leave``: ``Mesh/Leave`` (the address is released), delete the interface and the key.
-- ``Apply`` (leader push) / ``ApplyWanted`` (``spur net mesh --apply``): rebuild the interface if it
+- ``ApplyDelta`` (leader push of what changed since the set this agent holds; it asks for the
+  whole set when it holds another), ``Apply`` (leader push of the whole set) and ``ApplyWanted``
+  (``spur net mesh --apply``): rebuild the interface if it
   vanished (reboot, wireguard-go killed), then add/update/prune peers, AllowedIPs and pod-CIDR routes.
   A push also republishes a detected endpoint that moved (the node got another address).
 - ``Status``: interface, backend, peers with handshake and bytes, and what differs from the
@@ -36,7 +38,7 @@ from spur.net import links
 from spur.net.backend import BackendError, WgBackend, new_private_key, public_key_of, select_backend
 from spur.net.endpoint import endpoint_from_address
 from spur.net.model import Member, desired_peers, diff_peers, pod_routes
-from spur.net.reconcile import member_from_proto
+from spur.net.reconcile import member_from_proto, merge_member_delta
 from spur.rpc.proto import mesh_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -226,16 +228,37 @@ class MeshAgent:
         """A push: apply it; when this node's detected endpoint moved (a new address), publish the
         new one so the next push carries it to the peers."""
         async with self._lock:
-            result = await self._apply(member_set)
-            me = next((m for m in member_set.members if m.node == self.node), None)
-            if me is not None and not self.endpoint_option:
-                detected = await self._endpoint()
-                if detected != me.endpoint:
-                    log.info("endpoint moved from %s to %s: publishing it", me.endpoint, detected)
-                    key = self._private_key(create=False)
-                    assert key is not None
-                    await self._publish(key)
-            return result
+            return await self._apply_push(member_set)
+
+    async def _apply_push(self, member_set: mesh_pb2.MemberSet) -> mesh_pb2.ApplyResult:
+        """:meth:`apply` with the lock held."""
+        result = await self._apply(member_set)
+        me = next((m for m in member_set.members if m.node == self.node), None)
+        if me is not None and not self.endpoint_option:
+            detected = await self._endpoint()
+            if detected != me.endpoint:
+                log.info("endpoint moved from %s to %s: publishing it", me.endpoint, detected)
+                key = self._private_key(create=False)
+                assert key is not None
+                await self._publish(key)
+        return result
+
+    async def apply_delta(self, delta: mesh_pb2.MemberDelta) -> mesh_pb2.ApplyResult:
+        """A push of what changed since the set this agent holds: merged into it and applied as
+        :meth:`apply`; ``need_whole_set`` (nothing applied) when the held set is not the delta's base
+        (none held since spurd started, or pushes were missed)."""
+        async with self._lock:
+            merged = merge_member_delta(self.last_set, delta)
+            if merged is None:
+                held = self.last_set.version if self.last_set is not None else None
+                log.info(
+                    "mesh delta %d->%d does not apply to the held set (%s): asking for the whole set",
+                    delta.base_version,
+                    delta.version,
+                    "none" if held is None else f"version {held}",
+                )
+                return mesh_pb2.ApplyResult(need_whole_set=True)
+            return await self._apply_push(merged)
 
     async def wanted(self) -> mesh_pb2.MemberSet:
         return await self._call("Members", mesh_pb2.MembersRequest(node=self.node), service=MESH_SERVICE)
@@ -349,6 +372,9 @@ class MeshAgentServicer:
 
     async def Apply(self, request: mesh_pb2.MemberSet, context: CallContext) -> mesh_pb2.ApplyResult:
         return await self.agent.apply(request)
+
+    async def ApplyDelta(self, request: mesh_pb2.MemberDelta, context: CallContext) -> mesh_pb2.ApplyResult:
+        return await self.agent.apply_delta(request)
 
     async def ApplyWanted(self, request: mesh_pb2.NetEmpty, context: CallContext) -> mesh_pb2.ApplyResult:
         return await self.agent.apply(await self.agent.wanted())

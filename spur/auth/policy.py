@@ -88,6 +88,7 @@ METHOD_PRIVILEGE: dict[str, Privilege] = {
     "/spur.mesh.v1.Mesh/Leave": Privilege.DAEMON,
     "/spur.mesh.v1.Mesh/SetPodCidr": Privilege.ADMIN,
     "/spur.mesh.v1.MeshAgent/Apply": Privilege.DAEMON,
+    "/spur.mesh.v1.MeshAgent/ApplyDelta": Privilege.DAEMON,
     "/spur.mesh.v1.MeshAgent/JoinMesh": Privilege.ADMIN,
     "/spur.mesh.v1.MeshAgent/LeaveMesh": Privilege.ADMIN,
     "/spur.mesh.v1.MeshAgent/ApplyWanted": Privilege.ADMIN,
@@ -133,6 +134,7 @@ DAEMON_CALLERS: dict[str, frozenset[str]] = {
     "/spur.v1.Agent/SignalJob": _CONTROLLER,
     "/spur.v1.Agent/StreamOutput": _CONTROLLER,  # REST output, proxied for a verified user
     "/spur.mesh.v1.MeshAgent/Apply": _CONTROLLER,
+    "/spur.mesh.v1.MeshAgent/ApplyDelta": _CONTROLLER,
     "/spur.k0s.v1.K0sAgent/Apply": _CONTROLLER,
     "/spur.k0s.v1.K0sAgent/Status": _CONTROLLER,
     "/spur.k0s.v1.K0sAgent/Stop": _CONTROLLER,

@@ -10,7 +10,8 @@
   :class:`spur.state.mesh.SetMeshPodCidr` directly).
 - :class:`MeshReconcile` (leader duty ``mesh-reconcile``): every ``wg_reconcile_interval_secs``, or as
   soon as the membership changes, release addresses of nodes gone from the inventory and push the
-  member set to every meshed agent (``MeshAgent/Apply``). The decision is
+  member set to every meshed agent: what changed since the set it holds (``MeshAgent/ApplyDelta``),
+  or the whole set (``MeshAgent/Apply``) to an agent that holds no set of this leader's. The decision is
   :func:`spur.net.reconcile.plan_reconcile`; this task only performs it.
 
 Followers forward Join/Leave/Members to the leader with the caller's metadata.
@@ -26,7 +27,7 @@ import trio
 
 from spur.controller.forwarding import served_by_leader
 from spur.net.model import Member
-from spur.net.reconcile import build_member_set, plan_reconcile
+from spur.net.reconcile import build_member_delta, build_member_set, plan_reconcile
 from spur.rpc.proto import mesh_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -118,7 +119,6 @@ class MeshService:
         await self.ctl.read_barrier()
         return member_set_for(self.ctl, request.node)
 
-
     @_leader_only
     async def SetPodCidr(self, request: mesh_pb2.SetPodCidrRequest, context: CallContext) -> mesh_pb2.Member:
         from spur.controller.service import _require_admin
@@ -142,7 +142,12 @@ class MeshReconcile:
     def __init__(self, ctl: Controller) -> None:
         self.ctl = ctl
         self.previous: dict[str, Member] = {}
+        self.previous_version: int | None = None  # the domain version ``previous`` was taken at
+        # node -> the version of the set this leader last pushed to it successfully
+        self.holds: dict[str, int] = {}
+        self.without_delta: set[str] = set()  # agents that do not serve ApplyDelta (older spurd)
         self.passes = 0
+        self.last_pass_bytes = 0  # protobuf bytes of the last pass's pushes (the bench reads it)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         from spur.controller.pool import agent_pool
@@ -182,8 +187,42 @@ class MeshReconcile:
                 ",".join(plan.changed) or "-",
                 (time.perf_counter() - began) * 1000,
             )
-        self.previous = plan.members
+        delta = None
+        if self.previous_version is not None:
+            delta = build_member_delta(
+                plan,
+                base_version=self.previous_version,
+                version=message.version,
+                cidr=ctl.cfg.network.wg_cidr,
+                listen_port=ctl.cfg.network.wg_port,
+            )
+        base_version, version = self.previous_version, message.version
+        self.previous, self.previous_version = plan.members, version
+        self.holds = {n: v for n, v in self.holds.items() if n in plan.members}
         outcomes: dict[str, str] = {}
+        pushed = 0
+
+        async def send(stub: Any, node_name: str) -> Any:
+            nonlocal pushed
+            if (
+                delta is not None
+                and node_name not in self.without_delta
+                and self.holds.get(node_name) == base_version
+            ):
+                try:
+                    pushed += delta.ByteSize()
+                    result = await stub.ApplyDelta(delta, timeout=PUSH_TIMEOUT)
+                    if not result.need_whole_set:
+                        return result
+                except RpcError as exc:
+                    if exc.code != StatusCode.UNIMPLEMENTED:
+                        raise
+                    self.without_delta.add(node_name)
+                    log.info(
+                        "node %s takes no mesh deltas (an older spurd): pushing it whole sets", node_name
+                    )
+            pushed += message.ByteSize()
+            return await stub.Apply(message, timeout=PUSH_TIMEOUT)
 
         async def push(node_name: str) -> None:
             node = ctl.state.nodes.get(node_name)
@@ -194,11 +233,13 @@ class MeshReconcile:
                 from spur.rpc.stub import Stub
 
                 stub = Stub(channel_stub.channel, AGENT_SERVICE)
-                result = await stub.Apply(message, timeout=PUSH_TIMEOUT)
+                result = await send(stub, node_name)
             except RpcError as exc:
+                self.holds.pop(node_name, None)
                 outcomes[node_name] = exc.message
                 log.warning("mesh push to node %s failed: %s", node_name, exc.message)
                 return
+            self.holds[node_name] = version
             outcomes[node_name] = "ok"
             if result.added or result.updated or result.removed or result.recreated:
                 log.info(
@@ -214,4 +255,5 @@ class MeshReconcile:
             for node_name in plan.push_to:
                 nursery.start_soon(push, node_name)
         self.passes += 1
+        self.last_pass_bytes = pushed
         return outcomes

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nmesh.proto\x12\x0cspur.mesh.v1\"_\n\x06Member\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x10\n\x08pod_cidr\x18\x05 \x01(\t\"\x85\x01\n\tMemberSet\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04\x63idr\x18\x03 \x01(\t\x12\x13\n\x0blisten_port\x18\x04 \x01(\r\x12%\n\x07members\x18\x05 \x03(\x0b\x32\x14.spur.mesh.v1.Member\x12\x0f\n\x07version\x18\x06 \x01(\x04\"A\n\x0bJoinRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x1c\n\x0cLeaveRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"!\n\rLeaveResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"\x1e\n\x0eMembersRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"3\n\x11SetPodCidrRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x10\n\x08pod_cidr\x18\x02 \x01(\t\"\n\n\x08NetEmpty\"\x91\x01\n\nPeerStatus\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x13\n\x0b\x61llowed_ips\x18\x04 \x03(\t\x12\x16\n\x0elast_handshake\x18\x05 \x01(\x01\x12\x10\n\x08rx_bytes\x18\x06 \x01(\x04\x12\x10\n\x08tx_bytes\x18\x07 \x01(\x04\"\xe1\x01\n\tNetStatus\x12\x0e\n\x06joined\x18\x01 \x01(\x08\x12\x11\n\tinterface\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x14\n\x0cinterface_up\x18\x04 \x01(\x08\x12\x0f\n\x07\x61\x64\x64ress\x18\x05 \x01(\t\x12\x12\n\npublic_key\x18\x06 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x07 \x01(\t\x12\x13\n\x0blisten_port\x18\x08 \x01(\r\x12\'\n\x05peers\x18\t \x03(\x0b\x32\x18.spur.mesh.v1.PeerStatus\x12\x15\n\rdisagreements\x18\n \x03(\t\"Q\n\x0b\x41pplyResult\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\r\x12\x0f\n\x07updated\x18\x02 \x01(\r\x12\x0f\n\x07removed\x18\x03 \x01(\r\x12\x11\n\trecreated\x18\x04 \x01(\x08\x32\x8b\x02\n\x04Mesh\x12:\n\x04Join\x12\x19.spur.mesh.v1.JoinRequest\x1a\x17.spur.mesh.v1.MemberSet\x12@\n\x05Leave\x12\x1a.spur.mesh.v1.LeaveRequest\x1a\x1b.spur.mesh.v1.LeaveResponse\x12@\n\x07Members\x12\x1c.spur.mesh.v1.MembersRequest\x1a\x17.spur.mesh.v1.MemberSet\x12\x43\n\nSetPodCidr\x12\x1f.spur.mesh.v1.SetPodCidrRequest\x1a\x14.spur.mesh.v1.Member2\xfb\x02\n\tMeshAgent\x12;\n\x08JoinMesh\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.NetStatus\x12<\n\tLeaveMesh\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.NetStatus\x12;\n\x05\x41pply\x12\x17.spur.mesh.v1.MemberSet\x1a\x19.spur.mesh.v1.ApplyResult\x12@\n\x0b\x41pplyWanted\x12\x16.spur.mesh.v1.NetEmpty\x1a\x19.spur.mesh.v1.ApplyResult\x12\x39\n\x06Wanted\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.MemberSet\x12\x39\n\x06Status\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.NetStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\nmesh.proto\x12\x0cspur.mesh.v1\"_\n\x06Member\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x10\n\x08pod_cidr\x18\x05 \x01(\t\"\x85\x01\n\tMemberSet\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04\x63idr\x18\x03 \x01(\t\x12\x13\n\x0blisten_port\x18\x04 \x01(\r\x12%\n\x07members\x18\x05 \x03(\x0b\x32\x14.spur.mesh.v1.Member\x12\x0f\n\x07version\x18\x06 \x01(\x04\"\x8e\x01\n\x0bMemberDelta\x12\x14\n\x0c\x62\x61se_version\x18\x01 \x01(\x04\x12\x0f\n\x07version\x18\x02 \x01(\x04\x12\x0c\n\x04\x63idr\x18\x03 \x01(\t\x12\x13\n\x0blisten_port\x18\x04 \x01(\r\x12$\n\x06upsert\x18\x05 \x03(\x0b\x32\x14.spur.mesh.v1.Member\x12\x0f\n\x07removed\x18\x06 \x03(\t\"A\n\x0bJoinRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x1c\n\x0cLeaveRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"!\n\rLeaveResponse\x12\x10\n\x08released\x18\x01 \x01(\x08\"\x1e\n\x0eMembersRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\"3\n\x11SetPodCidrRequest\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x10\n\x08pod_cidr\x18\x02 \x01(\t\"\n\n\x08NetEmpty\"\x91\x01\n\nPeerStatus\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12\x13\n\x0b\x61llowed_ips\x18\x04 \x03(\t\x12\x16\n\x0elast_handshake\x18\x05 \x01(\x01\x12\x10\n\x08rx_bytes\x18\x06 \x01(\x04\x12\x10\n\x08tx_bytes\x18\x07 \x01(\x04\"\xe1\x01\n\tNetStatus\x12\x0e\n\x06joined\x18\x01 \x01(\x08\x12\x11\n\tinterface\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x14\n\x0cinterface_up\x18\x04 \x01(\x08\x12\x0f\n\x07\x61\x64\x64ress\x18\x05 \x01(\t\x12\x12\n\npublic_key\x18\x06 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x07 \x01(\t\x12\x13\n\x0blisten_port\x18\x08 \x01(\r\x12\'\n\x05peers\x18\t \x03(\x0b\x32\x18.spur.mesh.v1.PeerStatus\x12\x15\n\rdisagreements\x18\n \x03(\t\"i\n\x0b\x41pplyResult\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\r\x12\x0f\n\x07updated\x18\x02 \x01(\r\x12\x0f\n\x07removed\x18\x03 \x01(\r\x12\x11\n\trecreated\x18\x04 \x01(\x08\x12\x16\n\x0eneed_whole_set\x18\x05 \x01(\x08\x32\x8b\x02\n\x04Mesh\x12:\n\x04Join\x12\x19.spur.mesh.v1.JoinRequest\x1a\x17.spur.mesh.v1.MemberSet\x12@\n\x05Leave\x12\x1a.spur.mesh.v1.LeaveRequest\x1a\x1b.spur.mesh.v1.LeaveResponse\x12@\n\x07Members\x12\x1c.spur.mesh.v1.MembersRequest\x1a\x17.spur.mesh.v1.MemberSet\x12\x43\n\nSetPodCidr\x12\x1f.spur.mesh.v1.SetPodCidrRequest\x1a\x14.spur.mesh.v1.Member2\xbf\x03\n\tMeshAgent\x12;\n\x08JoinMesh\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.NetStatus\x12<\n\tLeaveMesh\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.NetStatus\x12;\n\x05\x41pply\x12\x17.spur.mesh.v1.MemberSet\x1a\x19.spur.mesh.v1.ApplyResult\x12\x42\n\nApplyDelta\x12\x19.spur.mesh.v1.MemberDelta\x1a\x19.spur.mesh.v1.ApplyResult\x12@\n\x0b\x41pplyWanted\x12\x16.spur.mesh.v1.NetEmpty\x1a\x19.spur.mesh.v1.ApplyResult\x12\x39\n\x06Wanted\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.MemberSet\x12\x39\n\x06Status\x12\x16.spur.mesh.v1.NetEmpty\x1a\x17.spur.mesh.v1.NetStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,26 +35,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MEMBER']._serialized_end=123
   _globals['_MEMBERSET']._serialized_start=126
   _globals['_MEMBERSET']._serialized_end=259
-  _globals['_JOINREQUEST']._serialized_start=261
-  _globals['_JOINREQUEST']._serialized_end=326
-  _globals['_LEAVEREQUEST']._serialized_start=328
-  _globals['_LEAVEREQUEST']._serialized_end=356
-  _globals['_LEAVERESPONSE']._serialized_start=358
-  _globals['_LEAVERESPONSE']._serialized_end=391
-  _globals['_MEMBERSREQUEST']._serialized_start=393
-  _globals['_MEMBERSREQUEST']._serialized_end=423
-  _globals['_SETPODCIDRREQUEST']._serialized_start=425
-  _globals['_SETPODCIDRREQUEST']._serialized_end=476
-  _globals['_NETEMPTY']._serialized_start=478
-  _globals['_NETEMPTY']._serialized_end=488
-  _globals['_PEERSTATUS']._serialized_start=491
-  _globals['_PEERSTATUS']._serialized_end=636
-  _globals['_NETSTATUS']._serialized_start=639
-  _globals['_NETSTATUS']._serialized_end=864
-  _globals['_APPLYRESULT']._serialized_start=866
-  _globals['_APPLYRESULT']._serialized_end=947
-  _globals['_MESH']._serialized_start=950
-  _globals['_MESH']._serialized_end=1217
-  _globals['_MESHAGENT']._serialized_start=1220
-  _globals['_MESHAGENT']._serialized_end=1599
+  _globals['_MEMBERDELTA']._serialized_start=262
+  _globals['_MEMBERDELTA']._serialized_end=404
+  _globals['_JOINREQUEST']._serialized_start=406
+  _globals['_JOINREQUEST']._serialized_end=471
+  _globals['_LEAVEREQUEST']._serialized_start=473
+  _globals['_LEAVEREQUEST']._serialized_end=501
+  _globals['_LEAVERESPONSE']._serialized_start=503
+  _globals['_LEAVERESPONSE']._serialized_end=536
+  _globals['_MEMBERSREQUEST']._serialized_start=538
+  _globals['_MEMBERSREQUEST']._serialized_end=568
+  _globals['_SETPODCIDRREQUEST']._serialized_start=570
+  _globals['_SETPODCIDRREQUEST']._serialized_end=621
+  _globals['_NETEMPTY']._serialized_start=623
+  _globals['_NETEMPTY']._serialized_end=633
+  _globals['_PEERSTATUS']._serialized_start=636
+  _globals['_PEERSTATUS']._serialized_end=781
+  _globals['_NETSTATUS']._serialized_start=784
+  _globals['_NETSTATUS']._serialized_end=1009
+  _globals['_APPLYRESULT']._serialized_start=1011
+  _globals['_APPLYRESULT']._serialized_end=1116
+  _globals['_MESH']._serialized_start=1119
+  _globals['_MESH']._serialized_end=1386
+  _globals['_MESHAGENT']._serialized_start=1389
+  _globals['_MESHAGENT']._serialized_end=1836
 # @@protoc_insertion_point(module_scope)

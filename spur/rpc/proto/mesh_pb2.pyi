@@ -36,6 +36,22 @@ class MemberSet(_message.Message):
     version: int
     def __init__(self, node: _Optional[str] = ..., address: _Optional[str] = ..., cidr: _Optional[str] = ..., listen_port: _Optional[int] = ..., members: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
 
+class MemberDelta(_message.Message):
+    __slots__ = ("base_version", "version", "cidr", "listen_port", "upsert", "removed")
+    BASE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    CIDR_FIELD_NUMBER: _ClassVar[int]
+    LISTEN_PORT_FIELD_NUMBER: _ClassVar[int]
+    UPSERT_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    base_version: int
+    version: int
+    cidr: str
+    listen_port: int
+    upsert: _containers.RepeatedCompositeFieldContainer[Member]
+    removed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_version: _Optional[int] = ..., version: _Optional[int] = ..., cidr: _Optional[str] = ..., listen_port: _Optional[int] = ..., upsert: _Optional[_Iterable[_Union[Member, _Mapping]]] = ..., removed: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class JoinRequest(_message.Message):
     __slots__ = ("node", "public_key", "endpoint")
     NODE_FIELD_NUMBER: _ClassVar[int]
@@ -119,13 +135,15 @@ class NetStatus(_message.Message):
     def __init__(self, joined: _Optional[bool] = ..., interface: _Optional[str] = ..., backend: _Optional[str] = ..., interface_up: _Optional[bool] = ..., address: _Optional[str] = ..., public_key: _Optional[str] = ..., endpoint: _Optional[str] = ..., listen_port: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[PeerStatus, _Mapping]]] = ..., disagreements: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ApplyResult(_message.Message):
-    __slots__ = ("added", "updated", "removed", "recreated")
+    __slots__ = ("added", "updated", "removed", "recreated", "need_whole_set")
     ADDED_FIELD_NUMBER: _ClassVar[int]
     UPDATED_FIELD_NUMBER: _ClassVar[int]
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     RECREATED_FIELD_NUMBER: _ClassVar[int]
+    NEED_WHOLE_SET_FIELD_NUMBER: _ClassVar[int]
     added: int
     updated: int
     removed: int
     recreated: bool
-    def __init__(self, added: _Optional[int] = ..., updated: _Optional[int] = ..., removed: _Optional[int] = ..., recreated: _Optional[bool] = ...) -> None: ...
+    need_whole_set: bool
+    def __init__(self, added: _Optional[int] = ..., updated: _Optional[int] = ..., removed: _Optional[int] = ..., recreated: _Optional[bool] = ..., need_whole_set: _Optional[bool] = ...) -> None: ...
