@@ -149,13 +149,25 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         nursery.start_soon(sampler)
         t0 = trio.current_time()
         total = int(args.rate * args.duration)
-        for i in range(total):
-            await trio.sleep_until(t0 + i / args.rate)
-            nursery.start_soon(submit)
-        await trio.sleep_until(t0 + args.duration)
+        pipelined: dict[str, Any] = {}
+        if getattr(args, "loadgen", "pipelined") == "pipelined":
+            # bench.submitter in its own process: open loop, a fraction of the trio client's CPU
+            argv = [sys.executable, "-m", "bench.submitter", "--address", ctl.address]
+            argv += ["--rate", str(args.rate), "--duration", str(args.duration), "--drain", "0"]
+            done = await trio.run_process(argv, capture_stdout=True, check=True)
+            pipelined = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        else:
+            for i in range(total):
+                await trio.sleep_until(t0 + i / args.rate)
+                nursery.start_soon(submit)
+            await trio.sleep_until(t0 + args.duration)
         cpu1, wall1 = ctl.cpu_secs(), time.monotonic()
         fleet_cpu = (proc_cpu_secs(fleet_pid) - fleet_cpu0) if fleet_pid else 0.0
         own_cpu = time.process_time() - own_cpu0
+        if pipelined:
+            own_cpu += pipelined["cpu_s"]
+            submit_errors = pipelined["errors"] + pipelined["gave_up"] + pipelined["unanswered"]
+            refused = pipelined["refused"]
         after = _fleet_stats(stats_file)
         rss = ctl.rss_mb()
         jobs = (await client.call("GetJobs", pb.GetJobsRequest(include_finished=True))).jobs
@@ -182,8 +194,8 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         "submitted": total - submit_errors,
         "submit_errors": submit_errors,
         "refused": refused,
-        "submit_p50_ms": 1000 * percentile(submit_lat, 0.5),
-        "submit_p99_ms": 1000 * percentile(submit_lat, 0.99),
+        "submit_p50_ms": pipelined["submit_p50_ms"] if pipelined else 1000 * percentile(submit_lat, 0.5),
+        "submit_p99_ms": pipelined["submit_p99_ms"] if pipelined else 1000 * percentile(submit_lat, 0.99),
         "completed_per_s": (after.get("completed", 0) - before.get("completed", 0)) / elapsed,
         "by_state": by_state,
         "backlog_max": max((p for _, p, _ in samples), default=0),
@@ -528,6 +540,12 @@ def main(argv: list[str] | None = None) -> None:
         "--tls",
         action="store_true",
         help="[tls] mode = required on spurctld, the fleet (both ways) and this client (a fresh CA per run)",
+    )
+    ap.add_argument(
+        "--loadgen",
+        choices=("pipelined", "trio"),
+        default="pipelined",
+        help="pipelined: bench.submitter in its own process (default); trio: the benchmark's own stub",
     )
     ap.add_argument("--array", type=int, default=0, help="instead of the steady load: one --array 1-N job")
     ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")

@@ -77,7 +77,9 @@ def _frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes
 
 
 class H2Connection:
-    """One client connection; streams are used one after another (see the module docstring)."""
+    """One client connection (see the module docstring). The CLI uses its streams one after another;
+    a pipelining client may have several open (the peer's MAX_CONCURRENT_STREAMS is its to respect)
+    and tells the connection when each ends (:meth:`forget`)."""
 
     def __init__(self) -> None:
         settings = struct.pack(
@@ -106,10 +108,14 @@ class H2Connection:
 
     def start_request(self, headers: list[tuple[str, str]], *, end_stream: bool = False) -> int:
         """Queue HEADERS (+ CONTINUATION when the block is larger than a frame) on a new stream; its id."""
+        return self.start_encoded(encode_block(headers), end_stream=end_stream)
+
+    def start_encoded(self, block: bytes, *, end_stream: bool = False) -> int:
+        """:meth:`start_request` with the header block already encoded (:func:`encode_block` never
+        uses the dynamic table, so one block may open any number of streams)."""
         stream_id = self._next_stream
         self._next_stream += 2
         self.stream_windows[stream_id] = self.peer_initial_window
-        block = encode_block(headers)
         first, rest = block[: self.peer_max_frame], block[self.peer_max_frame :]
         flags = (END_STREAM if end_stream else 0) | (0 if rest else END_HEADERS)
         self._out += _frame(HEADERS, flags, stream_id, first)
@@ -133,6 +139,10 @@ class H2Connection:
             self.stream_windows[stream_id] -= len(chunk)
             if last:
                 return view
+
+    def forget(self, stream_id: int) -> None:
+        """Drop a finished stream's bookkeeping (a client with many streams calls it as each ends)."""
+        self.stream_windows.pop(stream_id, None)
 
     def close(self) -> None:
         """Queue GOAWAY (NO_ERROR)."""
