@@ -8,14 +8,12 @@ from ``contrib/systemd/spurd.service``. Jobs are submitted inside a host by alic
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from integration.harness import BIN, wait_for
+from integration.harness import BIN
 from integration.mesh_hosts import BridgeCluster
 from integration.systemd_hosts import SystemdHost, SystemdHosts, systemd_unavailable
 
