@@ -119,9 +119,23 @@ class SystemdHost:
         return self.systemctl("show", "-p", prop, "--value", unit).stdout.strip()
 
     def pids(self, pattern: str) -> list[int]:
-        """Pids (as this host sees them) of processes whose command line contains ``pattern``."""
-        out = self.run("pgrep", "-f", pattern, check=False).stdout.split()
-        return [int(p) for p in out]
+        """Pids (in this machine's view; the containers' processes are visible from here) of processes
+        whose command line contains ``pattern`` (the rootfs has no procps)."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if pattern in cmdline:
+                found.append(int(proc.name))
+        return found
+
+    def kill(self, pid: int, signal: str = "KILL") -> None:
+        """``kill -SIGNAL pid`` inside the host (the shell's builtin: the rootfs has no procps)."""
+        self.run("sh", "-c", f"kill -{signal} {pid}")
 
     def add_user(self, name: str, uid: int) -> None:
         self.run("useradd", "--create-home", "--uid", str(uid), "--user-group", name)
@@ -179,6 +193,8 @@ class SystemdHosts:
             host.boot()
         for host in self.hosts:
             wait_for(lambda h=host: h.run("true", check=False).returncode == 0, timeout=20, what=f"{host.name} up")
+            # The bind-mounted interpreter may live under /root (pyenv): let test users reach it.
+            host.run("chmod", "o+x", "/root")
         return self.hosts
 
     def cleanup(self) -> None:

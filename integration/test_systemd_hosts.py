@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from integration.harness import BIN
+from integration.harness import BIN, wait_for
 from integration.mesh_hosts import BridgeCluster
 from integration.systemd_hosts import SystemdHost, SystemdHosts, systemd_unavailable
 
@@ -97,3 +98,135 @@ def test_spurd_is_a_notify_service_from_the_shipped_unit(env: Env) -> None:
         assert "serving on port" in host.unit_property("spurd", "StatusText")
     nodes = {n.name: n for n in env.cluster.nodes()}
     assert nodes["sd1"].address == env.sd1.ip and nodes["sd2"].address == env.sd2.ip
+
+
+def test_a_job_is_a_unit_of_its_own_running_as_the_user_with_slurms_environment(env: Env) -> None:
+    out = env.hosts.work / "env.out"
+    job = env.sbatch(
+        env.sd1,
+        "#!/bin/bash\n"
+        'echo "user=$(id -un) uid=$(id -u)"\n'
+        'echo "job=$SLURM_JOB_ID cluster=$SLURM_CLUSTER_NAME nodelist=$SLURM_JOB_NODELIST"\n'
+        'echo "cgroup=$(sed -n "s/^0:://p" /proc/self/cgroup)"\n'
+        "sleep 3\n",
+        "-w",
+        "sd2",
+        "-o",
+        str(out),
+    )
+    unit = env.unit(job)
+    wait_for(lambda: env.sd2.unit_property(unit, "ActiveState") == "active", what=f"{unit} active on sd2")
+    assert f"spur job {job}" in env.sd2.unit_property(unit, "Description")
+    assert env.sd1.unit_property(unit, "LoadState") == "not-found"  # only where the job runs
+    env.cluster.wait_job(job, "COMPLETED")
+    lines = dict(line.split("=", 1) for line in out.read_text().split() if "=" in line)
+    assert lines["user"] == USER and lines["uid"] == str(UID)
+    assert lines["job"] == str(job) and lines["cluster"] == "itest" and lines["nodelist"] == "sd2"
+    assert lines["cgroup"] == f"/system.slice/{unit}"
+    assert out.stat().st_uid == UID  # written as alice, where she asked
+    # --collect: the ended unit is gone, not left "failed" or "inactive".
+    wait_for(lambda: env.sd2.unit_property(unit, "LoadState") == "not-found", what=f"{unit} collected")
+
+
+@pytest.mark.parametrize(
+    ("body", "state", "exit_code", "signal"),
+    [("exit 3", "FAILED", 3, 0), ("kill -KILL $$", "FAILED", 0, 9), ("true", "COMPLETED", 0, 0)],
+)
+def test_exit_codes_and_signals(env: Env, body: str, state: str, exit_code: int, signal: int) -> None:
+    job = env.sbatch(env.sd1, f"#!/bin/bash\n{body}\n", "-w", "sd1", "-o", "/dev/null")
+    info = env.cluster.wait_job(job, state)
+    assert (info.exit_code, info.signal) == (exit_code, signal)
+
+
+def test_cancel_ends_every_process_of_the_job_even_strays(env: Env) -> None:
+    marker = f"stray-{time.monotonic_ns()}"
+    started = env.hosts.work / f"{marker}.started"
+    job = env.sbatch(
+        env.sd2,
+        "#!/bin/bash\n"
+        f"setsid bash -c 'trap \"\" TERM; exec -a {marker} sleep 1000' &\n"
+        f"touch {started}\n"
+        "sleep 1000\n",
+        "-w",
+        "sd2",
+        "-o",
+        "/dev/null",
+    )
+    wait_for(started.exists, what="the job to start its stray")
+    wait_for(lambda: env.sd2.pids(marker), what="the stray (own session, ignores SIGTERM)")
+    unit = env.unit(job)
+    assert env.sd2.unit_property(unit, "ActiveState") == "active"
+    env.sd1.run("env", f"SPUR_CONTROLLER={env.cluster.address}", str(BIN / "scancel"), str(job), user=USER)
+    env.cluster.wait_job(job, "CANCELLED")
+    # By the time the controller heard of the end, nothing of the job is left: not the stray that left
+    # the process group and ignores SIGTERM, not the unit.
+    assert env.sd2.pids(marker) == []
+    assert env.sd2.unit_property(unit, "LoadState") == "not-found"
+
+
+def _wait_flag_job(env: Env, host: SystemdHost, name: str) -> tuple[int, Path, Path]:
+    flag = env.hosts.work / f"{name}.go"
+    out = env.hosts.work / f"{name}.out"
+    job = env.sbatch(
+        host,
+        "#!/bin/bash\n"
+        f"echo started $$\n"
+        f"while [ ! -e {flag} ]; do sleep 0.1; done\n"
+        "echo done\n"
+        "exit 7\n",
+        "-w",
+        host.name,
+        "-o",
+        str(out),
+    )
+    wait_for(lambda: out.exists() and "started" in out.read_text(), what=f"job {job} to start")
+    return job, flag, out
+
+
+def test_jobs_survive_systemctl_restart_spurd_and_are_reported_by_the_new_one(env: Env) -> None:
+    host = env.sd1
+    job, flag, out = _wait_flag_job(env, host, f"restart-{time.monotonic_ns()}")
+    unit = env.unit(job)
+    main_pid = host.unit_property(unit, "MainPID")
+    spurd_before = host.spurd_pid()
+    host.systemctl("restart", "spurd")  # Type=notify: returns once the new spurd re-adopted and serves
+    assert host.spurd_pid() != spurd_before
+    assert host.unit_property(unit, "ActiveState") == "active"
+    assert host.unit_property(unit, "MainPID") == main_pid  # the same shim, untouched
+    assert env.cluster.job(job).state == "RUNNING"
+    flag.touch()
+    info = env.cluster.wait_job(job, "FAILED")
+    assert info.exit_code == 7 and "done" in out.read_text()
+    assert "re-adopting" in host.journal("spurd")
+
+
+def test_jobs_survive_kill_9_of_spurd_which_systemd_restarts(env: Env) -> None:
+    host = env.sd2
+    job, flag, out = _wait_flag_job(env, host, f"kill9-{time.monotonic_ns()}")
+    unit = env.unit(job)
+    restarts = int(host.unit_property("spurd", "NRestarts"))
+    spurd_before = host.spurd_pid()
+    host.kill(spurd_before)
+    # Restart=on-failure (RestartSec=2s) brings a new spurd; Type=notify: active means READY=1 again.
+    wait_for(
+        lambda: int(host.unit_property("spurd", "NRestarts")) == restarts + 1
+        and host.unit_property("spurd", "ActiveState") == "active",
+        timeout=30,
+        what="systemd to restart spurd",
+    )
+    assert host.spurd_pid() != spurd_before
+    assert host.unit_property(unit, "ActiveState") == "active"
+    flag.touch()
+    info = env.cluster.wait_job(job, "FAILED")
+    assert info.exit_code == 7 and "done" in out.read_text()
+
+
+def test_the_agent_says_memory_limits_are_not_enforced_here(env: Env) -> None:
+    """This host's cgroup v1 memory hierarchy is read-only inside the containers: job units carry
+    MemoryMax= but the kernel does not apply it, and spurd says so instead of pretending."""
+    job = env.sbatch(env.sd1, "#!/bin/bash\nsleep 2\n", "-w", "sd1", "--mem=64", "-o", "/dev/null")
+    unit = env.unit(job)
+    wait_for(lambda: env.sd1.unit_property(unit, "ActiveState") == "active", what=f"{unit} active")
+    assert env.sd1.unit_property(unit, "MemoryMax") == str(64 * 1024 * 1024)
+    env.cluster.wait_job(job, "COMPLETED")
+    assert "job memory limits not enforced" in env.sd1.journal("spurd")
