@@ -16,7 +16,7 @@ import pytest
 
 from integration.harness import BIN, wait_for
 from integration.mesh_hosts import BridgeCluster
-from integration.systemd_hosts import SystemdHost, SystemdHosts, systemd_unavailable
+from integration.systemd_hosts import UNITS, SystemdHost, SystemdHosts, systemd_unavailable
 
 pytestmark = [
     pytest.mark.integration,
@@ -230,3 +230,40 @@ def test_the_agent_says_memory_limits_are_not_enforced_here(env: Env) -> None:
     assert env.sd1.unit_property(unit, "MemoryMax") == str(64 * 1024 * 1024)
     env.cluster.wait_job(job, "COMPLETED")
     assert "job memory limits not enforced" in env.sd1.journal("spurd")
+
+
+def test_spurctld_runs_as_a_notify_service_in_its_sandbox(env: Env) -> None:
+    """The shipped spurctld.service on a real systemd: READY=1 after its state is loaded, the WAL under
+    StateDirectory= with ProtectSystem=strict, a clean stop; a configuration error (exit 78) is not
+    retried by Restart=on-failure."""
+    host = env.sd2
+    port, rest, metrics = 47817, 47820, 47822  # inside sd2's own network namespace: nothing else there
+    conf = (
+        'cluster_name = "unit"\n[controller]\n'
+        f'listen_addr = "127.0.0.1:{port}"\nrest_addr = "127.0.0.1:{rest}"\nmetrics_addr = "127.0.0.1:{metrics}"\n'
+    )
+    host.write("/etc/spur/ctld.conf", conf)
+    host.write("/etc/systemd/system/spurctld.service", (UNITS / "spurctld.service").read_text())
+    host.write(
+        "/etc/systemd/system/spurctld.service.d/prefix.conf",
+        f"[Service]\nExecStart=\nExecStart={BIN / 'spurctld'} -D -f /etc/spur/ctld.conf\n",
+    )
+    host.systemctl("daemon-reload")
+    try:
+        host.systemctl("start", "spurctld")  # returns only after READY=1
+        assert host.unit_property("spurctld", "ActiveState") == "active"
+        assert host.unit_property("spurctld", "StatusText") == "serving"
+        assert host.run("sh", "-c", "ls /var/lib/spur/raft").stdout.strip()  # the WAL, in StateDirectory
+        sinfo = host.run("env", f"SPUR_CONTROLLER=127.0.0.1:{port}", str(BIN / "sinfo"), "-h", user=USER)
+        assert "default" in sinfo.stdout
+        host.systemctl("stop", "spurctld")
+        assert host.unit_property("spurctld", "Result") == "success"
+        host.write("/etc/spur/ctld.conf", conf + "no_such_key = 1\n")
+        failed = host.systemctl("start", "spurctld", check=False)
+        assert failed.returncode != 0
+        wait_for(lambda: host.unit_property("spurctld", "ActiveState") == "failed", what="spurctld failed")
+        assert host.unit_property("spurctld", "ExecMainStatus") == "78"
+        assert host.unit_property("spurctld", "NRestarts") == "0"
+        assert "no_such_key" in host.journal("spurctld")
+    finally:
+        host.systemctl("stop", "spurctld", check=False)
