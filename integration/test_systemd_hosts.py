@@ -267,3 +267,10 @@ def test_spurctld_runs_as_a_notify_service_in_its_sandbox(env: Env) -> None:
         assert "no_such_key" in host.journal("spurctld")
     finally:
         host.systemctl("stop", "spurctld", check=False)
+
+
+def test_scontrol_show_node_says_what_the_host_cannot_enforce(env: Env) -> None:
+    out = env.sd1.run(
+        "env", f"SPUR_CONTROLLER={env.cluster.address}", str(BIN / "scontrol"), "show", "node", "sd2", user=USER
+    ).stdout
+    assert "Comment=job memory limits not enforced: the cgroup v1 memory hierarchy is read-only" in out

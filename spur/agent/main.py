@@ -425,6 +425,7 @@ async def run_agent(
                 arch=hardware.arch,
                 os=hardware.os,
                 features=opts.features,
+                comment=backend.limits_note,
                 join_token=opts.join_token,
             )
 
