@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from integration.harness import BIN, Proc, free_port
+from integration.harness import BIN, Cluster, Proc, free_port
 
 _COUNTER = itertools.count()
 
@@ -174,3 +174,24 @@ class Hosts:
             sh("ip", "netns", "del", host.ns, check=False)
             sh("ip", "link", "del", f"{self.tag}v{self.hosts.index(host) + 1}", check=False)
         sh("ip", "link", "del", self.bridge, check=False)
+
+
+class BridgeCluster(Cluster):
+    """A Cluster whose controller listens on the bridge address (reachable from the namespaces)."""
+
+    listen_host: str = "127.0.0.1"
+
+    @property
+    def address(self) -> str:
+        return f"{self.listen_host}:{self.port}"
+
+    def _controller_up(self) -> bool:
+        import socket
+
+        if self.controller and not self.controller.alive():
+            raise AssertionError(f"spurctld exited:\n{self.controller.log()}")
+        try:
+            with socket.create_connection((self.listen_host, self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from integration.harness import wait_for
-from integration.mesh_hosts import Hosts, netns_available
-from integration.test_mesh import BridgeCluster
+from integration.mesh_hosts import BridgeCluster, Hosts, netns_available
 
 pytestmark = [
     pytest.mark.integration,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from integration.harness import Cluster, wait_for
-from integration.mesh_hosts import Host, Hosts, netns_available
+from integration.harness import wait_for
+from integration.mesh_hosts import BridgeCluster, Host, Hosts, netns_available
 
 pytestmark = [
     pytest.mark.integration,
@@ -32,27 +32,6 @@ wg_reconcile_interval_secs = 1
 def mesh_conf(root: Path) -> str:
     """The mesh settings, and a credential broker path of this test's own (never /run/spur)."""
     return MESH_CONF + f'[auth]\nbroker_socket = "{root / "auth.sock"}"\n'
-
-
-class BridgeCluster(Cluster):
-    """A Cluster whose controller listens on the bridge address (reachable from the namespaces)."""
-
-    listen_host: str = "127.0.0.1"
-
-    @property
-    def address(self) -> str:
-        return f"{self.listen_host}:{self.port}"
-
-    def _controller_up(self) -> bool:
-        import socket
-
-        if self.controller and not self.controller.alive():
-            raise AssertionError(f"spurctld exited:\n{self.controller.log()}")
-        try:
-            with socket.create_connection((self.listen_host, self.port), timeout=0.5):
-                return True
-        except OSError:
-            return False
 
 
 @pytest.fixture

@@ -110,5 +110,24 @@ else
   say "note: no kube-apiserver in $kube_dir and not root (the build uses apt-get): the real-API-server tests are skipped"
 fi
 
+# A real systemd for the compute-host tests (integration/systemd_hosts.py): systemd-nspawn containers
+# booting Debian bookworm's systemd 252 from one root filesystem, built once per machine with debootstrap
+# (about a minute) and cached outside the clone. Instant when already built.
+systemd_dir=${SPUR_SYSTEMD_DIR:-/var/cache/spur-test/systemd}
+if [ -x "$systemd_dir/rootfs/lib/systemd/systemd" ]; then
+  :
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if ! command -v systemd-nspawn >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then
+    step "installing systemd-nspawn and debootstrap (systemd-container, debootstrap)" \
+      sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 systemd-container debootstrap || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 systemd-container debootstrap; }'
+  fi
+  mkdir -p "$systemd_dir"  # the lock: a second setup on this machine waits, then finds it built
+  step "building the systemd test hosts' root filesystem into $systemd_dir/rootfs (once per machine: about a minute)" \
+    flock "$systemd_dir/.build.lock" env SDT_ROOT="$systemd_dir/rootfs" SDT_STATE="$systemd_dir/state-build" \
+    bash scripts/systemd/run-systemd.sh build
+else
+  say "note: no systemd root filesystem in $systemd_dir and not root: the systemd host tests are skipped"
+fi
+
 say "ready in $((SECONDS - t_start))s: export PATH=\"$PWD/.venv/bin:\$PATH\" (man pages follow PATH);" \
   "completion: source $PWD/.venv/share/spur/completion.bash"

@@ -15,7 +15,13 @@ from spur.agent.launchspec import LaunchSpec
 from spur.agent.main import UsageError, main, parse_args
 from spur.agent.registration import Registrar
 from spur.agent.reporter import Reporter
-from spur.agent.systemd import SystemdBackend, systemd_is_pid1, systemd_run_command
+from spur.agent.systemd import (
+    SystemdBackend,
+    memory_limit_support,
+    systemd_is_pid1,
+    systemd_run_command,
+    unit_name,
+)
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 
@@ -37,11 +43,21 @@ def test_pid1_detection(tmp_path: Path) -> None:
 
 def test_systemd_run_command_line(tmp_path: Path) -> None:
     jd = JobDir(tmp_path / "jobs" / "77")
-    spec = LaunchSpec(job_id=77, job_name="train", node="n1", user="alice", uid=1000, gid=1000, mem_mb=2048)
+    spec = LaunchSpec(
+        job_id=77,
+        job_name="train",
+        node="n1",
+        user="alice",
+        uid=1000,
+        gid=1000,
+        mem_mb=2048,
+        environment={"SLURM_CLUSTER_NAME": "lab-a"},
+    )
     cmd = systemd_run_command(jd, spec, systemd_run="/usr/bin/systemd-run")
     assert cmd[0] == "/usr/bin/systemd-run"
-    assert "--unit=spur-job-77" in cmd
+    assert "--unit=spur-lab_a-job-77.service" in cmd
     assert "--collect" in cmd
+    assert "--service-type=exec" in cmd
     assert "--property=KillMode=control-group" in cmd
     assert "--property=MemoryMax=2048M" in cmd
     sep = cmd.index("--")
@@ -49,6 +65,28 @@ def test_systemd_run_command_line(tmp_path: Path) -> None:
     assert all(not a.startswith("--setenv=") or "=" in a[9:] for a in cmd[:sep])
     spec.mem_mb = 0
     assert not any("MemoryMax" in a for a in systemd_run_command(jd, spec))
+
+
+def test_unit_names_are_named_by_cluster_and_job() -> None:
+    assert unit_name("itest", 5) == "spur-itest-job-5.service"
+    assert unit_name("itest", 5, 0) == "spur-itest-job-5-step-0.service"
+    assert unit_name("a b/c-d", 5) == "spur-a_b_c_d-job-5.service"
+    assert unit_name("", 5) == "spur-spur-job-5.service"
+
+
+def test_memory_limit_support_by_cgroup_layout(tmp_path: Path) -> None:
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    assert memory_limit_support(v2) is None
+    (v2 / "cgroup.controllers").write_text("cpuset cpu pids\n")
+    assert "no memory controller" in (memory_limit_support(v2) or "")
+    hybrid = tmp_path / "hybrid"
+    (hybrid / "memory").mkdir(parents=True)
+    (hybrid / "unified").mkdir()
+    assert memory_limit_support(hybrid, writable=lambda p: True) is None
+    assert "read-only" in (memory_limit_support(hybrid, writable=lambda p: False) or "")
+    assert "no memory cgroup" in (memory_limit_support(tmp_path / "none") or "")
 
 
 def test_backend_auto_picks_systemd_only_when_detected(

@@ -31,9 +31,12 @@ class Backend(Protocol):
         """Start the shim for ``jobdir``; return (identity or None, child handle or None)."""
         ...
 
-    async def kill_all(self, job_id: int, signum: int, step_id: int | None = None) -> None:
-        """Best effort: deliver ``signum`` to every process of the job (or its step ``step_id``) the
-        backend can reach."""
+    limits_note: str
+    """Empty, or why resource limits of jobs are not enforced on this host (logged, shown on the node)."""
+
+    async def finish(self, jobdir: JobDir) -> None:
+        """Called once the job's shim has exited: return when nothing the job started that the backend
+        can reach is left running."""
         ...
 
 
@@ -75,7 +78,10 @@ class ProcessBackend:
         jobdir.write("launch.json", ident)
         return ident, child
 
-    async def kill_all(self, job_id: int, signum: int, step_id: int | None = None) -> None:
+    limits_note = ""
+
+    async def finish(self, jobdir: JobDir) -> None:
+        """Nothing beyond the shim's own sweep of the job's process group is reachable here."""
         return None
 
 

@@ -471,6 +471,7 @@ class Executor:
             await self._wait_shim(job)
             nursery.cancel_scope.cancel()
         job.nursery = None
+        await self.backend.finish(job.jobdir)
         self._finish(job, self._final_report(job))
         if job.step_id is None:
             for step in list(self._book_of(job).values()):
@@ -573,7 +574,6 @@ class Executor:
     async def _kill_after(self, job: TrackedJob, delay: float) -> None:
         await trio.sleep(delay)
         await self._deliver(job, signal.SIGKILL)
-        await self.backend.kill_all(job.job_id, signal.SIGKILL, job.step_id)
 
     def _pgid_now(self, job: TrackedJob) -> int:
         tasks = job.jobdir.read("tasks.json")

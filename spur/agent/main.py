@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from spur.sdnotify import notify
+
 if TYPE_CHECKING:
     from spur.agent.discovery import NodeHardware
 
@@ -423,6 +425,7 @@ async def run_agent(
                 arch=hardware.arch,
                 os=hardware.os,
                 features=opts.features,
+                comment=backend.limits_note,
                 join_token=opts.join_token,
             )
 
@@ -456,7 +459,9 @@ async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> 
         async with trio.open_nursery() as nursery:
 
             async def agent() -> None:
-                await run_agent(opts, hardware)
+                async with trio.open_nursery() as inner:
+                    port = await inner.start(run_agent, opts, hardware)
+                    notify(f"READY=1\nSTATUS=serving on port {port}")
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(agent)
@@ -469,6 +474,7 @@ async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> 
                 log.info(
                     "received %s: shutting down (running jobs keep running)", signal.Signals(signum).name
                 )
+                notify("STOPPING=1")
                 nursery.cancel_scope.cancel()
                 break
 

@@ -1,15 +1,21 @@
-"""systemd backend: run each job's shim as a transient unit ``spur-job-<id>.service`` (a job step's as
-``spur-job-<id>-step-<step>.service``).
+"""systemd backend: run each job's shim as a transient unit named by cluster and job,
+``spur-<cluster>-job-<id>.service`` (a job step's ``spur-<cluster>-job-<id>-step-<step>.service``).
 
-The unit's cgroup holds every process of the job, so ``KillMode=control-group`` ends strays that
-escaped the job's process group when the shim exits, and ``systemctl kill`` reaches them on cancel.
-The shim and the job dir protocol are the same as the process backend's; spurd learns the shim's pid
-from ``shim.json``.
+The unit's cgroup holds every process of the job. Signals reach the job's process group as with the
+process backend; when the shim has exited (the job ended, was cancelled or timed out), :meth:`finish`
+kills whatever is left in the unit (strays that left the process group: ``setsid``, double forks) and
+waits until the unit is gone, so no process of a job outlives its final report. The unit belongs to
+systemd, not to spurd: it keeps running through an agent restart or ``kill -9``, and the next spurd
+finds it through the job dir (``shim.json``, ``unit.json``).
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +25,18 @@ from spur.agent.backends import BackendError, shim_command, shim_environment
 from spur.agent.jobdir import JobDir
 from spur.agent.launchspec import LaunchSpec
 
-__all__ = ["SystemdBackend", "systemd_is_pid1", "systemd_run_command", "systemd_run_path", "unit_name"]
+__all__ = [
+    "SystemdBackend",
+    "memory_limit_support",
+    "systemd_is_pid1",
+    "systemd_run_command",
+    "systemd_run_path",
+    "unit_name",
+]
+
+log = logging.getLogger("spur.agent.systemd")
+
+UNIT_FILE = "unit.json"
 
 
 def systemd_is_pid1(proc: Path = Path("/proc")) -> bool:
@@ -34,19 +51,30 @@ def systemd_run_path() -> str | None:
     return shutil.which("systemd-run")
 
 
-def unit_name(job_id: int, step_id: int | None = None) -> str:
-    return f"spur-job-{job_id}" if step_id is None else f"spur-job-{job_id}-step-{step_id}"
+def unit_name(cluster: str, job_id: int, step_id: int | None = None) -> str:
+    """The job's unit: ``spur-<cluster>-job-<id>[-step-<step>].service``; characters of ``cluster``
+    other than letters, digits, ``_`` and ``.`` become ``_`` (``-`` too, so names split unambiguously)."""
+    safe = re.sub(r"[^A-Za-z0-9_.]", "_", cluster) or "spur"
+    base = f"spur-{safe}-job-{job_id}"
+    return f"{base}.service" if step_id is None else f"{base}-step-{step_id}.service"
 
 
-def systemd_run_command(jobdir: JobDir, spec: LaunchSpec, *, systemd_run: str = "systemd-run") -> list[str]:
+def spec_unit_name(spec: LaunchSpec) -> str:
+    cluster = spec.environment.get("SLURM_CLUSTER_NAME", "spur")
+    return unit_name(cluster, spec.job_id, spec.step_id if spec.is_step else None)
+
+
+def systemd_run_command(
+    jobdir: JobDir, spec: LaunchSpec, *, systemd_run: str = "systemd-run", unit: str | None = None
+) -> list[str]:
     """The ``systemd-run`` command line that starts the shim of ``spec`` in its own unit."""
     cmd = [
         systemd_run,
-        f"--unit={unit_name(spec.job_id, spec.step_id if spec.is_step else None)}",
+        f"--unit={unit or spec_unit_name(spec)}",
         "--collect",
         "--quiet",
+        "--service-type=exec",
         "--property=KillMode=control-group",
-        "--property=Type=exec",
         f"--property=StandardOutput=append:{jobdir.log}",
         f"--property=StandardError=append:{jobdir.log}",
         f"--description=spur job {spec.job_id} ({spec.job_name or 'unnamed'}) of {spec.user}",
@@ -59,28 +87,86 @@ def systemd_run_command(jobdir: JobDir, spec: LaunchSpec, *, systemd_run: str = 
     return cmd
 
 
+def memory_limit_support(
+    cgroup_root: Path = Path("/sys/fs/cgroup"), writable: Callable[[Path], bool] | None = None
+) -> str | None:
+    """None when systemd on this host can enforce a unit's ``MemoryMax=``; else why it cannot.
+
+    Unified (cgroup v2) hosts need ``memory`` among the root's controllers; v1 and hybrid hosts need a
+    writable v1 memory hierarchy (a container sees it read-only unless it was delegated)."""
+    is_writable = writable or (lambda p: os.access(p, os.W_OK))
+    controllers = cgroup_root / "cgroup.controllers"
+    if controllers.exists():
+        try:
+            if "memory" in controllers.read_text().split():
+                return None
+        except OSError:
+            pass
+        return "the cgroup v2 hierarchy has no memory controller"
+    memory = cgroup_root / "memory"
+    if memory.is_dir() and is_writable(memory):
+        return None
+    if memory.is_dir():
+        return "the cgroup v1 memory hierarchy is read-only here (not delegated to this systemd)"
+    return "no memory cgroup controller is mounted"
+
+
 class SystemdBackend:
     name = "systemd"
 
-    def __init__(self, systemd_run: str | None = None, systemctl: str | None = None) -> None:
+    def __init__(
+        self,
+        systemd_run: str | None = None,
+        systemctl: str | None = None,
+        cgroup_root: Path = Path("/sys/fs/cgroup"),
+    ) -> None:
         self.systemd_run = systemd_run or systemd_run_path() or "systemd-run"
         self.systemctl = systemctl or shutil.which("systemctl") or "systemctl"
+        unenforced = memory_limit_support(cgroup_root)
+        self.limits_note = (
+            f"job memory limits not enforced: {unenforced}; job units carry MemoryMax= but the kernel "
+            "does not apply it"
+            if unenforced
+            else ""
+        )
+        if self.limits_note:
+            log.warning("%s", self.limits_note)
+
+    async def _systemctl(self, *args: str) -> tuple[int, str]:
+        try:
+            result = await trio.run_process(
+                [self.systemctl, *args], capture_stdout=True, capture_stderr=True, check=False
+            )
+        except OSError as e:
+            return 127, str(e)
+        return result.returncode, (result.stdout + result.stderr).decode(errors="replace").strip()
 
     async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, Any]:
-        cmd = systemd_run_command(jobdir, spec, systemd_run=self.systemd_run)
+        unit = spec_unit_name(spec)
+        jobdir.write(UNIT_FILE, {"unit": unit})
+        # A unit of the same name still stopping (a requeued job's earlier run) would refuse the start.
+        await self._stop(unit)
+        cmd = systemd_run_command(jobdir, spec, systemd_run=self.systemd_run, unit=unit)
         try:
             result = await trio.run_process(cmd, capture_stdout=True, capture_stderr=True, check=False)
         except OSError as e:
             raise BackendError(f"cannot run systemd-run: {e}") from e
         if result.returncode != 0:
             err = result.stderr.decode(errors="replace").strip()
-            unit = unit_name(spec.job_id, spec.step_id if spec.is_step else None)
             raise BackendError(f"systemd-run failed for {unit}: {err}")
         return None, None
 
-    async def kill_all(self, job_id: int, signum: int, step_id: int | None = None) -> None:
-        cmd = [self.systemctl, "kill", f"--signal={signum}", f"{unit_name(job_id, step_id)}.service"]
-        try:
-            await trio.run_process(cmd, capture_stdout=True, capture_stderr=True, check=False)
-        except OSError:
-            pass
+    async def _stop(self, unit: str) -> None:
+        """Kill everything left in ``unit`` and return once systemd has stopped it (or it is gone)."""
+        rc, out = await self._systemctl("show", "-p", "LoadState", "--value", unit)
+        if rc != 0 or out in ("not-found", ""):
+            return
+        await self._systemctl("kill", "--kill-who=all", "--signal=SIGKILL", unit)
+        rc, out = await self._systemctl("stop", unit)
+        if rc != 0 and "not loaded" not in out:
+            log.warning("%s: stopping the unit failed: %s", unit, out)
+
+    async def finish(self, jobdir: JobDir) -> None:
+        data = jobdir.read(UNIT_FILE)
+        if data and isinstance(data.get("unit"), str):
+            await self._stop(data["unit"])

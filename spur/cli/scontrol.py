@@ -128,6 +128,8 @@ def show_node_text(n, now: float) -> str:
         + (f",gres/gpu={len(n.gpus)}" if n.gpus else ""),
         f"   AllocTRES={'cpu=' + str(n.alloc_cpus) if n.alloc_cpus else ''}",
     ]
+    if n.comment:
+        lines.append(f"   Comment={n.comment}")
     if n.reason:
         lines.append(f"   Reason={n.reason}")
     return "\n".join(lines) + "\n\n"

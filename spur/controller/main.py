@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import trio
 
+from spur.sdnotify import notify
 from spur.startup import EXIT_CONFIG, EXIT_STARTUP, startup_message
 
 
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             # Process-wide, so here and not in Controller.run (tests run several controllers in one process).
             await nursery.start(gc_policy, name="gc-policy")
             await nursery.start(controller.run)
+            notify("READY=1\nSTATUS=serving")
 
     try:
         trio.run(run)
@@ -147,6 +149,7 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             logging.getLogger("spur.controller").info("shutting down")
+            notify("STOPPING=1")
             scope.cancel()
             return
 

@@ -277,6 +277,7 @@ class ControllerService:
             arch=node.arch,
             os=node.os,
             reason_time=node.reason_time,
+            comment=node.comment,
         )
 
     @leader_only

@@ -193,6 +193,7 @@ class Node:
     arch: str = ""
     os: str = ""
     features: list[str] = field(default_factory=list)
+    comment: str = ""  # from the agent: what it cannot do here (e.g. enforce memory limits)
 
 
 class PartitionState(enum.StrEnum):

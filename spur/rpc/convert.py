@@ -184,6 +184,7 @@ def node_from_register(req: pb.RegisterNodeRequest, address: str) -> Node:
         arch=req.arch,
         os=req.os,
         features=list(req.features),
+        comment=req.comment,
     )
 
 

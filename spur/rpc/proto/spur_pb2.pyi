@@ -253,7 +253,7 @@ class JobInfo(_message.Message):
     def __init__(self, job_id: _Optional[int] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., user: _Optional[str] = ..., uid: _Optional[int] = ..., gid: _Optional[int] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., submit_time: _Optional[float] = ..., start_time: _Optional[float] = ..., end_time: _Optional[float] = ..., allocation: _Optional[_Iterable[_Union[NodeAllocation, _Mapping]]] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., partition: _Optional[str] = ..., time_limit_secs: _Optional[int] = ..., priority: _Optional[int] = ..., nodelist: _Optional[str] = ..., group: _Optional[str] = ..., array_job_id: _Optional[int] = ..., array_task_id: _Optional[int] = ..., array_max_running: _Optional[int] = ..., array_task_count: _Optional[int] = ..., array_task_min: _Optional[int] = ..., array_task_max: _Optional[int] = ..., dependency: _Optional[str] = ..., eligible_time: _Optional[float] = ..., steps: _Optional[_Iterable[_Union[StepInfo, _Mapping]]] = ..., restarts: _Optional[int] = ..., suspend_time: _Optional[float] = ..., suspended_secs: _Optional[float] = ..., submit_host: _Optional[str] = ...) -> None: ...
 
 class NodeInfo(_message.Message):
-    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "state", "reason", "alloc_cpus", "alloc_mem_mb", "alloc_gpus", "last_heartbeat", "registered_time", "partitions", "version", "boot_time", "features", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "reason_time")
+    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "state", "reason", "alloc_cpus", "alloc_mem_mb", "alloc_gpus", "last_heartbeat", "registered_time", "partitions", "version", "boot_time", "features", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "reason_time", "comment")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +277,7 @@ class NodeInfo(_message.Message):
     ARCH_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
     REASON_TIME_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
     port: int
@@ -300,7 +301,8 @@ class NodeInfo(_message.Message):
     arch: str
     os: str
     reason_time: float
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem_mb: _Optional[int] = ..., alloc_gpus: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., registered_time: _Optional[float] = ..., partitions: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., features: _Optional[_Iterable[str]] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., reason_time: _Optional[float] = ...) -> None: ...
+    comment: str
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., alloc_cpus: _Optional[int] = ..., alloc_mem_mb: _Optional[int] = ..., alloc_gpus: _Optional[int] = ..., last_heartbeat: _Optional[float] = ..., registered_time: _Optional[float] = ..., partitions: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., features: _Optional[_Iterable[str]] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., reason_time: _Optional[float] = ..., comment: _Optional[str] = ...) -> None: ...
 
 class PartitionInfo(_message.Message):
     __slots__ = ("name", "state", "is_default", "nodes", "max_time_secs", "default_time_secs", "nodes_expr", "enforce_limits")
@@ -451,7 +453,7 @@ class UpdateNodeRequest(_message.Message):
     def __init__(self, nodes: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "running_job_ids", "version", "boot_time", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "features", "join_token")
+    __slots__ = ("name", "address", "port", "cpus", "memory_mb", "gpus", "running_job_ids", "version", "boot_time", "sockets", "cores_per_socket", "threads_per_core", "arch", "os", "features", "comment", "join_token")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -467,6 +469,7 @@ class RegisterNodeRequest(_message.Message):
     ARCH_FIELD_NUMBER: _ClassVar[int]
     OS_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
     JOIN_TOKEN_FIELD_NUMBER: _ClassVar[int]
     name: str
     address: str
@@ -483,8 +486,9 @@ class RegisterNodeRequest(_message.Message):
     arch: str
     os: str
     features: _containers.RepeatedScalarFieldContainer[str]
+    comment: str
     join_token: str
-    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., join_token: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., address: _Optional[str] = ..., port: _Optional[int] = ..., cpus: _Optional[int] = ..., memory_mb: _Optional[int] = ..., gpus: _Optional[_Iterable[_Union[GpuDevice, _Mapping]]] = ..., running_job_ids: _Optional[_Iterable[int]] = ..., version: _Optional[str] = ..., boot_time: _Optional[float] = ..., sockets: _Optional[int] = ..., cores_per_socket: _Optional[int] = ..., threads_per_core: _Optional[int] = ..., arch: _Optional[str] = ..., os: _Optional[str] = ..., features: _Optional[_Iterable[str]] = ..., comment: _Optional[str] = ..., join_token: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("heartbeat_interval_secs", "cluster_name", "cluster_id", "node_credential")
