@@ -531,7 +531,7 @@ def test_build_job_spec_from_all_layers() -> None:
         argv=["arg1"],
         work_dir="/home/a/proj",
         stdout_pattern="logs/%x-%j.out",
-        environment=env,
+        environment={**env, "SLURM_CPUS_PER_TASK": "8"},  # -c travels in the environment too
         partition="gpu",
         num_nodes=2,
         cpus_per_task=8,
