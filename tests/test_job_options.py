@@ -576,7 +576,7 @@ def test_build_job_spec_defaults_and_derived_fields() -> None:
     )
     assert spec.name == "run.sh"
     assert spec.work_dir == "/home/a/out"
-    assert spec.environment == {"SLURM_CONF": "/etc/slurm.conf"}
+    assert spec.environment == {"SLURM_CONF": "/etc/slurm.conf", "SLURM_EXPORT_ENV": "NONE"}  # as Slurm's sbatch
     assert spec.gpus_total == 3
     assert spec.gres == ["shard:1", "gpu:2"]
     assert spec.mem_per_cpu_mb == 100 and spec.mem_per_node_mb == 0

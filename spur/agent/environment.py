@@ -145,6 +145,8 @@ def build_job_environment(
         slurm["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
     if spec.mem_per_cpu_mb:
         slurm["SLURM_MEM_PER_CPU"] = str(spec.mem_per_cpu_mb)
+    if spec.dependency:
+        slurm["SLURM_JOB_DEPENDENCY"] = spec.dependency
     submit_host = spec.environment.get("SLURM_SUBMIT_HOST") or spec.environment.get("HOSTNAME", "")
     if submit_host:
         slurm["SLURM_SUBMIT_HOST"] = submit_host

@@ -31,8 +31,8 @@ def read_script(path: str | None) -> str:
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
             return f.read()
-    except OSError as exc:
-        raise CliError(f"sbatch: error: Unable to open file {path}: {exc.strerror}") from None
+    except OSError:
+        raise CliError(f"sbatch: error: Unable to open file {path}") from None
 
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)

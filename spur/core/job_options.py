@@ -1047,6 +1047,8 @@ def build_job_spec(
         # slurmd exports SLURM_CPUS_PER_TASK whenever -c was given, 1 included; the spec's field
         # cannot tell an explicit 1 from the default, so the request travels in the environment.
         environment["SLURM_CPUS_PER_TASK"] = str(opts.cpus_per_task)
+    if command == "sbatch" and opts.export is not None and opts.export != "ALL":
+        environment["SLURM_EXPORT_ENV"] = opts.export  # as Slurm's sbatch, for a non-default --export
     return JobSpec(
         name=default_job_name(opts, argv, command, script_path),
         script=script,
