@@ -9,21 +9,26 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+_LOGIN_ENV = (
+    "Slurm's sbatch asks slurmd to load the user's login environment (`su - user`) for `--export` other "
+    "than ALL and marks it with SLURM_GET_USER_ENV=1; Spur builds the environment from what sbatch sent and "
+    "does not run a login shell on the node."
+)
+_TASK_IDS = (
+    "Spur allocates array task job ids at submit, in task order; Slurm gives tasks fresh ids as they start "
+    "and the last task keeps the array's own id, so a task's SLURM_JOB_ID differs (the array id agrees)."
+)
+
 ALLOWED: dict[str, str] = {
     "env/*/SLURM_WORKING_CLUSTER": (
         "Slurm's `cluster:controller-host:port:protocol-version:plugin-id` tells its own commands inside a job how "
         "to reach slurmctld over Slurm's RPC protocol; Spur's commands find the controller through "
         "`SPUR_CONTROLLER`/spur.conf and do not speak that protocol, so the variable is not set."
     ),
-    "env/*/SLURM_GET_USER_ENV": (
-        "Slurm's sbatch asks slurmd to load the user's login environment (`su - user`) for `--export` other "
-        "than ALL and marks it with this variable; Spur builds the environment from what sbatch sent and does "
-        "not run a login shell on the node."
-    ),
-    "env/array_list/SLURM_JOB*ID": (
-        "Spur allocates array task job ids at submit, in task order; Slurm gives tasks fresh ids as they start "
-        "and the last task keeps the array's own id, so a task's SLURM_JOB_ID differs (the array id agrees)."
-    ),
+    "env/export_[!a]*/SLURM_GET_USER_ENV": _LOGIN_ENV,
+    "env/export_all_var/SLURM_GET_USER_ENV": _LOGIN_ENV,
+    "env/array_list/SLURM_JOB_ID": _TASK_IDS,
+    "env/array_list/SLURM_JOBID": _TASK_IDS,
     "env/array_list/SLURM_ARRAY_TASK_STEP": (
         "Slurm 22.05 reports the step of a comma list of evenly spaced ids (1,5,9) as 1; Spur reports the "
         "common gap (4). Not yet changed to match."
