@@ -27,185 +27,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.common import controller, median, print_table
 from integration.harness import BIN, Proc, wait_for
+from integration.slurm_real import Skip, SlurmLayout, ensure_slurm, slurm_cluster
 
 SLURM_PORTS = (7817, 7818)
-SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "PD", "R", "CG", "CF", "S"}
-
-
-class Skip(Exception):
-    """Slurm cannot be run here; the message says why."""
-
-
-# ---------------------------------------------------------------------------------------- Slurm
-
-
-def slurm_binaries() -> dict[str, str] | None:
-    """Paths of the Slurm and munge programs used, or None when any is missing."""
-    found = {name: shutil.which(name, path=SBIN) for name in ("slurmctld", "slurmd", "munged", "sbatch", "squeue")}
-    return found if all(found.values()) else None  # type: ignore[return-value]
-
-
-def ensure_slurm(install: bool) -> dict[str, str]:
-    """The Slurm programs, installing Debian's slurm-wlm first when missing; raises Skip."""
-    found = slurm_binaries()
-    if found:
-        return found
-    if not install:
-        raise Skip("Slurm is not installed and --no-install was given")
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise Skip("Slurm is not installed and this is not a root Debian host (apt-get install -y slurm-wlm)")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    print("installing Slurm: apt-get install -y slurm-wlm ...", flush=True)
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", "slurm-wlm"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:  # a stale package index: refresh once and retry
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    found = slurm_binaries()
-    if proc.returncode != 0 or not found:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise Skip("apt-get install -y slurm-wlm failed: " + " / ".join(tail))
-    return found
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def slurm_conf(root: Path, node: str, cpus: int) -> str:
-    """slurm.conf for one node of ``cpus`` CPUs on loopback, throughput-tuned, no accounting/cgroups."""
-    return "\n".join(
-        [
-            "ClusterName=spurbench",
-            "SlurmctldHost=localhost(127.0.0.1)",
-            f"SlurmctldPort={SLURM_PORTS[0]}",
-            f"SlurmdPort={SLURM_PORTS[1]}",
-            "SlurmUser=root",
-            "SlurmdUser=root",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
-            f"AuthInfo=socket={root / 'munge' / 'munge.socket'}",
-            f"StateSaveLocation={root / 'state'}",
-            f"SlurmdSpoolDir={root / 'spool'}",
-            f"SlurmctldPidFile={root / 'slurmctld.pid'}",
-            f"SlurmdPidFile={root / 'slurmd.pid'}",
-            f"SlurmctldLogFile={root / 'slurmctld.log'}",
-            f"SlurmdLogFile={root / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
-            "JobCompType=jobcomp/none",
-            "MpiDefault=none",
-            "ReturnToService=2",
-            "SwitchType=switch/none",
-            "SchedulerType=sched/backfill",
-            "SchedulerParameters=batch_sched_delay=0,sched_min_interval=0,sched_interval=1",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_CPU",
-            "MaxArraySize=100001",
-            f"NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=2000 State=UNKNOWN",
-            "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
-            "",
-        ]
-    )
-
-
-def _stop(procs: list[subprocess.Popen]) -> None:
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    for p in reversed(procs):
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-@contextmanager
-def slurm_cluster(bins: dict[str, str], cpus: int, keep: bool) -> Iterator[dict[str, str]]:
-    """munged + slurmctld (7817) + slurmd (7818) in a temporary directory; yields the commands' env."""
-    for port in SLURM_PORTS:
-        if not _port_free(port):
-            raise Skip(f"port {port} is in use (another Slurm running?); Slurm needs 7817 and 7818")
-    root = Path(tempfile.mkdtemp(prefix="spur-vs-slurm-"))
-    os.chmod(root, 0o700)
-    procs: list[subprocess.Popen] = []
-    try:
-        munge = root / "munge"
-        munge.mkdir(mode=0o700)
-        key = munge / "munge.key"
-        key.write_bytes(os.urandom(1024))
-        key.chmod(0o600)
-        node = socket.gethostname().split(".")[0]
-        conf = root / "slurm.conf"
-        conf.write_text(slurm_conf(root, node, cpus))
-        (root / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n")
-        for sub in ("state", "spool"):
-            (root / sub).mkdir()
-        env = {**os.environ, "SLURM_CONF": str(conf)}
-        log = open(root / "daemons.out", "wb")  # noqa: SIM115 (closed with the directory)
-        munged = [
-            bins["munged"], "-F", "--force",
-            f"--key-file={key}", f"--socket={munge / 'munge.socket'}",
-            f"--pid-file={munge / 'munged.pid'}", f"--log-file={munge / 'munged.log'}",
-            f"--seed-file={munge / 'munged.seed'}",
-        ]  # fmt: skip
-        procs.append(subprocess.Popen(munged, stdout=log, stderr=log, env=env))
-        wait_for(lambda: (munge / "munge.socket").exists(), timeout=10, what="munged")
-        procs.append(subprocess.Popen([bins["slurmctld"], "-D", "-c", "-f", str(conf)], stdout=log, stderr=log, env=env))
-        procs.append(subprocess.Popen([bins["slurmd"], "-D", "-f", str(conf), "-N", node], stdout=log, stderr=log, env=env))
-        sinfo = shutil.which("sinfo", path=SBIN) or "sinfo"
-
-        deadline = time.monotonic() + 60
-        while True:
-            for p in procs:
-                if p.poll() is not None:
-                    raise Skip(f"a Slurm daemon exited ({p.args[0]}):\n" + _tail(root))
-            out = subprocess.run([sinfo, "-h", "-o", "%T"], env=env, capture_output=True, text=True).stdout
-            if out.strip() == "idle":
-                break
-            if time.monotonic() > deadline:
-                raise Skip("the Slurm node did not become idle in 60 s:\n" + _tail(root))
-            time.sleep(0.2)
-        yield env
-    finally:
-        _stop(procs)
-        if keep:
-            print(f"(Slurm's directory kept: {root})")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-
-
-def _tail(root: Path) -> str:
-    out = []
-    for name in ("daemons.out", "slurmctld.log", "slurmd.log", "munge/munged.log"):
-        f = root / name
-        if f.exists():
-            out.append(f"--- {name}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-8:]))
-    return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------------- measurements
@@ -336,7 +170,8 @@ def run_spur(args: argparse.Namespace) -> dict:
 
 def run_slurm(args: argparse.Namespace) -> dict:
     bins = ensure_slurm(install=not args.no_install)
-    with slurm_cluster(bins, args.cpus, args.keep) as env:
+    layout = SlurmLayout(ports=SLURM_PORTS, cpus=args.cpus)
+    with slurm_cluster(bins, layout, args.keep) as env:
         with tempfile.TemporaryDirectory(prefix="spur-vs-slurm-work-") as work:
             return measure("Slurm", bins["sbatch"], bins["squeue"], env, Path(work), args)
 

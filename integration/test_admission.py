@@ -83,7 +83,7 @@ def test_node_registers_only_with_a_valid_join_token(token_cluster: Cluster, tmp
     out = c.cli("sbatch", "--parsable", "--wrap", "echo admitted", cwd=tmp_path)
     job_id = int(out.stdout.strip())
     c.wait_job(job_id, "COMPLETED")
-    assert (tmp_path / f"spur-{job_id}.out").read_text() == "admitted\n"
+    assert (tmp_path / f"slurm-{job_id}.out").read_text() == "admitted\n"
 
     # a restarted agent re-registers with its credential: no token use is needed (the token is used up)
     c.agents["good"].kill()

@@ -39,7 +39,7 @@ def test_failing_job_reports_exit_code(cluster: Cluster, tmp_path: Path):
     job_id = int(out.stdout.strip())
     job = cluster.wait_job(job_id, "FAILED")
     assert job.exit_code == 3
-    assert (tmp_path / f"spur-{job_id}.out").read_text() == "oops\n"
+    assert (tmp_path / f"slurm-{job_id}.out").read_text() == "oops\n"
     assert "ExitCode=3:0" in cluster.cli("scontrol", "show", "job", str(job_id)).stdout
 
 
@@ -74,7 +74,7 @@ def test_time_limit_gives_timeout(cluster: Cluster, tmp_path: Path):
     job_id = cluster.submit_spec(script="#!/bin/sh\necho start\nexec sleep 300\n", time_limit_secs=2)
     job = cluster.wait_job(job_id, "TIMEOUT", timeout=30)
     assert job.end_time - job.start_time >= 2
-    assert (tmp_path / f"spur-{job_id}.out").read_text() == "start\n"
+    assert (tmp_path / f"slurm-{job_id}.out").read_text() == "start\n"
 
 
 def test_two_node_job_gets_both_nodes(cluster: Cluster, tmp_path: Path):
@@ -94,7 +94,7 @@ def test_two_node_job_gets_both_nodes(cluster: Cluster, tmp_path: Path):
     running = cluster.wait_job(job_id, "RUNNING", "COMPLETED")
     assert sorted(a.node for a in running.allocation) == ["node1", "node2"]
     cluster.wait_job(job_id, "COMPLETED")
-    assert (tmp_path / f"spur-{job_id}.out").read_text() == "node[1-2] 2\n"
+    assert (tmp_path / f"slurm-{job_id}.out").read_text() == "node[1-2] 2\n"
 
 
 def test_srun_streams_output_and_exit_code(cluster: Cluster, tmp_path: Path):
@@ -152,7 +152,7 @@ def test_agent_restart_readopts_running_job(cluster: Cluster, tmp_path: Path):
     go.touch()
     job = cluster.wait_job(job_id, "COMPLETED")
     assert job.exit_code == 0
-    assert (tmp_path / f"spur-{job_id}.out").read_text() == "finished\n"
+    assert (tmp_path / f"slurm-{job_id}.out").read_text() == "finished\n"
 
 
 def test_node_goes_down_after_missed_heartbeats(cluster: Cluster):

@@ -217,7 +217,7 @@ async def test_registration_launch_and_report(cluster: Cluster, log_on_failure: 
             )
             report = next(r for r in cluster.controller.reports if r.job_id == 7)
             assert (report.exit_code, report.node) == (2, "node1")
-            assert (cluster.work / "spur-7.out").read_text() == "cluster=fakecluster\n"
+            assert (cluster.work / "slurm-7.out").read_text() == "cluster=fakecluster\n"
             again = await stub.LaunchJob(request, timeout=10)
             assert again.already_running
             # The acknowledged job's directory is cleaned up.
@@ -283,7 +283,7 @@ async def test_job_survives_agent_kill_and_is_readopted(cluster: Cluster, log_on
         reg = await cluster.registered(1)
         async with agent(reg.port) as stub:
             await stub.LaunchJob(job_request(11, cluster.work, script=WAIT_RELEASE), timeout=10)
-        await wait_for_text(cluster.work / "spur-11.out", "started")
+        await wait_for_text(cluster.work / "slurm-11.out", "started")
         first.kill()  # SIGKILL: no chance to clean up
         first.wait()
         pgid = (await wait_for_tasks(JobDir(cluster.state_dir / "jobs" / "11")))["pgid"]
@@ -301,7 +301,7 @@ async def test_job_survives_agent_kill_and_is_readopted(cluster: Cluster, log_on
             await cluster.controller.wait_until(lambda: bool(cluster.controller.reports))
         report = cluster.controller.reports[0]
         assert (report.job_id, report.exit_code, report.signal) == (11, 3, 0)
-        assert (cluster.work / "spur-11.out").read_text() == "started\ndone\n"
+        assert (cluster.work / "slurm-11.out").read_text() == "started\ndone\n"
 
 
 async def test_sigterm_stops_agent_but_not_jobs(cluster: Cluster, log_on_failure: None) -> None:
@@ -310,7 +310,7 @@ async def test_sigterm_stops_agent_but_not_jobs(cluster: Cluster, log_on_failure
         reg = await cluster.registered(1)
         async with agent(reg.port) as stub:
             await stub.LaunchJob(job_request(12, cluster.work, script=WAIT_RELEASE), timeout=10)
-        await wait_for_text(cluster.work / "spur-12.out", "started")
+        await wait_for_text(cluster.work / "slurm-12.out", "started")
         proc.send_signal(signal.SIGTERM)
         rc = await trio.to_thread.run_sync(proc.wait)
         assert rc == 0
@@ -326,12 +326,12 @@ async def test_cancel_over_rpc(cluster: Cluster, log_on_failure: None) -> None:
         reg = await cluster.registered(1)
         async with agent(reg.port) as stub:
             await stub.LaunchJob(job_request(13, cluster.work, script=script), timeout=10)
-            await wait_for_text(cluster.work / "spur-13.out", "ready")
+            await wait_for_text(cluster.work / "slurm-13.out", "ready")
             await stub.SignalJob(pb.SignalJobRequest(job_id=13, signal=0, grace_secs=0.3), timeout=5)
             await cluster.controller.wait_until(lambda: bool(cluster.controller.reports))
     report = cluster.controller.reports[0]
     assert report.cancelled and report.signal == signal.SIGKILL
-    assert "got TERM" in (cluster.work / "spur-13.out").read_text()
+    assert "got TERM" in (cluster.work / "slurm-13.out").read_text()
 
 
 def test_bad_flag_exits_2(tmp_path: Path) -> None:
@@ -460,7 +460,7 @@ async def test_suspend_and_resume_over_rpc(cluster: Cluster, log_on_failure: Non
         reg = await cluster.registered(1)
         async with agent(reg.port) as stub:
             await stub.LaunchJob(job_request(22, cluster.work, script=WAIT_RELEASE), timeout=10)
-            await wait_for_text(cluster.work / "spur-22.out", "started")
+            await wait_for_text(cluster.work / "slurm-22.out", "started")
             tasks = None
             while tasks is None:
                 tasks = JobDir(cluster.state_dir / "jobs" / "22").read("tasks.json")

@@ -54,7 +54,7 @@ def test_compress_counts_matches_slurm_form() -> None:
 
 
 def test_slurm_variables_and_spur_twins() -> None:
-    env = _env()
+    env = _env(_job(num_tasks=5))
     expected = {
         "SLURM_JOB_ID": "42",
         "SLURM_JOBID": "42",
@@ -168,7 +168,7 @@ def _spec(job: pb.JobInfo, node: str = "n1", euid: int = 0, first_task: int = 0)
 
 def test_batch_output_paths_default_and_patterns() -> None:
     spec = _spec(_job(script="#!/bin/sh\n"))
-    assert spec.stdout_path == "/home/alice/run/spur-42.out"
+    assert spec.stdout_path == "/home/alice/run/slurm-42.out"
     assert spec.stderr_path == ""
     assert spec.stdin_path == "/dev/null"
     spec = _spec(_job(script="#!/bin/sh\n", stdout_pattern="logs/%x-%j.out", stderr_pattern="/tmp/%u.err"))
@@ -270,3 +270,19 @@ def test_step_environment_describes_the_step() -> None:
         build_step_environment(
             _job(), step, node="n1", cluster_name="lab", nodelist="n[1-3]", step_nodelist="n2"
         )
+
+
+def test_task_count_memory_and_topology_variables_follow_the_request() -> None:
+    """As slurmd (checked against Slurm 22.05 by integration/conformance): no task count when none was
+    asked, SLURM_NTASKS_PER_NODE and SLURM_MEM_PER_CPU when given, the batch task's global id and the
+    flat topology address."""
+    plain = _env()
+    assert "SLURM_NTASKS" not in plain and "SLURM_NPROCS" not in plain
+    assert "SLURM_MEM_PER_CPU" not in plain and "SLURM_NTASKS_PER_NODE" not in plain
+    assert plain["SLURM_GTIDS"] == "0"
+    assert plain["SLURM_TOPOLOGY_ADDR"] == "n1" and plain["SLURM_TOPOLOGY_ADDR_PATTERN"] == "node"
+    assert plain["SLURM_NODE_ALIASES"] == "(null)"
+    per_node = _env(_job(ntasks_per_node=2, num_nodes=3, mem_per_cpu_mb=100))
+    assert per_node["SLURM_NTASKS"] == per_node["SLURM_NPROCS"] == "5"
+    assert per_node["SLURM_NTASKS_PER_NODE"] == "2"
+    assert per_node["SLURM_MEM_PER_CPU"] == "100"

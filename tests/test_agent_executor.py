@@ -144,7 +144,7 @@ async def test_batch_script_output_and_exit_code(harness: Harness) -> None:
             report = await ex.wait_finished(1)
     assert (report.exit_code, report.signal, report.timed_out, report.cancelled) == (3, 0, False, False)
     assert not report.launch_failed
-    assert (harness.work / "spur-1.out").read_text() == "hello from 1 on n1\noops\n"
+    assert (harness.work / "slurm-1.out").read_text() == "hello from 1 on n1\noops\n"
     assert harness.reports[1] == report
     assert (harness.state_dir / "jobs" / "1" / "report.json").exists()
 
@@ -221,7 +221,7 @@ async def test_script_without_shebang_runs_with_sh(harness: Harness) -> None:
             await ex.launch(make_request(4, harness.work, script="echo plain\n"))
             report = await ex.wait_finished(4)
     assert report.exit_code == 0
-    assert (harness.work / "spur-4.out").read_text() == "plain\n"
+    assert (harness.work / "slurm-4.out").read_text() == "plain\n"
 
 
 async def test_job_killed_by_signal_reports_the_signal(harness: Harness) -> None:
@@ -257,12 +257,12 @@ async def test_cancel_sends_term_then_kill(harness: Harness) -> None:
     with trio.fail_after(TIMEOUT):
         async with running(harness.make(grace=0.5)) as ex:
             await ex.launch(make_request(10, harness.work, script=TRAP_TERM))
-            await wait_for_file(harness.work / "spur-10.out", "ready")
+            await wait_for_file(harness.work / "slurm-10.out", "ready")
             ex.signal(10, 0)
             report = await ex.wait_finished(10)
     assert report.cancelled and not report.timed_out
     assert report.signal == signal.SIGKILL
-    assert "got TERM" in (harness.work / "spur-10.out").read_text()
+    assert "got TERM" in (harness.work / "slurm-10.out").read_text()
 
 
 async def test_signal_is_delivered_without_cancelling(harness: Harness) -> None:
@@ -270,7 +270,7 @@ async def test_signal_is_delivered_without_cancelling(harness: Harness) -> None:
     with trio.fail_after(TIMEOUT):
         async with running(harness.make()) as ex:
             await ex.launch(make_request(11, harness.work, script=script))
-            await wait_for_file(harness.work / "spur-11.out", "ready")
+            await wait_for_file(harness.work / "slurm-11.out", "ready")
             ex.signal(11, signal.SIGUSR2)
             report = await ex.wait_finished(11)
             ex.signal(11, signal.SIGUSR2)  # finished: a no-op
@@ -282,7 +282,7 @@ async def test_signal_is_delivered_without_cancelling(harness: Harness) -> None:
             ex.signal(12, 0)
             await ex.wait_finished(12)
     assert (report.exit_code, report.signal, report.cancelled) == (7, 0, False)
-    assert "got USR2" in (harness.work / "spur-11.out").read_text()
+    assert "got USR2" in (harness.work / "slurm-11.out").read_text()
 
 
 async def test_time_limit_from_start_time(harness: Harness) -> None:
@@ -295,7 +295,7 @@ async def test_time_limit_from_start_time(harness: Harness) -> None:
             report = await ex.wait_finished(13)
     assert report.timed_out and not report.cancelled
     assert report.signal == signal.SIGKILL  # the script ignores TERM
-    assert "got TERM" in (harness.work / "spur-13.out").read_text()
+    assert "got TERM" in (harness.work / "slurm-13.out").read_text()
 
 
 def test_long_time_limit_with_mock_clock(harness: Harness) -> None:
@@ -426,8 +426,8 @@ async def test_root_agent_runs_job_as_its_user(harness: Harness) -> None:
             async with running(h.make()) as ex:
                 await ex.launch(request)
                 report = await ex.wait_finished(50)
-        assert report.exit_code == 0, (work / "spur-50.out").read_text()
-        out = work / "spur-50.out"
+        assert report.exit_code == 0, (work / "slurm-50.out").read_text()
+        out = work / "slurm-50.out"
         assert out.read_text().split() == [str(nobody.pw_uid), str(nobody.pw_gid)]
         assert out.stat().st_uid == nobody.pw_uid
     finally:
@@ -445,7 +445,7 @@ async def test_running_job_is_adopted_by_a_new_executor(harness: Harness) -> Non
     with trio.fail_after(TIMEOUT):
         async with running(harness.make()) as ex:
             await ex.launch(make_request(60, harness.work, script=WAIT_RELEASE))
-            await wait_for_file(harness.work / "spur-60.out", "started")
+            await wait_for_file(harness.work / "slurm-60.out", "started")
         assert harness.report_count == 0  # stopping the agent did not end the job
         async with running(harness.make()) as ex2:
             assert ex2.running_job_ids() == [60]
@@ -453,16 +453,16 @@ async def test_running_job_is_adopted_by_a_new_executor(harness: Harness) -> Non
             (harness.work / "release").touch()
             report = await ex2.wait_finished(60)
     assert report.exit_code == 5
-    assert (harness.work / "spur-60.out").read_text() == "started\nreleased\n"
+    assert (harness.work / "slurm-60.out").read_text() == "started\nreleased\n"
 
 
 async def test_job_that_ended_while_agent_was_down_is_reported(harness: Harness) -> None:
     with trio.fail_after(TIMEOUT):
         async with running(harness.make()) as ex:
             await ex.launch(make_request(61, harness.work, script=WAIT_RELEASE))
-            await wait_for_file(harness.work / "spur-61.out", "started")
+            await wait_for_file(harness.work / "slurm-61.out", "started")
         (harness.work / "release").touch()
-        await wait_for_file(harness.work / "spur-61.out", "released")
+        await wait_for_file(harness.work / "slurm-61.out", "released")
         while not (harness.state_dir / "jobs" / "61" / "exit.json").exists():
             await trio.sleep(0.02)
         async with running(harness.make()) as ex2:
@@ -474,7 +474,7 @@ async def test_vanished_shim_without_exit_status_is_a_failure(harness: Harness) 
     with trio.fail_after(TIMEOUT):
         async with running(harness.make()) as ex:
             await ex.launch(make_request(62, harness.work, script=WAIT_RELEASE))
-            await wait_for_file(harness.work / "spur-62.out", "started")
+            await wait_for_file(harness.work / "slurm-62.out", "started")
         jd = JobDir(harness.state_dir / "jobs" / "62")
         shim_pid = jd.read("shim.json")["pid"]  # type: ignore[index]
         while (tasks := jd.read("tasks.json")) is None:  # written by the shim just after the job starts
@@ -509,9 +509,9 @@ async def test_termination_in_progress_continues_after_restart(harness: Harness)
     with trio.fail_after(TIMEOUT):
         async with running(harness.make(grace=0.5)) as ex:
             await ex.launch(make_request(64, harness.work, script=TRAP_TERM))
-            await wait_for_file(harness.work / "spur-64.out", "ready")
+            await wait_for_file(harness.work / "slurm-64.out", "ready")
             ex.signal(64, 0)
-            await wait_for_file(harness.work / "spur-64.out", "got TERM")
+            await wait_for_file(harness.work / "slurm-64.out", "got TERM")
         async with running(harness.make(grace=0.5)) as ex2:
             report = await ex2.wait_finished(64)
     assert report.cancelled and report.signal == signal.SIGKILL

@@ -213,7 +213,7 @@ async def test_signal_only_the_step_then_cancel_the_job(harness: Harness) -> Non
     with trio.fail_after(TIMEOUT):
         async with running(harness.make(grace=0.3)) as ex:
             await ex.launch(batch)
-            await wait_for_file(harness.work / "spur-75.out", "ready")
+            await wait_for_file(harness.work / "slurm-75.out", "ready")
             await ex.launch_step(step_request(75, 0, harness.work, ["sleep", "60"]))
             await ex.launch_step(step_request(75, 1, harness.work, ["sleep", "60"]))
             ex.signal(75, 0, step_id=0)
@@ -234,7 +234,7 @@ async def test_batch_only_signal_and_steps_end_with_the_batch_script(harness: Ha
     with trio.fail_after(TIMEOUT):
         async with running(harness.make(grace=0.3)) as ex:
             await ex.launch(make_request(76, harness.work, script=script))
-            await wait_for_file(harness.work / "spur-76.out", "ready")
+            await wait_for_file(harness.work / "slurm-76.out", "ready")
             await ex.launch_step(step_request(76, 0, harness.work, ["sleep", "60"]))
             ex.signal(76, signal.SIGUSR1, batch_only=True)
             job = await ex.wait_finished(76)
@@ -297,7 +297,7 @@ def test_suspended_time_does_not_count_toward_the_time_limit(harness: Harness) -
                 request.job.time_limit_secs = 2 * 3600
                 request.job.start_time = wall.wall()
                 await ex.launch(request)
-                await wait_for_file(harness.work / "spur-80.out", "ready")
+                await wait_for_file(harness.work / "slurm-80.out", "ready")
                 step = step_request(80, 0, harness.work, ["sleep", "100000"])
                 step.job.CopyFrom(request.job)
                 await ex.launch_step(step)
@@ -324,7 +324,7 @@ async def test_requeue_kills_and_reports_requeued(harness: Harness) -> None:
     with trio.fail_after(TIMEOUT):
         async with running(harness.make(grace=0.3)) as ex:
             await ex.launch(make_request(81, harness.work, script="#!/bin/sh\necho ready\nexec sleep 60\n"))
-            await wait_for_file(harness.work / "spur-81.out", "ready")
+            await wait_for_file(harness.work / "slurm-81.out", "ready")
             ex.requeue(81)
             report = await ex.wait_finished(81)
     assert report.message == "requeued" and not report.cancelled and not report.timed_out
@@ -348,7 +348,7 @@ async def test_batch_signal_spec_reaches_only_the_batch_script(harness: Harness)
             report = await ex.wait_finished(82)
             step_report = await ex.wait_finished(82, 0)
     assert report.exit_code == 9 and not report.timed_out
-    assert "got USR2" in (harness.work / "spur-82.out").read_text()
+    assert "got USR2" in (harness.work / "slurm-82.out").read_text()
     assert step_report.cancelled and step_report.exit_code != 5  # ended with the job, never got USR2
 
 
@@ -363,13 +363,13 @@ async def test_signal_spec_without_b_reaches_steps_not_the_batch_script(harness:
     with trio.fail_after(TIMEOUT):
         async with running(harness.make(grace=0.3)) as ex:
             await ex.launch(request)
-            await wait_for_file(harness.work / "spur-83.out", "ready")
+            await wait_for_file(harness.work / "slurm-83.out", "ready")
             await ex.launch_step(step)
             step_report = await ex.wait_finished(83, 0)
             report = await ex.wait_finished(83)
     assert step_report.exit_code == 5 and not step_report.timed_out
     assert report.timed_out
-    assert "batch got USR2" not in (harness.work / "spur-83.out").read_text()
+    assert "batch got USR2" not in (harness.work / "slurm-83.out").read_text()
 
 
 # ---------------------------------------------------------------- arrays and open mode
@@ -386,7 +386,7 @@ async def test_array_task_environment_and_default_output(harness: Harness) -> No
         async with running(harness.make()) as ex:
             await ex.launch(request)
             await ex.wait_finished(93)
-    env = _env_file(harness.work / "spur-90_9.out")
+    env = _env_file(harness.work / "slurm-90_9.out")
     assert {k: v for k, v in env.items() if k.startswith("SLURM_ARRAY_")} == {
         "SLURM_ARRAY_JOB_ID": "90",
         "SLURM_ARRAY_TASK_ID": "9",

@@ -531,7 +531,7 @@ def test_build_job_spec_from_all_layers() -> None:
         argv=["arg1"],
         work_dir="/home/a/proj",
         stdout_pattern="logs/%x-%j.out",
-        environment=env,
+        environment={**env, "SLURM_CPUS_PER_TASK": "8"},  # -c travels in the environment too
         partition="gpu",
         num_nodes=2,
         cpus_per_task=8,
@@ -576,7 +576,7 @@ def test_build_job_spec_defaults_and_derived_fields() -> None:
     )
     assert spec.name == "run.sh"
     assert spec.work_dir == "/home/a/out"
-    assert spec.environment == {"SLURM_CONF": "/etc/slurm.conf"}
+    assert spec.environment == {"SLURM_CONF": "/etc/slurm.conf", "SLURM_EXPORT_ENV": "NONE"}  # as Slurm's sbatch
     assert spec.gpus_total == 3
     assert spec.gres == ["shard:1", "gpu:2"]
     assert spec.mem_per_cpu_mb == 100 and spec.mem_per_node_mb == 0

@@ -46,7 +46,7 @@ def test_expand_output_pattern(pattern: str, kwargs: dict, expected: str) -> Non
 
 @pytest.mark.parametrize(
     ("args", "expected"),
-    [((42, None, None), "spur-42.out"), ((43, 40, 2), "spur-40_2.out"), ((43, None, 2), "spur-43_2.out")],
+    [((42, None, None), "slurm-42.out"), ((43, 40, 2), "slurm-40_2.out"), ((43, None, 2), "slurm-43_2.out")],
 )
 def test_default_output_name(args: tuple, expected: str) -> None:
     assert default_output_name(*args) == expected

@@ -263,3 +263,24 @@ def test_array_and_steps_survive_snapshot_restore():
     assert [t.job_id for t in restored.resolve_targets(arr)] == [arr, arr + 1, arr + 2]
     assert restored.jobs[arr].steps[0].spec.argv == ["true"]
     assert log.replay().snapshot() == log.state.snapshot()
+
+
+def test_dependency_and_begin_time_reasons_are_set_at_submit():
+    """As slurmctld: squeue shows Reason=Dependency (or BeginTime) right after sbatch, before any
+    scheduler pass; a dependency already met, or one that never can be, is judged at submit too."""
+    log = Log()
+    register(log, "n1", cpus=8)
+    first = submit(log)
+    waiting = submit(log, dependency=f"afterok:{first}")
+    assert log.state.jobs[waiting].reason == "Dependency"
+    assert dependency_display(log.state.jobs[waiting]) == f"afterok:{first}(unfulfilled)"
+    later = submit(log, begin_time=500.0)
+    assert log.state.jobs[later].reason == "BeginTime"
+    held = submit(log, hold=True, dependency=f"afterok:{first}")
+    assert log.state.jobs[held].reason == "JobHeldUser"
+    start(log, first)
+    finish(log, first, code=1)
+    never = submit(log, dependency=f"afterok:{first}")
+    assert log.state.jobs[never].reason == "DependencyNeverSatisfied"
+    met = submit(log, dependency=f"afternotok:{first}")
+    assert log.state.jobs[met].reason == "None"

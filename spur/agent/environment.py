@@ -2,8 +2,8 @@
 
 ``build_job_environment`` computes the job-level variables for one node of an allocation (with the
 ``SLURM_ARRAY_*`` variables of an array task); ``build_step_environment`` those of one node of a job
-step (srun inside an allocation: the job's variables, with the node list, task counts and node index of
-the step, plus ``SLURM_STEP_*``); ``task_environment`` adds the per-task ones
+step (srun inside an allocation: the job's variables, with the node list, task counts, global task ids
+(``SLURM_GTIDS``) and node index of the step, plus ``SLURM_STEP_*``); ``task_environment`` adds the per-task ones
 (``SLURM_PROCID``/``SLURM_LOCALID``). The submitter's
 environment (``JobSpec.environment``) is the base; Slurm's variables are laid over it, and every
 ``SLURM_*`` variable gets a ``SPUR_*`` twin with the same value (``SLURMD_NODENAME`` -> ``SPUR_NODENAME``).
@@ -122,8 +122,6 @@ def build_job_environment(
         "SLURM_NODELIST": nodelist,
         "SLURM_JOB_NUM_NODES": str(len(alloc)),
         "SLURM_NNODES": str(len(alloc)),
-        "SLURM_NTASKS": str(ntasks),
-        "SLURM_NPROCS": str(ntasks),
         "SLURM_TASKS_PER_NODE": compress_counts(a.tasks for a in alloc),
         "SLURM_JOB_CPUS_PER_NODE": compress_counts(a.cpus for a in alloc),
         "SLURM_CPUS_ON_NODE": str(mine.cpus),
@@ -135,10 +133,25 @@ def build_job_environment(
         "SLURM_JOB_GID": str(job.gid),
         "SLURM_CLUSTER_NAME": cluster_name,
         "SLURMD_NODENAME": node,
+        "SLURM_GTIDS": "0",
+        "SLURM_NODE_ALIASES": "(null)",
+        "SLURM_TOPOLOGY_ADDR": node,
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
     }
+    # As slurmd: the task count only when one was asked for (-n, --ntasks-per-node; srun always has one).
+    if spec.num_tasks or spec.ntasks_per_node or spec.interactive:
+        slurm["SLURM_NTASKS"] = slurm["SLURM_NPROCS"] = str(ntasks)
+    if spec.ntasks_per_node:
+        slurm["SLURM_NTASKS_PER_NODE"] = str(spec.ntasks_per_node)
+    if spec.mem_per_cpu_mb:
+        slurm["SLURM_MEM_PER_CPU"] = str(spec.mem_per_cpu_mb)
+    if spec.dependency:
+        slurm["SLURM_JOB_DEPENDENCY"] = spec.dependency
     submit_host = spec.environment.get("SLURM_SUBMIT_HOST") or spec.environment.get("HOSTNAME", "")
     if submit_host:
         slurm["SLURM_SUBMIT_HOST"] = submit_host
+    # An explicit ``-c 1`` reaches the job as SLURM_CPUS_PER_TASK in the submitted environment
+    # (spur.core.job_options.build_job_spec), as the request cannot be told from the default here.
     if spec.cpus_per_task > 1:
         slurm["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
     if spec.mem_per_node_mb:
@@ -235,7 +248,9 @@ def build_step_environment(
     )
     ntasks = sum(a.tasks for a in salloc)
     per_node = compress_counts(a.tasks for a in salloc)
+    first = sum(a.tasks for a in salloc[:index])
     slurm = {
+        "SLURM_GTIDS": _join(range(first, first + salloc[index].tasks)),
         "SLURM_STEP_ID": str(step.step_id),
         "SLURM_STEPID": str(step.step_id),
         "SLURM_STEP_NODELIST": step_nodelist,

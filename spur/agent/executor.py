@@ -609,11 +609,19 @@ class Executor:
 
     # ------------------------------------------------------------------ control
 
+    @staticmethod
+    def steps_only(signum: int, step_id: int | None, batch_only: bool, full: bool) -> bool:
+        """Whether a signal reaches only the job's steps (and interactive tasks), not its batch
+        script: as Slurm's scancel, for a signal other than KILL given without a step, ``-b`` or
+        ``--full``. Cancelling (0) and KILL reach every unit."""
+        return signum not in (0, signal.SIGKILL) and step_id is None and not batch_only and not full
+
     def select(
-        self, job_id: int, step_id: int | None = None, *, batch_only: bool = False
+        self, job_id: int, step_id: int | None = None, *, batch_only: bool = False, steps_only: bool = False
     ) -> list[TrackedJob]:
-        """The units a signal of ``job_id`` reaches: ``step_id``'s, the batch script's (``batch_only``)
-        or all of the job's. UnknownJob when there is none."""
+        """The units a signal of ``job_id`` reaches: ``step_id``'s, the batch script's (``batch_only``),
+        the steps' and interactive tasks' (``steps_only``; may be none) or all of the job's.
+        UnknownJob when the job has no unit here."""
         if step_id is not None:
             return [self.get(job_id, step_id)]
         if batch_only:
@@ -621,6 +629,8 @@ class Executor:
         units = self.units_of(job_id)
         if not units:
             raise UnknownJob(f"job {job_id} is not known on node {self.node_name}")
+        if steps_only:
+            return [u for u in units if u.step_id is not None or (u.spec is not None and u.spec.interactive)]
         return units
 
     def signal(
@@ -631,16 +641,19 @@ class Executor:
         *,
         step_id: int | None = None,
         batch_only: bool = False,
+        full: bool = False,
     ) -> None:
         """Cancel (``signum == 0``) or signal a job's units on this node.
 
         ``step_id``: only that step; ``batch_only``: only the batch script (or interactive tasks);
-        otherwise every unit of the job. Unknown job/step -> UnknownJob; finished units are skipped;
-        an invalid signal number -> ValueError.
+        a signal other than KILL without either reaches only the steps and interactive tasks unless
+        ``full`` (:meth:`steps_only`); otherwise every unit of the job. Unknown job/step ->
+        UnknownJob; finished units are skipped; an invalid signal number -> ValueError.
         """
         if signum != 0 and not 0 < signum < signal.NSIG:
             raise ValueError(f"invalid signal number {signum}")
-        for job in self.select(job_id, step_id, batch_only=batch_only):
+        steps_only = self.steps_only(signum, step_id, batch_only, full)
+        for job in self.select(job_id, step_id, batch_only=batch_only, steps_only=steps_only):
             if job.finished.is_set() or job.nursery is None:
                 continue
             if signum == 0:

@@ -134,6 +134,7 @@ class AgentServicer:
                     request.grace_secs,
                     step_id=step_id,
                     batch_only=request.batch_only,
+                    full=request.full,
                 )
             elif request.action == "suspend":
                 self.executor.suspend(request.job_id)
@@ -169,7 +170,9 @@ class AgentServicer:
                 f"Access/permission denied: SignalJob action {request.action!r} is the controller's "
                 f"(caller is uid {caller.uid}; use scontrol)",
             )
-        for unit in self.executor.select(request.job_id, step_id, batch_only=request.batch_only):
+        steps_only = self.executor.steps_only(request.signal, step_id, request.batch_only, request.full)
+        units = self.executor.select(request.job_id, step_id, batch_only=request.batch_only, steps_only=steps_only)
+        for unit in units:
             owner = unit.spec.uid if unit.spec is not None else None
             if owner is not None and not may_act_for(caller, owner):
                 raise RpcError(

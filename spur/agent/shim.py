@@ -114,7 +114,10 @@ class _Tasks:
             stderr = _open(spec.stderr_path, mode, "error") if spec.stderr_path else stdout
         script = str(self.jobdir.script)
         with open(script, "rb") as f:
-            argv = [script] if f.read(2) == b"#!" else ["/bin/sh", script]
+            command = [script] if f.read(2) == b"#!" else ["/bin/sh", script]
+        # The script's arguments (sbatch job.sh a1 "b 2", REST argv) follow it, as slurmstepd passes
+        # them; the trampoline gives the shell its own pid as SLURM_TASK_PID, then execs it.
+        argv = ["/bin/sh", "-c", _TRAMPOLINE, command[0], *command, *spec.argv]
         env = task_environment(spec.environment, procid=0, localid=0)
         try:
             proc = self._popen(argv, env, stdin, stdout, stderr)

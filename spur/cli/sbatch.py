@@ -31,8 +31,8 @@ def read_script(path: str | None) -> str:
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as f:
             return f.read()
-    except OSError as exc:
-        raise CliError(f"sbatch: error: Unable to open file {path}: {exc.strerror}") from None
+    except OSError:
+        raise CliError(f"sbatch: error: Unable to open file {path}") from None
 
 
 def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec, JobOptions)
@@ -81,6 +81,8 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         text = str(exc)
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
     opts = merge_options(directive_opts, env_opts, cli_opts)
+    # As Slurm's sbatch: the submitting process's nice value travels with the job's environment.
+    environ = {**environ, "SLURM_PRIO_PROCESS": str(os.getpriority(os.PRIO_PROCESS, 0))}
     try:
         check_root_only(opts, real_uid=os.getuid(), command=PROG)
     except JobOptionError as exc:

@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
             todo = filter_jobs(resp.jobs, args, targets)
         rc = 0
         for job_id, task in todo:
-            req = pb.CancelJobRequest(job_id=job_id, signal=sig, batch_only=args.batch)
+            req = pb.CancelJobRequest(job_id=job_id, signal=sig, batch_only=args.batch, full=args.full)
             if task is not None:
                 req.array_task_id = task
             try:

@@ -166,7 +166,7 @@ class ControllerService:
             raise RpcError(StatusCode.NOT_FOUND, f"Invalid job id specified: {request.job_id}")
         if request.signal:
             for job in targets:
-                await self._signal(job, request.signal, ident, batch_only=request.batch_only)
+                await self._signal(job, request.signal, ident, batch_only=request.batch_only, full=request.full)
             return pb.CancelJobResponse(state=targets[0].state.value)
         state = await self.ctl.propose(
             c.CancelJob(request.job_id, ident.uid, self.ctl.clock.wall(), task, admin=is_admin(ident, self.ctl.state))
@@ -174,7 +174,9 @@ class ControllerService:
         self.ctl.kick_scheduler()
         return pb.CancelJobResponse(state=state)
 
-    async def _signal(self, job, signal: int, ident: Identity, *, batch_only: bool = False) -> None:
+    async def _signal(
+        self, job, signal: int, ident: Identity, *, batch_only: bool = False, full: bool = False
+    ) -> None:
         if not is_admin(ident, self.ctl.state) and ident.uid != job.uid:
             raise RpcError(
                 StatusCode.PERMISSION_DENIED,
@@ -183,7 +185,7 @@ class ControllerService:
         if job.state is not JobState.RUNNING or not job.launched:
             raise RpcError(StatusCode.FAILED_PRECONDITION, "Job is not running: cannot signal it")
         await self._tell_agents(
-            job, pb.SignalJobRequest(job_id=job.job_id, signal=signal, batch_only=batch_only)
+            job, pb.SignalJobRequest(job_id=job.job_id, signal=signal, batch_only=batch_only, full=full)
         )
 
     async def _tell_agents(self, job, request: pb.SignalJobRequest) -> None:

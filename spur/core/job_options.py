@@ -1042,6 +1042,13 @@ def build_job_spec(
             raise JobOptionError(
                 f"{command}: error: Invalid --begin specification: {opts.begin}", command=command
             ) from exc
+    environment = export_environment(opts.export, environ)
+    if opts.cpus_per_task is not None:
+        # slurmd exports SLURM_CPUS_PER_TASK whenever -c was given, 1 included; the spec's field
+        # cannot tell an explicit 1 from the default, so the request travels in the environment.
+        environment["SLURM_CPUS_PER_TASK"] = str(opts.cpus_per_task)
+    if command == "sbatch" and opts.export is not None and opts.export != "ALL":
+        environment["SLURM_EXPORT_ENV"] = opts.export  # as Slurm's sbatch, for a non-default --export
     return JobSpec(
         name=default_job_name(opts, argv, command, script_path),
         script=script,
@@ -1050,7 +1057,7 @@ def build_job_spec(
         stdout_pattern=opts.output or "",
         stderr_pattern=opts.error or "",
         stdin_path=opts.input or "",
-        environment=export_environment(opts.export, environ),
+        environment=environment,
         partition=opts.partition or "",
         num_nodes=num_nodes,
         num_tasks=opts.ntasks or 0,

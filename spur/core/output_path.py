@@ -1,4 +1,4 @@
-"""Slurm output/error/input filename patterns (``-o slurm-%j.out``) and Spur's default names."""
+"""Slurm output/error/input filename patterns (``-o slurm-%j.out``) and the default names (Slurm's)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 __all__ = ["expand_output_pattern", "default_output_name", "DEFAULT_OUTPUT", "DEFAULT_ARRAY_OUTPUT"]
 
-DEFAULT_OUTPUT = "spur-%j.out"
-DEFAULT_ARRAY_OUTPUT = "spur-%A_%a.out"
+DEFAULT_OUTPUT = "slurm-%j.out"
+DEFAULT_ARRAY_OUTPUT = "slurm-%A_%a.out"
 
 # Slurm's value for "no array task" (NO_VAL), which %a prints for a job that is not an array task.
 _NO_VAL = 0xFFFFFFFE
@@ -99,7 +99,7 @@ def _padder(width: int) -> Callable[[int], str]:
 def default_output_name(
     job_id: int, array_job_id: int | None = None, array_task_id: int | None = None
 ) -> str:
-    """Spur's default stdout file name: ``spur-<jobid>.out``, or ``spur-<arrayjob>_<task>.out``."""
+    """The default stdout file name, Slurm's: ``slurm-<jobid>.out``, or ``slurm-<arrayjob>_<task>.out``."""
     if array_task_id is not None:
-        return f"spur-{array_job_id if array_job_id is not None else job_id}_{array_task_id}.out"
-    return f"spur-{job_id}.out"
+        return f"slurm-{array_job_id if array_job_id is not None else job_id}_{array_task_id}.out"
+    return f"slurm-{job_id}.out"

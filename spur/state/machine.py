@@ -427,8 +427,25 @@ class ClusterState:
                 job.array_task_max = task_ids[-1]
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
+            if not spec.hold:
+                job.reason = self._submit_reason(job, cmd.submit_time) or job.reason
             self.sched_index.maybe_pending(job)
         return first
+
+    def _submit_reason(self, job: Job, now: float) -> str | None:
+        """The reason a job waits from the moment it is submitted, as slurmctld sets it at submit
+        (``BeginTime``, ``Dependency``, ``DependencyNeverSatisfied``), or None."""
+        from spur.state.eligibility import BEGIN_TIME, DEPENDENCY, NEVER, DepStatus, dependency_status
+
+        if job.spec.begin_time and job.spec.begin_time > now:
+            return BEGIN_TIME
+        if job.spec.dependency:
+            status = dependency_status(job, self.jobs, self.array_tasks, now)
+            if status is DepStatus.WAITING:
+                return DEPENDENCY
+            if status is DepStatus.NEVER:
+                return NEVER
+        return None
 
     def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
         """What ``part``'s registered nodes offer at most (cached until a node registers)."""

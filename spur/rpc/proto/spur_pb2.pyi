@@ -357,16 +357,18 @@ class GetJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
-    __slots__ = ("job_id", "signal", "array_task_id", "batch_only")
+    __slots__ = ("job_id", "signal", "array_task_id", "batch_only", "full")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     ARRAY_TASK_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
     array_task_id: int
     batch_only: bool
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., array_task_id: _Optional[int] = ..., batch_only: _Optional[bool] = ...) -> None: ...
+    full: bool
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., array_task_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., full: _Optional[bool] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
     __slots__ = ("job_id", "array_task_id", "time_limit_secs", "partition", "priority", "nice", "name", "comment", "action")
@@ -627,7 +629,7 @@ class LaunchStepRequest(_message.Message):
     def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., step: _Optional[_Union[StepInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ...) -> None: ...
 
 class SignalJobRequest(_message.Message):
-    __slots__ = ("job_id", "signal", "grace_secs", "step_id", "batch_only", "action", "time_limit_secs")
+    __slots__ = ("job_id", "signal", "grace_secs", "step_id", "batch_only", "action", "time_limit_secs", "full")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     GRACE_SECS_FIELD_NUMBER: _ClassVar[int]
@@ -635,6 +637,7 @@ class SignalJobRequest(_message.Message):
     BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     TIME_LIMIT_SECS_FIELD_NUMBER: _ClassVar[int]
+    FULL_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
     grace_secs: float
@@ -642,7 +645,8 @@ class SignalJobRequest(_message.Message):
     batch_only: bool
     action: str
     time_limit_secs: int
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ..., step_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., action: _Optional[str] = ..., time_limit_secs: _Optional[int] = ...) -> None: ...
+    full: bool
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., grace_secs: _Optional[float] = ..., step_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., action: _Optional[str] = ..., time_limit_secs: _Optional[int] = ..., full: _Optional[bool] = ...) -> None: ...
 
 class StreamOutputRequest(_message.Message):
     __slots__ = ("job_id", "follow", "step_id", "observer")

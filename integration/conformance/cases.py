@@ -1,0 +1,246 @@
+"""The conformance cases, as tables (pure data).
+
+Two kinds:
+
+- :data:`ENV_OPTION_SETS` x :data:`ENV_VARIABLES`: one batch job per option set prints its environment;
+  each (option set, variable) pair is a case comparing that variable (value, or absent). Plus one case
+  per option set comparing the set of ``SLURM_*`` names. Ids: ``env/<set>/<VAR>``, ``env/<set>/names``.
+- :data:`SNIPPETS`: a shell snippet per case, run the same way against both systems; exit status,
+  stdout and stderr are compared after normalization. Ids: ``<command>/<name>``.
+
+Snippets may use ``$PART`` (the system's partition), ``wj ID`` (wait until the job left the queue)
+and ``sub OPTS...`` (``sbatch --parsable``, wait, print the id); see
+:data:`integration.conformance.systems.PRELUDE`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The job script of the environment cases: every SLURM_* variable, and the two export probes.
+ENV_SCRIPT = """#!/bin/bash
+env | grep -E '^(SLURM|FOO=|BAR=)' | LC_ALL=C sort
+"""
+
+# name -> (input environment assignments, sbatch options, which array task's output to read or "").
+ENV_OPTION_SETS: dict[str, tuple[str, str, str]] = {
+    "plain": ("", "", ""),
+    "ntasks2": ("", "-n 2", ""),
+    "nodes1": ("", "-N 1", ""),
+    "ntasks_per_node2": ("", "--ntasks-per-node=2", ""),
+    "cpus1": ("", "-c 1", ""),
+    "cpus2_ntasks2": ("", "-c 2 -n 2", ""),
+    "mem100": ("", "--mem=100", ""),
+    "mem_per_cpu100": ("", "--mem-per-cpu=100", ""),
+    "mem_per_cpu_cpus2": ("", "--mem-per-cpu=50 -c 2", ""),
+    "job_name": ("", "-J my_name", ""),
+    "partition": ("", '-p "$PART"', ""),
+    "array": ("", "--array=1-3", "2"),
+    "array_step_limit": ("", "--array=0-6:2%2", "4"),
+    "array_list": ("", "--array=1,5,9", "9"),
+    "dependency": ("", '-d afterany:"$(sub -o /dev/null --wrap true)"', ""),
+    "export_all": ("FOO=f BAR=b", "--export=ALL", ""),
+    "export_none": ("FOO=f BAR=b", "--export=NONE", ""),
+    "export_var": ("FOO=f BAR=b", "--export=FOO=x", ""),
+    "export_all_var": ("FOO=f BAR=b", "--export=ALL,FOO=x", ""),
+    "export_names": ("FOO=f BAR=b", "--export=FOO", ""),
+    "env_job_name": ("SBATCH_JOB_NAME=from_env", "", ""),
+    "env_partition": ('SBATCH_PARTITION="$PART"', "", ""),
+    "env_timelimit": ("SBATCH_TIMELIMIT=5", "", ""),
+    "env_and_cli": ("SBATCH_JOB_NAME=from_env", "-J from_cli", ""),
+    "time5": ("", "-t 5", ""),
+    "wrap": ("", "--wrap=WRAP", ""),
+}
+
+# The OUTPUT ENVIRONMENT VARIABLES of man sbatch (22.05) a one-node job without GPUs can have, the
+# ones slurmd adds to every batch job, and the two export probes.
+ENV_VARIABLES: tuple[str, ...] = (
+    "SLURM_ARRAY_JOB_ID",
+    "SLURM_ARRAY_TASK_COUNT",
+    "SLURM_ARRAY_TASK_ID",
+    "SLURM_ARRAY_TASK_MAX",
+    "SLURM_ARRAY_TASK_MIN",
+    "SLURM_ARRAY_TASK_STEP",
+    "SLURM_CLUSTER_NAME",
+    "SLURM_CPUS_ON_NODE",
+    "SLURM_CPUS_PER_GPU",
+    "SLURM_CPUS_PER_TASK",
+    "SLURM_DISTRIBUTION",
+    "SLURM_EXPORT_ENV",
+    "SLURM_GET_USER_ENV",
+    "SLURM_GPUS",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_GTIDS",
+    "SLURM_JOB_ACCOUNT",
+    "SLURM_JOB_CPUS_PER_NODE",
+    "SLURM_JOB_DEPENDENCY",
+    "SLURM_JOB_GID",
+    "SLURM_JOB_GPUS",
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "SLURM_JOB_NAME",
+    "SLURM_JOB_NODELIST",
+    "SLURM_JOB_NUM_NODES",
+    "SLURM_JOB_PARTITION",
+    "SLURM_JOB_QOS",
+    "SLURM_JOB_RESERVATION",
+    "SLURM_JOB_UID",
+    "SLURM_JOB_USER",
+    "SLURM_LOCALID",
+    "SLURM_MEM_PER_CPU",
+    "SLURM_MEM_PER_GPU",
+    "SLURM_MEM_PER_NODE",
+    "SLURM_NNODES",
+    "SLURM_NODEID",
+    "SLURM_NODELIST",
+    "SLURM_NODE_ALIASES",
+    "SLURM_NPROCS",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_PRIO_PROCESS",
+    "SLURM_PROCID",
+    "SLURM_RESTART_COUNT",
+    "SLURM_SUBMIT_DIR",
+    "SLURM_SUBMIT_HOST",
+    "SLURM_TASK_PID",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_TOPOLOGY_ADDR",
+    "SLURM_TOPOLOGY_ADDR_PATTERN",
+    "SLURMD_NODENAME",
+    "FOO",
+    "BAR",
+)
+
+
+def env_snippet(option_set: str) -> str:
+    """The snippet that runs option set ``option_set``'s job and prints its environment."""
+    assignments, options, task = ENV_OPTION_SETS[option_set]
+    out = "out-%a" if task else "out"
+    read = f"out-{task}" if task else "out"
+    job = "--wrap \"$(tail -n +2 job.sh)\"" if "--wrap" in options else "job.sh"
+    options = options.replace("--wrap=WRAP", "")
+    return (
+        f"cat > job.sh <<'EOF'\n{ENV_SCRIPT}EOF\n"
+        f"{assignments} sub -o {out} {options} {job} >/dev/null && cat {read}\n"
+    )
+
+
+@dataclass(frozen=True)
+class Snippet:
+    command: str
+    name: str
+    script: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.command}/{self.name}"
+
+
+_ARGS = 'printf \'#!/bin/bash\\necho "$#|$1|$2|$3"\\n\' > a.sh\n'
+_SIG = (
+    "cat > t.sh <<'EOF'\n#!/bin/bash\ntrap 'echo shell got USR1' USR1\n"
+    "srun bash -c 'trap \"echo step got USR1; exit 0\" USR1; touch started; sleep 5 & wait' &\n"
+    "wait; wait\necho end\nEOF\n"
+    "id=$(sbatch --parsable -o out t.sh)\n"
+    "for i in $(seq 200); do [ -e started ] && break; sleep 0.1; done\n"
+)
+
+SNIPPETS: tuple[Snippet, ...] = (
+    # ---- script arguments
+    Snippet("sbatch", "args_two", _ARGS + 'sub -o out a.sh a1 "b 2" >/dev/null && cat out'),
+    Snippet("sbatch", "args_none", _ARGS + "sub -o out a.sh >/dev/null && cat out"),
+    Snippet("sbatch", "args_empty", _ARGS + 'sub -o out a.sh "" x >/dev/null && cat out'),
+    Snippet("sbatch", "args_after_options", _ARGS + "sub -o out -J n a.sh -J x >/dev/null && cat out"),
+    Snippet("sbatch", "args_stdin", 'sub -o out - a b <<\'EOF\' >/dev/null && cat out\n#!/bin/bash\necho "$#|$1"\nEOF'),
+    # ---- default and patterned output names
+    Snippet("sbatch", "default_output", "id=$(sub --wrap 'echo hi'); ls slurm-*; cat slurm-$id.out"),
+    Snippet("sbatch", "default_array_output", "id=$(sub --array=0-1 --wrap 'echo t$SLURM_ARRAY_TASK_ID'); ls slurm-*; cat slurm-${id}_1.out"),
+    Snippet("sbatch", "pattern_x_j", "id=$(sub -J nm -o '%x-%j.log' --wrap 'echo x'); ls *.log"),
+    Snippet("sbatch", "pattern_A_a", "sub -o 'o-%A-%a.txt' --array=3 --wrap 'echo x' >/dev/null; ls o-*"),
+    Snippet("sbatch", "pattern_percent", "sub -o 'p%%-%j' --wrap 'echo x' >/dev/null; ls p%*"),
+    Snippet("sbatch", "pattern_padding", "sub -o 'z-%5a-%2x' --array=7 -J ab --wrap 'echo x' >/dev/null; ls z-*"),
+    Snippet("sbatch", "separate_error", "sub -o o.txt -e e.txt --wrap 'echo out; echo err >&2' >/dev/null; cat o.txt e.txt"),
+    Snippet("sbatch", "error_only", "id=$(sub -e e.txt --wrap 'echo out; echo err >&2'); cat e.txt slurm-$id.out"),
+    Snippet("sbatch", "chdir_output", "mkdir d; sub -D d -o o.txt --wrap pwd >/dev/null; sed 's|.*/||' d/o.txt"),
+    Snippet("sbatch", "input_file", "echo fromfile > in.txt; sub -i in.txt -o o.txt --wrap cat >/dev/null; cat o.txt"),
+    # ---- --open-mode
+    Snippet("sbatch", "open_mode_append", "echo old > o.txt; sub -o o.txt --open-mode=append --wrap 'echo new' >/dev/null; cat o.txt"),
+    Snippet("sbatch", "open_mode_truncate", "echo old > o.txt; sub -o o.txt --open-mode=truncate --wrap 'echo new' >/dev/null; cat o.txt"),
+    Snippet("sbatch", "open_mode_env", "echo old > o.txt; SBATCH_OPEN_MODE=append sub -o o.txt --wrap 'echo new' >/dev/null; cat o.txt"),
+    Snippet("sbatch", "open_mode_bad", "sbatch --open-mode=sideways --wrap true; echo rc=$?"),
+    # ---- --wrap and stdin scripts
+    Snippet("sbatch", "wrap_name", "id=$(sub -o o.txt --wrap 'echo $SLURM_JOB_NAME; echo $0'); cat o.txt"),
+    Snippet("sbatch", "wrap_shell", "sub -o o.txt --wrap 'echo $BASH_VERSION | cut -c1' >/dev/null; cat o.txt"),
+    Snippet("sbatch", "stdin_name", "sub -o o.txt <<'EOF' >/dev/null; cat o.txt\n#!/bin/bash\necho $SLURM_JOB_NAME\nEOF"),
+    Snippet("sbatch", "stdin_empty", "sbatch < /dev/null; echo rc=$?"),
+    # ---- #SBATCH parsing
+    Snippet("sbatch", "directive_name", "printf '#!/bin/bash\\n#SBATCH -J fromdir\\necho $SLURM_JOB_NAME\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_after_command", "printf '#!/bin/bash\\necho hi\\n#SBATCH -J late\\necho $SLURM_JOB_NAME\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_after_blank_and_comment", "printf '#!/bin/bash\\n\\n# note\\n#SBATCH -J kept\\necho $SLURM_JOB_NAME\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_spaced_ignored", "printf '#!/bin/bash\\n# SBATCH -J spaced\\necho $SLURM_JOB_NAME\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_lowercase_ignored", "printf '#!/bin/bash\\n#sbatch -J lower\\necho $SLURM_JOB_NAME\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_quoted", "printf '#!/bin/bash\\n#SBATCH --job-name=\"a b\"\\necho \"$SLURM_JOB_NAME\"\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_trailing_comment", "printf '#!/bin/bash\\n#SBATCH -J named # why\\necho \"$SLURM_JOB_NAME\"\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_two_per_line", "printf '#!/bin/bash\\n#SBATCH -J two -n 2\\necho $SLURM_JOB_NAME $SLURM_NTASKS\\n' > j.sh; sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_cli_wins", "printf '#!/bin/bash\\n#SBATCH -J dir\\necho $SLURM_JOB_NAME\\n' > j.sh; sub -o o -J cli j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_env_wins", "printf '#!/bin/bash\\n#SBATCH -J dir\\necho $SLURM_JOB_NAME\\n' > j.sh; SBATCH_JOB_NAME=env sub -o o j.sh >/dev/null; cat o"),
+    Snippet("sbatch", "directive_output", "printf '#!/bin/bash\\n#SBATCH -o dir-%%j.txt\\necho x\\n' > j.sh; sub j.sh >/dev/null; ls dir-*"),
+    Snippet("sbatch", "directive_bad_option", "printf '#!/bin/bash\\n#SBATCH --no-such-option\\necho x\\n' > j.sh; sbatch j.sh; echo rc=$?"),
+    Snippet("sbatch", "no_shebang", "printf 'echo x\\n' > j.sh; sbatch j.sh; echo rc=$?"),
+    # ---- input environment
+    Snippet("sbatch", "env_job_name", "SBATCH_JOB_NAME=envjob sub -o o --wrap 'echo $SLURM_JOB_NAME' >/dev/null; cat o"),
+    Snippet("sbatch", "env_partition_bad", "SBATCH_PARTITION=nosuchpart sbatch --wrap true; echo rc=$?"),
+    Snippet("sbatch", "env_timelimit_bad", "SBATCH_TIMELIMIT=bogus sbatch --wrap true; echo rc=$?"),
+    Snippet("sbatch", "env_export_none", "FOO=1 SBATCH_EXPORT=NONE sub -o o --wrap 'echo FOO=$FOO' >/dev/null; cat o"),
+    # ---- output and errors of sbatch itself
+    Snippet("sbatch", "submitted_line", "sbatch -o /dev/null --wrap true | sed 's/[0-9][0-9]*/N/'"),
+    Snippet("sbatch", "parsable", "sbatch --parsable -o /dev/null --wrap true | sed 's/[0-9][0-9]*/N/'"),
+    Snippet("sbatch", "quiet", "sbatch -Q -o /dev/null --wrap true; echo rc=$?"),
+    Snippet("sbatch", "missing_script", "sbatch nosuch.sh; echo rc=$?"),
+    Snippet("sbatch", "bad_option", "sbatch --no-such-option --wrap true; echo rc=$?"),
+    Snippet("sbatch", "bad_partition", "sbatch -p nosuchpart --wrap true; echo rc=$?"),
+    Snippet("sbatch", "bad_time", "sbatch -t bogus --wrap true; echo rc=$?"),
+    Snippet("sbatch", "bad_array", "sbatch --array=5-1 --wrap true; echo rc=$?"),
+    Snippet("sbatch", "bad_dependency_syntax", "sbatch -d afterok:abc --wrap true; echo rc=$?"),
+    Snippet("sbatch", "bad_ntasks", "sbatch -n 0 --wrap true; echo rc=$?"),
+    Snippet("sbatch", "bad_mem", "sbatch --mem=lots --wrap true; echo rc=$?"),
+    Snippet("sbatch", "exit_code_wait", "sbatch -W -o /dev/null --wrap 'exit 3' >/dev/null; echo rc=$?"),
+    # ---- the dependency and reason right after submission
+    Snippet("squeue", "dependency_at_submit", 'a=$(sbatch --parsable -o /dev/null --wrap "sleep 3"); b=$(sbatch --parsable -o /dev/null -d afterok:$a --wrap true); squeue -h -j $b -o "%i|%E|%r|%T"; wj $b'),
+    Snippet("squeue", "begin_at_submit", 'b=$(sbatch --parsable -o /dev/null --begin=now+1hour --wrap true); squeue -h -j $b -o "%i|%r|%T"; scancel $b'),
+    Snippet("squeue", "hold_at_submit", 'b=$(sbatch --parsable -o /dev/null -H --wrap true); squeue -h -j $b -o "%i|%r|%T"; scancel $b'),
+    Snippet("scontrol", "dependency_at_submit", 'a=$(sbatch --parsable -o /dev/null --wrap "sleep 3"); b=$(sbatch --parsable -o /dev/null -d afterok:$a --wrap true); scontrol show job $b | grep -oE "(Dependency|Reason)=[^ ]*"; wj $b'),
+    # ---- scontrol show job: the files actually written
+    Snippet("scontrol", "stdout_default", 'id=$(sub --wrap "echo x"); scontrol show job $id | grep -oE "(StdOut|StdErr|StdIn)=[^ ]*"; ls slurm-*'),
+    Snippet("scontrol", "stdout_array", 'id=$(sub --array=2 --wrap "echo x"); scontrol show job ${id}_2 | grep -oE "(StdOut|StdErr)=[^ ]*"; ls slurm-*'),
+    Snippet("scontrol", "stdout_pattern", 'id=$(sub -J nm -o "%x-%j.o" -e "%x.e" --wrap "echo x"); scontrol show job $id | grep -oE "(StdOut|StdErr)=[^ ]*"'),
+    Snippet("scontrol", "job_name_and_command", 'id=$(sub -o /dev/null --wrap "true"); scontrol show job $id | grep -oE "(JobName|Command)=[^ ]*"'),
+    Snippet("scontrol", "num_tasks_cpus", 'id=$(sub -o /dev/null -n 2 -c 2 --wrap "true"); scontrol show job $id | grep -oE "(NumTasks|CPUs/Task|NumCPUs)=[^ ]*"'),
+    # ---- scancel --signal semantics
+    Snippet("scancel", "signal_steps_only", _SIG + "scancel --signal=USR1 $id; wj $id; cat out"),
+    Snippet("scancel", "signal_batch", _SIG + "scancel -b --signal=USR1 $id; sleep 0.5; scancel $id; wj $id; grep -c 'shell got' out"),
+    Snippet("scancel", "signal_full", _SIG + "scancel --full --signal=USR1 $id; wj $id; LC_ALL=C sort out"),
+    Snippet("scancel", "signal_no_steps", 'id=$(sbatch --parsable -o out --wrap "trap \\"echo got\\" USR1; sleep 2 & wait; echo end"); sleep 1; scancel -s USR1 $id; wj $id; cat out'),
+    Snippet("scancel", "cancel_unknown", "scancel 999999; echo rc=$?"),
+    Snippet("scancel", "bad_signal", "scancel --signal=NOPE 999999; echo rc=$?"),
+    # ---- srun steps inside a batch job
+    Snippet("srun", "step_id_env", 'sub -o o -n 2 --wrap "srun -n 1 printenv SLURM_STEP_ID SLURM_STEPID SLURM_STEP_NUM_TASKS; srun -n 2 printenv SLURM_STEP_ID | sort" >/dev/null; cat o'),
+    Snippet("srun", "step_gtids", 'sub -o o -n 2 --wrap "srun -n 2 bash -c \'echo \\$SLURM_PROCID \\$SLURM_GTIDS \\$SLURM_LOCALID\' | sort" >/dev/null; cat o'),
+    Snippet("srun", "step_ntasks_env", 'sub -o o -n 2 --wrap "srun -n 2 printenv SLURM_NTASKS SLURM_NPROCS | sort" >/dev/null; cat o'),
+)
+
+
+def all_case_ids() -> list[str]:
+    """Every case id, in order (used by the documentation to count cases per command)."""
+    ids = [f"env/{s}/{v}" for s in ENV_OPTION_SETS for v in ENV_VARIABLES]
+    ids += [f"env/{s}/names" for s in ENV_OPTION_SETS]
+    ids += [s.id for s in SNIPPETS]
+    return ids
+
+
+def command_of(case_id: str) -> str:
+    """The command a case is counted under: ``env`` cases are sbatch's output environment."""
+    head = case_id.split("/", 1)[0]
+    return "sbatch (environment)" if head == "env" else head
