@@ -108,6 +108,9 @@ def prepare_step(argv: list[str], environ: dict[str, str], cwd: str):  # -> (pb.
         overlap=bool(opts.overlap),
         work_dir=work_dir,
         nodelist=nodelist,
+        ntasks_per_node=opts.ntasks_per_node or 0,
+        kill_on_bad_exit=bool(opts.kill_on_bad_exit),
+        mpi=opts.mpi or "",
     )
     return spec, opts
 

@@ -807,8 +807,20 @@ class ClusterState:
                 f"Requested node configuration is not available: {spec.num_nodes} nodes asked, "
                 f"{len(nodes)} in the allocation",
             )
-        tasks = spec.num_tasks or (spec.num_nodes or len(nodes))
-        count = spec.num_nodes or min(len(nodes), tasks)
+        per = spec.ntasks_per_node
+        if per:
+            count = spec.num_nodes or (
+                min(len(nodes), -(-spec.num_tasks // per)) if spec.num_tasks else len(nodes)
+            )
+            tasks = spec.num_tasks or per * count
+            if tasks > per * count:
+                return Rejected(
+                    "INVALID_ARGUMENT",
+                    f"{tasks} tasks do not fit {count} node(s) at --ntasks-per-node={per}",
+                )
+        else:
+            tasks = spec.num_tasks or (spec.num_nodes or len(nodes))
+            count = spec.num_nodes or min(len(nodes), tasks)
         if tasks < count:
             return Rejected("INVALID_ARGUMENT", f"fewer tasks ({tasks}) than nodes ({count})")
         chosen = nodes[:count]
