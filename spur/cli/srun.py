@@ -80,6 +80,13 @@ def prepare_step(argv: list[str], environ: dict[str, str], cwd: str):  # -> (pb.
     opts, cli_opts, command = parse_option_layers(PROG, argv, environ, USAGE, drop_env=("job_name",))
     if not command:
         raise CliError("srun: fatal: No command given to execute.", exit_code=1)
+    if opts.mpi:
+        from spur.core.mpi import check_mpi_type
+
+        try:
+            check_mpi_type(opts.mpi)
+        except ValueError as exc:
+            raise CliError(f"srun: error: {exc}") from None
     ntasks = opts.ntasks or 0
     nodes = opts.nodes_min or 0
     if cli_opts.nodes_min is None and ntasks and nodes > ntasks:
@@ -115,10 +122,26 @@ def prepare_step(argv: list[str], environ: dict[str, str], cwd: str):  # -> (pb.
     return spec, opts
 
 
+def _mpi_list_asked(argv: list[str]) -> bool:
+    """``--mpi=list`` (or ``--mpi list``) among srun's own options, before the command."""
+    from spur.core.job_options import JobOptionError, parse_job_options
+
+    try:
+        opts, _command = parse_job_options(argv, command=PROG)
+    except JobOptionError:
+        return False  # the real parse reports it
+    return opts.mpi == "list"
+
+
 def main(argv: list[str]) -> int:
     import trio
 
     environ = dict(os.environ)
+    if _mpi_list_asked(argv):
+        from spur.core.mpi import mpi_list_text
+
+        sys.stdout.write(mpi_list_text())
+        return 0
     try:
         job_id = step_job_id(argv, environ)
         if job_id is not None:

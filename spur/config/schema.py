@@ -152,6 +152,10 @@ class ControllerSchema(SectionSchema):
             '"Resource temporarily unavailable" (RESOURCE_EXHAUSTED) and clients back off and retry.'
         ),
     )
+    mpi_default = f.Str(
+        validate=fields.validate.OneOf(["none", "pmi2"], error="must be one of {choices}"),
+        metadata=doc("The MPI type of a step whose srun gives no --mpi, like Slurm's MpiDefault (none, pmi2)."),
+    )
     max_job_count = f.Int(
         validate=f.at_least(1),
         metadata=doc(
