@@ -152,16 +152,16 @@ class ControllerSchema(SectionSchema):
             '"Resource temporarily unavailable" (RESOURCE_EXHAUSTED) and clients back off and retry.'
         ),
     )
-    mpi_default = f.Str(
-        validate=fields.validate.OneOf(["none", "pmi2"], error="must be one of {choices}"),
-        metadata=doc("The MPI type of a step whose srun gives no --mpi, like Slurm's MpiDefault (none, pmi2)."),
-    )
     max_job_count = f.Int(
         validate=f.at_least(1),
         metadata=doc(
             "Jobs not yet finished (pending or running), at most, like Slurm's MaxJobCount; beyond it "
             'submissions are refused with "Resource temporarily unavailable" until jobs end.'
         ),
+    )
+    mpi_default = f.Str(
+        validate=fields.validate.OneOf(["none", "pmi2"], error="must be one of {choices}"),
+        metadata=doc("The MPI type of a step whose srun gives no --mpi, like Slurm's MpiDefault (none, pmi2)."),
     )
 
     def check(self, obj: ControllerConfig) -> None:
