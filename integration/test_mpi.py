@@ -62,6 +62,14 @@ def mpi_cluster(tmp_path):
 ROOT_OK = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
 
 
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (every host shares this PID namespace)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def ring(stack: MpiStack, tmp_path: Path) -> Path:
     reason = mpi_missing(stack)
     if reason:
@@ -128,3 +136,39 @@ def test_steps_honour_what_mpi_launchers_ask(mpi_cluster, tmp_path):
         f"task 2 on {second}",
         f"task 3 on {second}",
     ]
+
+
+KILL_ON_BAD_EXIT = """#!/bin/sh
+mkdir -p pids
+srun -K -N2 --ntasks-per-node=2 sh -c '
+  if [ $SLURM_PROCID = 3 ]; then while [ $(ls pids | wc -l) -lt 3 ]; do sleep 0.1; done; exit 5; fi
+  echo $(hostname) $$ > pids/$SLURM_PROCID; exec sleep 300'
+echo srun-rc=$?
+srun -N1 -n1 true
+"""
+
+
+def test_a_failing_rank_with_kill_on_bad_exit_ends_the_step_on_every_host(mpi_cluster, tmp_path):
+    cluster, _hosts = mpi_cluster
+    (tmp_path / "k.sh").write_text(KILL_ON_BAD_EXIT)
+    out = cluster.cli(
+        "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", "k.out", "k.sh", cwd=tmp_path
+    )
+    job_id = int(out.stdout)
+    job = cluster.wait_job(job_id, "COMPLETED", "FAILED", timeout=60)
+    text = (tmp_path / "k.out").read_text()
+    first, second = [a.node for a in job.allocation]
+    assert "srun-rc=5" in text.splitlines(), text
+    assert f"srun: Terminating StepId={job_id}.0" in text, text
+    assert f"srun: error: {second}: tasks 2-3: Exited with exit code 5" in text, text
+    assert f"srun: error: {first}: tasks 0-1: Terminated" in text, text
+    for rank in range(3):
+        host, pid = (tmp_path / "pids" / str(rank)).read_text().split()
+        assert host == (first if rank < 2 else second)
+        assert not running(int(pid)), f"rank {rank} ({pid} on {host}) outlived the step"
+    steps = {s.step_id: s for s in cluster.job(job_id).steps}
+    assert sorted(steps) == [0, 1]
+    assert (steps[0].state, steps[0].exit_code, steps[1].state) == ("FAILED", 5, "COMPLETED")
+    sacct = cluster.cli("sacct", "-j", str(job_id), "-n", "-P", "--format=JobID,State,ExitCode").stdout
+    rows = [line.split("|")[:2] for line in sacct.splitlines()]
+    assert [f"{job_id}.0", "FAILED"] in rows and [f"{job_id}.1", "COMPLETED"] in rows, sacct

@@ -450,12 +450,19 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
             await cancel_step()
             return 1
 
+        aborting: list[str] = []
+
         async def stream(name: str) -> None:
             request = pb.StreamOutputRequest(job_id=job_id, step_id=step.step_id, follow=True)
             try:
                 async for chunk in stubs[name].StreamOutput(request):
                     if chunk.stream == "exit":
                         results[name] = (chunk.exit_code, chunk.signal)
+                        if spec.kill_on_bad_exit and (chunk.exit_code or chunk.signal) and not aborting:
+                            # -K: one failed task ends the step on every node (Slurm's words).
+                            aborting.append(name)
+                            print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
+                            await cancel_step()
                     else:
                         writer.write(chunk.task, chunk.stream, chunk.data)
             except RpcError as exc:
@@ -480,13 +487,16 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     exit_code, sig = 0, 0
     for name, first, count in placements:
         code, node_sig = results.get(name, (1, 0))
-        if node_sig:
+        if node_sig and not (code and name in aborting):
             print(f"srun: error: {name}: {_ranks(first, count)}: {_signal_name(node_sig)}", file=sys.stderr)
         elif code:
             print(
                 f"srun: error: {name}: {_ranks(first, count)}: Exited with exit code {code}", file=sys.stderr
             )
         exit_code, sig = max(exit_code, code), sig or node_sig
+    if aborting:  # -K: the task that failed decides, not the ones the abort killed
+        code, node_sig = results[aborting[0]]
+        return code or 128 + node_sig
     return 128 + sig if sig else exit_code
 
 

@@ -850,7 +850,7 @@ class ClusterState:
         step.signal = step.signal or cmd.signal
         if len(step.exited_nodes) < len(step.allocation) and not cmd.launch_failed:
             return True
-        if cmd.cancelled:
+        if cmd.cancelled and not step.exit_code:  # a task that failed first (-K) makes it FAILED
             step.state = JobState.CANCELLED
         elif step.exit_code or step.signal or cmd.launch_failed:
             step.state = JobState.FAILED
