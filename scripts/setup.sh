@@ -73,6 +73,15 @@ fi
 if ! command -v tcpdump >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   step "installing tcpdump (the TLS capture test records loopback traffic)" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y tcpdump || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y tcpdump; }'
 fi
+# The MPI tests (integration/test_mpi.py) compile a ring program with both Debian MPI stacks. Their
+# mpicc/mpirun alternatives compete, so the tests call the explicit names (mpicc.mpich, mpiexec.hydra,
+# mpicc.openmpi, mpirun.openmpi) and this checks for exactly those.
+if { ! command -v mpicc.mpich >/dev/null 2>&1 || ! command -v mpiexec.hydra >/dev/null 2>&1 \
+  || ! command -v mpicc.openmpi >/dev/null 2>&1 || ! command -v mpirun.openmpi >/dev/null 2>&1; } \
+  && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  mpi_pkgs='mpich libmpich-dev openmpi-bin libopenmpi-dev'
+  step "installing MPICH and Open MPI (the MPI tests: $mpi_pkgs)" sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y $mpi_pkgs || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $mpi_pkgs; }"
+fi
 command -v wireguard-go >/dev/null 2>&1 || say "note: no wireguard-go here (as root, setup installs it); spur net join then needs the kernel WireGuard module"
 
 # `man sbatch`: man-db searches .venv/share/man by itself when .venv/bin is on PATH.

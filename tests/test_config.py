@@ -140,6 +140,7 @@ election_timeout_max_ms = 600
 heartbeat_ms = 50
 max_submit_queue = 64
 max_job_count = 5000
+mpi_default = "pmi2"
 
 [scheduler]
 interval_secs = 0.5

@@ -264,6 +264,7 @@ def build_step_environment(
         "SLURM_TASKS_PER_NODE": per_node,
         "SLURM_NODEID": str(index),
     }
+    slurm["SLURM_MPI_TYPE"] = step.spec.mpi or "none"
     if step.spec.cpus_per_task > 0:
         slurm["SLURM_CPUS_PER_TASK"] = str(step.spec.cpus_per_task)
     if step.spec.unbuffered:

@@ -89,6 +89,7 @@ class LaunchSpec:
     warn_signal: int = 0
     warn_secs: int = 0
     suspended_secs: float = 0.0  # time the job had spent suspended when this was resolved
+    kill_on_bad_exit: bool = False  # step -K: the first task that fails ends this node's other tasks
 
     @property
     def is_step(self) -> bool:
@@ -392,6 +393,7 @@ def build_step_launch_spec(
         warn_signal=warn.signum if warn else 0,
         warn_secs=warn.secs if warn else 0,
         suspended_secs=job.suspended_secs,
+        kill_on_bad_exit=sspec.kill_on_bad_exit,
     )
 
 

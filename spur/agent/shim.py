@@ -199,9 +199,30 @@ class _Tasks:
             with contextlib.suppress(OSError):
                 os.killpg(self.pgid, signum)
 
+    def _reap_killing_on_bad_exit(self) -> None:
+        """Reap tasks as they end; the first that fails (or never started) kills the others (-K)."""
+        live = {p.pid: p for _r, p, _c, _m in self.procs if p is not None}
+        bad = any(p is None for _r, p, _c, _m in self.procs)
+        while True:
+            if bad and self.pgid:
+                with contextlib.suppress(OSError):
+                    os.killpg(self.pgid, signal.SIGKILL)
+            if not live:
+                return
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                return
+            proc = live.pop(pid, None)
+            if proc is not None:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                bad = bad or proc.returncode != 0
+
     def wait(self) -> dict[str, Any]:
         results = []
         messages = []
+        if self.spec.kill_on_bad_exit:
+            self._reap_killing_on_bad_exit()
         for rank, proc, code, msg in self.procs:
             if proc is not None:
                 rc = proc.wait()

@@ -69,6 +69,7 @@ JOB_OPTION_HELP: dict[str, tuple[str, str, str]] = {
     "label": (OUTPUT, "", "prepend the task number to lines of output"),
     "pty": (OUTPUT, "", "run task zero in pseudo terminal"),
     "mpi": (PARALLEL, "TYPE", "type of MPI being used"),
+    "kill-on-bad-exit": (PARALLEL, "[0|1]", "kill the step if any task exits with a non-zero code"),
     "cpu-bind": (RESOURCES, "TYPE", "bind tasks to CPUs"),
     "overlap": (RESOURCES, "", "let the step share resources with other steps"),
     "jobid": (PARALLEL, "ID", "run the step inside this existing job allocation"),

@@ -331,7 +331,10 @@ def show(rest: list[str]) -> int:
     what, arg = rest[0].lower(), (rest[1] if len(rest) > 1 else "")
     try:
         if what == "hostnames":
-            for name in expand(arg):
+            # Slurm: with no list, the allocation's (MPI launchers call it inside jobs this way).
+            import os
+
+            for name in expand(arg or os.environ.get("SLURM_JOB_NODELIST", "")):
                 print(name)
             return 0
         if what == "hostlist":

@@ -80,6 +80,13 @@ def prepare_step(argv: list[str], environ: dict[str, str], cwd: str):  # -> (pb.
     opts, cli_opts, command = parse_option_layers(PROG, argv, environ, USAGE, drop_env=("job_name",))
     if not command:
         raise CliError("srun: fatal: No command given to execute.", exit_code=1)
+    if opts.mpi:
+        from spur.core.mpi import check_mpi_type
+
+        try:
+            check_mpi_type(opts.mpi)
+        except ValueError as exc:
+            raise CliError(f"srun: error: {exc}") from None
     ntasks = opts.ntasks or 0
     nodes = opts.nodes_min or 0
     if cli_opts.nodes_min is None and ntasks and nodes > ntasks:
@@ -108,14 +115,33 @@ def prepare_step(argv: list[str], environ: dict[str, str], cwd: str):  # -> (pb.
         overlap=bool(opts.overlap),
         work_dir=work_dir,
         nodelist=nodelist,
+        ntasks_per_node=opts.ntasks_per_node or 0,
+        kill_on_bad_exit=bool(opts.kill_on_bad_exit),
+        mpi=opts.mpi or "",
     )
     return spec, opts
+
+
+def _mpi_list_asked(argv: list[str]) -> bool:
+    """``--mpi=list`` (or ``--mpi list``) among srun's own options, before the command."""
+    from spur.core.job_options import JobOptionError, parse_job_options
+
+    try:
+        opts, _command = parse_job_options(argv, command=PROG)
+    except JobOptionError:
+        return False  # the real parse reports it
+    return opts.mpi == "list"
 
 
 def main(argv: list[str]) -> int:
     import trio
 
     environ = dict(os.environ)
+    if _mpi_list_asked(argv):
+        from spur.core.mpi import mpi_list_text
+
+        sys.stdout.write(mpi_list_text())
+        return 0
     try:
         job_id = step_job_id(argv, environ)
         if job_id is not None:
@@ -424,12 +450,19 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
             await cancel_step()
             return 1
 
+        aborting: list[str] = []
+
         async def stream(name: str) -> None:
             request = pb.StreamOutputRequest(job_id=job_id, step_id=step.step_id, follow=True)
             try:
                 async for chunk in stubs[name].StreamOutput(request):
                     if chunk.stream == "exit":
                         results[name] = (chunk.exit_code, chunk.signal)
+                        if spec.kill_on_bad_exit and (chunk.exit_code or chunk.signal) and not aborting:
+                            # -K: one failed task ends the step on every node (Slurm's words).
+                            aborting.append(name)
+                            print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
+                            await cancel_step()
                     else:
                         writer.write(chunk.task, chunk.stream, chunk.data)
             except RpcError as exc:
@@ -454,13 +487,16 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     exit_code, sig = 0, 0
     for name, first, count in placements:
         code, node_sig = results.get(name, (1, 0))
-        if node_sig:
+        if node_sig and not (code and name in aborting):
             print(f"srun: error: {name}: {_ranks(first, count)}: {_signal_name(node_sig)}", file=sys.stderr)
         elif code:
             print(
                 f"srun: error: {name}: {_ranks(first, count)}: Exited with exit code {code}", file=sys.stderr
             )
         exit_code, sig = max(exit_code, code), sig or node_sig
+    if aborting:  # -K: the task that failed decides, not the ones the abort killed
+        code, node_sig = results[aborting[0]]
+        return code or 128 + node_sig
     return 128 + sig if sig else exit_code
 
 

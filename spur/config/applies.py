@@ -79,6 +79,7 @@ APPLIES: dict[str, Mark] = {
     "controller.heartbeat_ms": CTLD,
     "controller.max_submit_queue": CTLD,
     "controller.max_job_count": CTLD,
+    "controller.mpi_default": CTLD,
     # [scheduler]
     "scheduler.interval_secs": LIVE,
     "scheduler.min_interval_secs": LIVE,

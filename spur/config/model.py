@@ -62,6 +62,7 @@ class ControllerConfig:
     heartbeat_ms: int = 200
     max_submit_queue: int = 256
     max_job_count: int = 100_000
+    mpi_default: str = "none"
 
 
 @dataclass(frozen=True)

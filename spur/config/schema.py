@@ -159,6 +159,10 @@ class ControllerSchema(SectionSchema):
             'submissions are refused with "Resource temporarily unavailable" until jobs end.'
         ),
     )
+    mpi_default = f.Str(
+        validate=fields.validate.OneOf(["none", "pmi2"], error="must be one of {choices}"),
+        metadata=doc("The MPI type of a step whose srun gives no --mpi, like Slurm's MpiDefault (none, pmi2)."),
+    )
 
     def check(self, obj: ControllerConfig) -> None:
         if obj.node_timeout_secs <= obj.heartbeat_interval_secs:

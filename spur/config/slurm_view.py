@@ -27,6 +27,7 @@ def slurm_rows(cfg: SpurConfig, config_file: str = "", state_dir: str = "") -> l
         ("AccountingStorageEnforce", enforce),
         ("EnforcePartLimits", s.enforce_part_limits),
         ("KillWait", f"{c.kill_grace_secs} sec"),
+        ("MpiDefault", c.mpi_default),
         ("PriorityDecayHalfLife", p.decay_half_life),
         ("PriorityMaxAge", p.max_age),
         ("PriorityType", "priority/multifactor"),

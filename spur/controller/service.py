@@ -12,6 +12,7 @@ import trio
 from spur.auth.admin import is_admin, permission_denied
 from spur.auth.identity import Identity, IdentityError, require_identity
 from spur.core.job import JobState
+from spur.core.mpi import check_mpi_type
 from spur.rpc import convert
 from spur.rpc.jobinfo_cache import JobInfoCache
 from spur.rpc.proto import spur_pb2 as pb
@@ -243,6 +244,11 @@ class ControllerService:
         spec = convert.step_spec_from_proto(request.spec)
         if not spec.argv:
             raise RpcError(StatusCode.INVALID_ARGUMENT, "a step needs a command to run")
+        spec.mpi = spec.mpi or self.ctl.cfg.controller.mpi_default
+        try:
+            check_mpi_type(spec.mpi)
+        except ValueError as exc:
+            raise RpcError(StatusCode.INVALID_ARGUMENT, str(exc)) from None
         step = await self.ctl.propose(
             c.CreateStep(request.job_id, spec, ident.uid, self.ctl.clock.wall(), admin=is_admin(ident, self.ctl.state))
         )

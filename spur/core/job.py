@@ -92,6 +92,9 @@ class StepSpec:
     overlap: bool = False
     work_dir: str = ""
     nodelist: list[str] = field(default_factory=list)
+    ntasks_per_node: int = 0  # 0: tasks spread evenly over the step's nodes
+    kill_on_bad_exit: bool = False  # -K: a task that fails ends every task of the step
+    mpi: str = ""  # --mpi plugin ("none", "pmi2"); "" = the cluster's MpiDefault
 
 
 @dataclass(slots=True)

@@ -143,6 +143,7 @@ class JobOptions:
     label: bool | None = None
     pty: bool | None = None
     mpi: str | None = None
+    kill_on_bad_exit: bool | None = None
     cpu_bind: str | None = None
     overlap: bool | None = None
     uid: str | None = None
@@ -266,6 +267,16 @@ def _check_hostlist(value: str) -> None:
 
 def _check_gres(value: str) -> None:
     parse_gres([value])
+
+
+def _kill_on_bad_exit(value: str | None, _cur: JobOptions) -> dict[str, Any]:
+    """``-K``/``--kill-on-bad-exit[=0|1]`` (Slurm: a bare flag means 1)."""
+    if value is None:
+        return {"kill_on_bad_exit": True}
+    try:
+        return {"kill_on_bad_exit": int(value) != 0}
+    except ValueError:
+        raise _BadValue from None
 
 
 def _exclusive(value: str | None, _cur: JobOptions) -> dict[str, Any]:
@@ -400,6 +411,7 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("label", "l", "none", _flag("label"), _SR),
     _Opt("pty", None, "none", _flag("pty"), _SR),
     _Opt("mpi", None, "required", _nonempty("mpi"), _SR),
+    _Opt("kill-on-bad-exit", "K", "optional", _kill_on_bad_exit, _SR),
     _Opt("cpu-bind", None, "required", _nonempty("cpu_bind")),
     _Opt("overlap", None, "none", _flag("overlap"), _SR),
     _Opt("jobid", None, "required", _int_field("jobid", 1, MAX_JOB_ID), _SR),
@@ -445,7 +457,12 @@ def _apply(opts: JobOptions, opt: _Opt, value: str | None, command: str, source:
         setattr(opts, key, val)
 
 
+# Spellings Slurm's getopt tables also accept (Open MPI's mpirun passes --cpu_bind to srun).
+_UNDERSCORE_ALIASES = {"cpu_bind": "cpu-bind", "mem_bind": "mem-bind"}
+
+
 def _lookup_long(name: str, longs: Mapping[str, _Opt], command: str) -> _Opt:
+    name = _UNDERSCORE_ALIASES.get(name, name)
     if name in longs:
         return longs[name]
     matches = [opt for long, opt in longs.items() if name and long.startswith(name)]
@@ -625,6 +642,7 @@ ENV_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
         ("SLURM_JOB_ID", "jobid"),
         ("SLURM_JOB_NAME", "job-name"),
         ("SLURM_JOB_NUM_NODES", "nodes"),
+        ("SLURM_KILL_BAD_EXIT", "kill-on-bad-exit"),
         ("SLURM_LABELIO", "label"),
         ("SLURM_MEM_PER_CPU", "mem-per-cpu"),
         ("SLURM_MEM_PER_NODE", "mem"),

@@ -131,6 +131,9 @@ MESSAGES = {
         (11, "overlap", "bool", "singular", ""),
         (12, "work_dir", "string", "singular", ""),
         (13, "nodelist", "string", "repeated", ""),
+        (14, "ntasks_per_node", "uint32", "singular", ""),
+        (15, "kill_on_bad_exit", "bool", "singular", ""),
+        (16, "mpi", "string", "singular", ""),
     ),
     "spur.v1.StepSpec.EnvironmentEntry": (
         (1, "key", "string", "singular", ""),

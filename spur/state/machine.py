@@ -824,8 +824,20 @@ class ClusterState:
                 f"Requested node configuration is not available: {spec.num_nodes} nodes asked, "
                 f"{len(nodes)} in the allocation",
             )
-        tasks = spec.num_tasks or (spec.num_nodes or len(nodes))
-        count = spec.num_nodes or min(len(nodes), tasks)
+        per = spec.ntasks_per_node
+        if per:
+            count = spec.num_nodes or (
+                min(len(nodes), -(-spec.num_tasks // per)) if spec.num_tasks else len(nodes)
+            )
+            tasks = spec.num_tasks or per * count
+            if tasks > per * count:
+                return Rejected(
+                    "INVALID_ARGUMENT",
+                    f"{tasks} tasks do not fit {count} node(s) at --ntasks-per-node={per}",
+                )
+        else:
+            tasks = spec.num_tasks or (spec.num_nodes or len(nodes))
+            count = spec.num_nodes or min(len(nodes), tasks)
         if tasks < count:
             return Rejected("INVALID_ARGUMENT", f"fewer tasks ({tasks}) than nodes ({count})")
         chosen = nodes[:count]
@@ -855,7 +867,7 @@ class ClusterState:
         step.signal = step.signal or cmd.signal
         if len(step.exited_nodes) < len(step.allocation) and not cmd.launch_failed:
             return True
-        if cmd.cancelled:
+        if cmd.cancelled and not step.exit_code:  # a task that failed first (-K) makes it FAILED
             step.state = JobState.CANCELLED
         elif step.exit_code or step.signal or cmd.launch_failed:
             step.state = JobState.FAILED

@@ -114,7 +114,7 @@ class JobSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gres: _Optional[_Iterable[str]] = ..., time_limit_secs: _Optional[int] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., gpus_total: _Optional[int] = ..., nice: _Optional[int] = ..., nodelist: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., mem_per_cpu_mb: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., hold: _Optional[bool] = ..., comment: _Optional[str] = ..., constraint: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., begin_time: _Optional[float] = ..., no_requeue: _Optional[bool] = ..., signal: _Optional[str] = ..., open_mode: _Optional[str] = ..., qos: _Optional[str] = ..., wckey: _Optional[str] = ..., gpus_per_task: _Optional[int] = ..., kill_on_invalid_dep: _Optional[bool] = ..., ntasks_per_gpu: _Optional[int] = ..., allocation_only: _Optional[bool] = ...) -> None: ...
 
 class StepSpec(_message.Message):
-    __slots__ = ("argv", "name", "num_tasks", "num_nodes", "cpus_per_task", "stdout_pattern", "stderr_pattern", "environment", "unbuffered", "label", "overlap", "work_dir", "nodelist")
+    __slots__ = ("argv", "name", "num_tasks", "num_nodes", "cpus_per_task", "stdout_pattern", "stderr_pattern", "environment", "unbuffered", "label", "overlap", "work_dir", "nodelist", "ntasks_per_node", "kill_on_bad_exit", "mpi")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +135,9 @@ class StepSpec(_message.Message):
     OVERLAP_FIELD_NUMBER: _ClassVar[int]
     WORK_DIR_FIELD_NUMBER: _ClassVar[int]
     NODELIST_FIELD_NUMBER: _ClassVar[int]
+    NTASKS_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    KILL_ON_BAD_EXIT_FIELD_NUMBER: _ClassVar[int]
+    MPI_FIELD_NUMBER: _ClassVar[int]
     argv: _containers.RepeatedScalarFieldContainer[str]
     name: str
     num_tasks: int
@@ -148,7 +151,10 @@ class StepSpec(_message.Message):
     overlap: bool
     work_dir: str
     nodelist: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, argv: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_nodes: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., unbuffered: _Optional[bool] = ..., label: _Optional[bool] = ..., overlap: _Optional[bool] = ..., work_dir: _Optional[str] = ..., nodelist: _Optional[_Iterable[str]] = ...) -> None: ...
+    ntasks_per_node: int
+    kill_on_bad_exit: bool
+    mpi: str
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., name: _Optional[str] = ..., num_tasks: _Optional[int] = ..., num_nodes: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., unbuffered: _Optional[bool] = ..., label: _Optional[bool] = ..., overlap: _Optional[bool] = ..., work_dir: _Optional[str] = ..., nodelist: _Optional[_Iterable[str]] = ..., ntasks_per_node: _Optional[int] = ..., kill_on_bad_exit: _Optional[bool] = ..., mpi: _Optional[str] = ...) -> None: ...
 
 class StepInfo(_message.Message):
     __slots__ = ("step_id", "spec", "state", "start_time", "end_time", "exit_code", "signal", "allocation", "exited_nodes")

@@ -1,0 +1,174 @@
+"""MPI programs on Spur: Debian's Open MPI and MPICH across netns hosts, each with its own spurd.
+
+A ring program (integration/mpi/ring.c, compiled at test time) passes a token through every rank;
+rank 0 prints the sum. ``mpirun`` inside an allocation starts its remote daemons with ``srun`` steps
+(Open MPI's orted, Hydra's proxies), so these tests exercise steps with --nodes/--nodelist/
+--ntasks-per-node/--kill-on-bad-exit, the compressed SLURM_* variables and output forwarding.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from integration.mesh_hosts import Hosts
+from integration.mpi_hosts import (
+    MPICH,
+    OPENMPI,
+    BridgeCluster,
+    MpiStack,
+    compile_ring,
+    mpi_missing,
+    remove_hosts_files,
+    start_host_spurd,
+    write_hosts_files,
+)
+
+pytestmark = [pytest.mark.integration]
+
+
+def netns_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network and UTS namespaces)"
+    return None
+
+
+@pytest.fixture
+def mpi_cluster(tmp_path):
+    reason = netns_missing()
+    if reason:
+        pytest.skip(reason)
+    hosts = Hosts(tmp_path)
+    cluster = BridgeCluster(tmp_path, conf_extra=f'[auth]\nbroker_socket = "{tmp_path / "auth.sock"}"\n')
+    etc: list[Path] = []
+    try:
+        hosts.create(3)
+        etc = write_hosts_files(hosts)
+        cluster.listen_host = hosts.bridge_ip
+        cluster.start_controller()
+        for host in hosts.hosts:
+            start_host_spurd(hosts, host, cluster, cpus=2)
+        cluster.wait_nodes(*(h.name for h in hosts.hosts))
+        yield cluster, hosts
+    finally:
+        cluster.stop()
+        hosts.cleanup()
+        remove_hosts_files(etc)
+
+
+# Open MPI refuses to run as root without these; the tests run jobs as root.
+ROOT_OK = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (every host shares this PID namespace)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def ring(stack: MpiStack, tmp_path: Path) -> Path:
+    reason = mpi_missing(stack)
+    if reason:
+        pytest.skip(reason)
+    return compile_ring(stack, tmp_path)
+
+
+@pytest.mark.parametrize("stack", [OPENMPI, MPICH], ids=lambda s: s.name)
+def test_mpirun_inside_an_allocation_runs_the_ring_across_hosts(mpi_cluster, tmp_path, stack):
+    cluster, hosts = mpi_cluster
+    exe = ring(stack, tmp_path)
+    wrap = f"{ROOT_OK} {stack.launcher} {exe} --exit 7"
+    out = cluster.cli(
+        "sbatch",
+        "--parsable",
+        "-N2",
+        "--ntasks-per-node=2",
+        "-o",
+        "ring-%j.out",
+        "--wrap",
+        wrap,
+        cwd=tmp_path,
+    )
+    job_id = int(out.stdout.strip())
+    job = cluster.wait_job(job_id, "COMPLETED", "FAILED", "CANCELLED", timeout=90)
+    text = (tmp_path / f"ring-{job_id}.out").read_text()
+    nodes = [a.node for a in job.allocation]
+    assert len(nodes) == 2, job
+    ranks = sorted(line for line in text.splitlines() if line.startswith("rank "))
+    assert len(ranks) == 4, text
+    assert "ring sum 10 over 4 ranks" in text, text
+    per_host = {n: sum(line.endswith(f" on {n}") for line in ranks) for n in nodes}
+    assert per_host == {n: 2 for n in nodes}, text
+    assert (job.state, job.exit_code) == ("FAILED", 7), text
+
+
+LAUNCHER_VIEW = """#!/bin/sh
+echo "tasks=$SLURM_TASKS_PER_NODE cpus=$SLURM_JOB_CPUS_PER_NODE"
+scontrol show hostnames | tr '\\n' ' '; echo
+second=$(scontrol show hostnames $SLURM_JOB_NODELIST | tail -n 1)
+srun --ntasks-per-node=1 --kill-on-bad-exit --cpu_bind=none --nodes=1 --nodelist=$second --ntasks=1 \\
+  sh -c 'echo orted-like on $(hostname) rank $SLURM_PROCID of $SLURM_NTASKS'
+srun -N2 --ntasks-per-node=2 sh -c 'echo task $SLURM_PROCID on $(hostname)' | sort
+"""
+
+
+def test_steps_honour_what_mpi_launchers_ask(mpi_cluster, tmp_path):
+    """The srun forms Open MPI and Hydra use, and the compressed SLURM_* forms they parse."""
+    cluster, _hosts = mpi_cluster
+    (tmp_path / "view.sh").write_text(LAUNCHER_VIEW)
+    out = cluster.cli(
+        "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", "view.out", "view.sh", cwd=tmp_path
+    )
+    job = cluster.wait_job(int(out.stdout), "COMPLETED", "FAILED", timeout=60)
+    text = (tmp_path / "view.out").read_text()
+    first, second = [a.node for a in job.allocation]
+    assert job.state == "COMPLETED", text
+    assert text.splitlines() == [
+        "tasks=2(x2) cpus=2(x2)",
+        f"{first} {second} ",
+        f"orted-like on {second} rank 0 of 1",
+        f"task 0 on {first}",
+        f"task 1 on {first}",
+        f"task 2 on {second}",
+        f"task 3 on {second}",
+    ]
+
+
+KILL_ON_BAD_EXIT = """#!/bin/sh
+mkdir -p pids
+srun -K -N2 --ntasks-per-node=2 sh -c '
+  if [ $SLURM_PROCID = 3 ]; then while [ $(ls pids | wc -l) -lt 3 ]; do sleep 0.1; done; exit 5; fi
+  echo $(hostname) $$ > pids/$SLURM_PROCID; exec sleep 300'
+echo srun-rc=$?
+srun -N1 -n1 true
+"""
+
+
+def test_a_failing_rank_with_kill_on_bad_exit_ends_the_step_on_every_host(mpi_cluster, tmp_path):
+    cluster, _hosts = mpi_cluster
+    (tmp_path / "k.sh").write_text(KILL_ON_BAD_EXIT)
+    out = cluster.cli(
+        "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", "k.out", "k.sh", cwd=tmp_path
+    )
+    job_id = int(out.stdout)
+    job = cluster.wait_job(job_id, "COMPLETED", "FAILED", timeout=60)
+    text = (tmp_path / "k.out").read_text()
+    first, second = [a.node for a in job.allocation]
+    assert "srun-rc=5" in text.splitlines(), text
+    assert f"srun: Terminating StepId={job_id}.0" in text, text
+    assert f"srun: error: {second}: tasks 2-3: Exited with exit code 5" in text, text
+    assert f"srun: error: {first}: tasks 0-1: Terminated" in text, text
+    for rank in range(3):
+        host, pid = (tmp_path / "pids" / str(rank)).read_text().split()
+        assert host == (first if rank < 2 else second)
+        assert not running(int(pid)), f"rank {rank} ({pid} on {host}) outlived the step"
+    steps = {s.step_id: s for s in cluster.job(job_id).steps}
+    assert sorted(steps) == [0, 1]
+    assert (steps[0].state, steps[0].exit_code, steps[1].state) == ("FAILED", 5, "COMPLETED")
+    sacct = cluster.cli("sacct", "-j", str(job_id), "-n", "-P", "--format=JobID,State,ExitCode").stdout
+    rows = [line.split("|")[:2] for line in sacct.splitlines()]
+    assert [f"{job_id}.0", "FAILED"] in rows and [f"{job_id}.1", "COMPLETED"] in rows, sacct
