@@ -271,9 +271,9 @@ async def test_signal_is_delivered_without_cancelling(harness: Harness) -> None:
         async with running(harness.make()) as ex:
             await ex.launch(make_request(11, harness.work, script=script))
             await wait_for_file(harness.work / "slurm-11.out", "ready")
-            ex.signal(11, signal.SIGUSR2)
+            ex.signal(11, signal.SIGUSR2, batch_only=True)  # scancel -b: the batch shell
             report = await ex.wait_finished(11)
-            ex.signal(11, signal.SIGUSR2)  # finished: a no-op
+            ex.signal(11, signal.SIGUSR2, batch_only=True)  # finished: a no-op
             with pytest.raises(UnknownJob):
                 ex.signal(999, 0)
             await ex.launch(make_request(12, harness.work, script=TRAP_TERM))
