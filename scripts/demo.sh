@@ -41,6 +41,6 @@ echo "\$ squeue"; squeue
 echo "\$ sinfo"; sinfo
 while [ -n "$(squeue -h -j 1 -t PD,R,CG 2>/dev/null)" ]; do sleep 0.2; done
 echo "\$ scontrol show job 1 | grep JobState"; scontrol show job 1 | grep JobState
-echo "\$ cat spur-1.out"; cat spur-1.out
+echo "\$ cat slurm-1.out"; cat slurm-1.out
 echo "\$ spur run -- hostname"; spur run -- hostname
 say "done (state and logs in $work)"
