@@ -140,3 +140,28 @@ def test_requests_that_wait_anyway_are_not_tracked() -> None:
     for kw in ({"hold": True}, {"array": "1-2"}, {"begin_time": NOW + 5}, {"partition": "nope"}):
         decision = _decide(log, **kw)
         assert decision.allocation == () and decision.in_flight is None
+
+
+def test_multifactor_priorities_decide_who_is_ahead() -> None:
+    log = Log()
+    register(log, "n1", cpus=4)
+    register(log, "n2", cpus=4)
+    blocker = submit(log, num_tasks=2, num_nodes=2)
+    both = [NodeAllocation("n1", 1, 0, [], 1), NodeAllocation("n2", 1, 0, [], 1)]
+    assert log(c.StartJob(blocker, both, NOW, 1)) is True
+    big = submit(log, num_tasks=8, num_nodes=2)
+
+    def decide(ranks: dict[str, int]):
+        return decide_grant(
+            log.state,
+            spec(),
+            "alice",
+            NOW,
+            place=lambda snap, job: place_now(snap, job),
+            priorities=lambda jobs: {j.job_id: ranks["big" if j.job_id == big else "new"] for j in jobs},
+            limits=None,
+        )
+
+    assert decide({"big": 500, "new": 100}).allocation == ()
+    assert decide({"big": 100, "new": 100}).allocation == ()  # a tie goes to the job already waiting
+    assert [a.node for a in decide({"big": 100, "new": 500}).allocation] == ["n1"]
