@@ -165,3 +165,33 @@ def test_multifactor_priorities_decide_who_is_ahead() -> None:
     assert decide({"big": 500, "new": 100}).allocation == ()
     assert decide({"big": 100, "new": 100}).allocation == ()  # a tie goes to the job already waiting
     assert [a.node for a in decide({"big": 100, "new": 500}).allocation] == ["n1"]
+
+
+def test_account_limits_are_checked_for_the_job_not_yet_submitted() -> None:
+    from spur.state.accounting import AcctAdd, ConfigureAccounting
+
+    log = Log()
+    assert log(ConfigureAccounting("anchor", ["associations", "limits"], 7 * 86400.0)) is not None
+    log(AcctAdd("account", ["physics"], {"grpjobs": "1"}))
+    log(AcctAdd("user", ["alice"], {"account": "physics"}))
+    register(log, "n1", cpus=4)
+    gate = log.state.domains["accounting"].scheduling_gate()
+
+    def decide(in_flight=()):
+        return decide_grant(
+            log.state, spec(), "alice", NOW,
+            place=lambda snap, job: place_now(snap, job), priorities=lambda jobs: {},
+            limits=log.state.domains["accounting"].scheduling_gate(), in_flight=in_flight,
+        )  # fmt: skip
+
+    assert gate is not None
+    first = decide()
+    assert first.allocation  # the user's default account, under its limit
+    # Limits are charged only once applied: while a grant is in flight no other job is granted.
+    assert decide(in_flight=[first.in_flight]).allocation == ()
+    job_id = _submit_with(log, first.allocation)
+    assert log.state.jobs[job_id].state is JobState.RUNNING and log.state.jobs[job_id].spec.account == "physics"
+    assert decide().allocation == ()  # GrpJobs=1 is reached
+    assert log.state.domains["accounting"].scheduling_gate().check_job(
+        log.state.jobs[job_id]
+    ) == log.state.domains["accounting"].scheduling_gate().check(job_id)
