@@ -32,7 +32,8 @@ class SchedulerSpec:
         self, snapshot: SchedSnapshot, job: PendingView, options: dict[str, Any]
     ) -> tuple[NodeAllocation, ...] | None:
         """Where ``job`` (not yet submitted) would start right now on the snapshot's free resources,
-        or None when it does not fit now; ``snapshot.pending`` is empty. This is the immediate grant at
+        or None when it does not fit now; ``snapshot.pending`` is empty and ``snapshot.nodes`` may hold
+        only the nodes it could use now (available members of its partition with a free CPU). This is the immediate grant at
         submission (spur.state.immediate decides when it is asked). Pure. A plugin without this hook
         leaves every job to ``spur_schedule``."""
 

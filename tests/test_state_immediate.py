@@ -195,3 +195,17 @@ def test_account_limits_are_checked_for_the_job_not_yet_submitted() -> None:
     assert log.state.domains["accounting"].scheduling_gate().check_job(
         log.state.jobs[job_id]
     ) == log.state.domains["accounting"].scheduling_gate().check(job_id)
+
+
+def test_the_plugin_is_shown_only_nodes_the_job_could_use_now() -> None:
+    from spur.core.scheduling import NodeView, PartitionView
+    from spur.state.immediate import usable_now
+
+    def view(name: str, free: int, parts=("a",), available: bool = True) -> NodeView:
+        return NodeView(name, 4, free, 8000, 8000, partitions=parts, available=available)
+
+    nodes = (view("full", 0), view("drained", 4, available=False), view("other", 4, ("b",)), view("ok", 1))
+    listed = (view("listed", 2, ()),)
+    parts = (PartitionView("a", ("full", "drained", "ok", "listed")), PartitionView("b", ("other",)))
+    assert [v.name for v in usable_now(nodes + listed, parts, "a")] == ["ok", "listed"]
+    assert [v.name for v in usable_now(nodes, parts, "")] == ["other", "ok"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from spur.core.job import Job, JobSpec, JobState, NodeAllocation, PartitionState
-from spur.core.scheduling import NodeView, PendingView, SchedSnapshot
+from spur.core.scheduling import NodeView, PartitionView, PendingView, SchedSnapshot
 
 if TYPE_CHECKING:
     from spur.state.machine import ClusterState
@@ -113,9 +113,11 @@ def outranked(
     rivals: list[Job] = []
     for other_id in state.sched_index.pending:  # a superset of the pending ids; order is irrelevant
         other = state.jobs.get(other_id)
-        if other is None or other.state is not JobState.PENDING or other.partition != job.partition:
+        if other is None or other.priority == 0 or other.partition != job.partition:
+            continue  # held jobs never outrank (checked first: queues often hold many)
+        if other.state is not JobState.PENDING:
             continue
-        if other.priority == 0 or other.spec.begin_time or other.spec.dependency or other.array_max_running:
+        if other.spec.begin_time or other.spec.dependency or other.array_max_running:
             if running_per_array is None:
                 running_per_array = {}
                 for holder in state.active_jobs():
@@ -158,6 +160,18 @@ def minus_in_flight(nodes: tuple[NodeView, ...], grants: Iterable[NodeAllocation
     return tuple(out)
 
 
+def usable_now(nodes: tuple[NodeView, ...], partitions: Iterable[PartitionView], partition: str) -> tuple[NodeView, ...]:
+    """The nodes a job of ``partition`` could start on now: available members with a free CPU. A
+    placement never uses any other (every job takes a CPU on each of its nodes), so leaving them out
+    of the plugin's snapshot changes no answer and keeps a decision cheap on a busy cluster."""
+    members = {n for p in partitions if p.name == partition for n in p.nodes}
+    return tuple(
+        v
+        for v in nodes
+        if v.available and v.cpus_free > 0 and (not partition or partition in v.partitions or v.name in members)
+    )
+
+
 def decide_grant(
     state: ClusterState,
     spec: JobSpec,
@@ -186,7 +200,10 @@ def decide_grant(
     view = snapshot(state, now, eligible=[])
     prio = priorities([job]).get(job.job_id)
     grants = [a for f in flying for a in f.allocation]
-    view = replace(view, pending=(), nodes=minus_in_flight(view.nodes, grants))
+    nodes = usable_now(minus_in_flight(view.nodes, grants), view.partitions, job.partition)
+    if not nodes:
+        return waiting
+    view = replace(view, pending=(), nodes=nodes)
     allocation = place(view, pending_view(job, prio))
     if not allocation:
         return waiting
