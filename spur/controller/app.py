@@ -130,6 +130,9 @@ class Controller:
         from spur.controller.intake import SubmitGate
 
         self.submit_gate = SubmitGate()  # bounded admission of submissions (spur/controller/intake.py)
+        from spur.controller.immediate import ImmediateGrants
+
+        self.immediate = ImmediateGrants(self)  # leader-only: grants decided at submission, in flight
         # Leader-only, not replicated: when each node last talked to us (trio clock).
         self.last_seen: dict[str, float] = {}
         from spur.controller.launch_watch import LaunchWatch

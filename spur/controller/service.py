@@ -92,9 +92,23 @@ class ControllerService:
             max_in_flight=limits.max_submit_queue,
             max_job_count=limits.max_job_count,
         ):
-            job_id = await self.ctl.propose(
-                c.SubmitJob(spec, ident.user, ident.uid, ident.gid, ident.group, self.ctl.clock.wall())
-            )
+            now = self.ctl.clock.wall()
+            # slurmctld's quick path: a job that can run now starts in its submit entry (see
+            # spur.state.immediate); everything else waits for the scheduler pass.
+            decision = self.ctl.immediate.decide(spec, ident.user, now)
+            with self.ctl.immediate.flying(decision):
+                job_id = await self.ctl.propose(
+                    c.SubmitJob(
+                        spec,
+                        ident.user,
+                        ident.uid,
+                        ident.gid,
+                        ident.group,
+                        now,
+                        grant=list(decision.allocation),
+                        term=self.ctl.raft.term,
+                    )
+                )
         self.ctl.kick_scheduler()
         return pb.SubmitJobResponse(job_id=job_id)
 

@@ -1137,6 +1137,20 @@ class JobLimitGate:
         found = self._lookup(job) if job is not None else None
         return self._tracker.check(*found) if found is not None else ""
 
+    def check_job(self, job: Job) -> str:
+        """``check`` for a job the state may not hold yet (the immediate grant's provisional job):
+        computed afresh, never cached under its id."""
+        if job.job_id in self._domain.state.jobs:
+            return self.check(job.job_id)
+        domain, spec = self._domain, job.spec
+        known = domain.users.get(job.user)
+        account = spec.account or (known.default_account if known is not None else "")
+        assoc = domain.assoc_for(account, job.user, job.partition) if account else None
+        if assoc is None:
+            return "InvalidAccount"  # the submission is refused or charged elsewhere: no quick start
+        qos = spec.qos or assoc.default_qos or ("normal" if "normal" in domain.effective_qos(assoc) else "")
+        return self._tracker.check(assoc.key, qos, job.user, pending_demand(job))
+
     def charge(self, job_id: int) -> None:
         """The plan starts the job: count it for the rest of the pass."""
         job = self._domain.state.jobs.get(job_id)

@@ -363,10 +363,10 @@ class ClusterState:
                 return Rejected("INVALID_ARGUMENT", "no partition specified and no default partition")
         if part.state is PartitionState.INACTIVE:
             return Rejected("FAILED_PRECONDITION", f"partition {part.name} is inactive")
-        refusal, limit_reason = self._feasibility(spec, part)
+        refusal, limit_reason = self.feasibility(spec, part)
         if refusal is not None:
             return Rejected(refusal.code, refusal.message)
-        limit = _resolve_time_limit(spec.time_limit_secs, part)
+        limit = resolve_time_limit(spec.time_limit_secs, part)
         if limit is None:
             return Rejected(
                 "INVALID_ARGUMENT", "requested time limit is invalid (missing or exceeds some limit)"
@@ -430,6 +430,13 @@ class ClusterState:
             if not spec.hold:
                 job.reason = self._submit_reason(job, cmd.submit_time) or job.reason
             self.sched_index.maybe_pending(job)
+        if cmd.grant and task_ids == [None]:
+            job = self.jobs[first]
+            # The leader's immediate grant (spur.state.immediate): taken when the job may run at once
+            # and the resources are still free here; otherwise the job pends for the scheduler pass.
+            runnable = job.priority > 0 and job.reason == "None" and not spec.dependency
+            if runnable and spec.begin_time <= cmd.submit_time and self._fits(job, cmd.grant) is None:
+                self._start(job, list(cmd.grant), cmd.submit_time, cmd.term)
         return first
 
     def _submit_reason(self, job: Job, now: float) -> str | None:
@@ -458,7 +465,7 @@ class ClusterState:
             self._summaries[key] = summary
         return summary
 
-    def _feasibility(self, spec: Any, part: Partition):  # -> (Refusal | None, reason | None)
+    def feasibility(self, spec: Any, part: Partition):  # -> (Refusal | None, reason | None)
         """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
         from spur.state.feasibility import partition_reason, submit_refusal
 
@@ -587,15 +594,19 @@ class ClusterState:
         why = self._fits(job, cmd.allocation)
         if why:
             return Rejected("FAILED_PRECONDITION", why)
+        self._start(job, cmd.allocation, cmd.start_time, cmd.term)
+        return True
+
+    def _start(self, job: Job, allocation: list[NodeAllocation], when: float, term: int) -> None:
+        """``job`` (pending, ``allocation`` checked by ``_fits``) runs from ``when`` on ``allocation``."""
         job.state = JobState.RUNNING
         job.reason = "None"
-        job.allocation = cmd.allocation
-        job.start_time = cmd.start_time
-        job.alloc_term = cmd.term
+        job.allocation = allocation
+        job.start_time = when
+        job.alloc_term = term
         job.launched = False
         job.exited_nodes = []
         self._hold(job)
-        return True
 
     def _apply_JobLaunched(self, cmd: c.JobLaunched) -> Any:
         job = self.jobs.get(cmd.job_id)
@@ -717,7 +728,7 @@ class ClusterState:
                 )
             part = self.partitions.get(cmd.partition or job.partition)
             if part is None or (
-                not admin and _resolve_time_limit(cmd.time_limit_secs or UNLIMITED, part) is None
+                not admin and resolve_time_limit(cmd.time_limit_secs or UNLIMITED, part) is None
             ):
                 return Rejected(
                     "INVALID_ARGUMENT", "Requested time limit is invalid (missing or exceeds some limit)"
@@ -761,7 +772,7 @@ class ClusterState:
             job.partition = cmd.partition
         if cmd.time_limit_secs is not None:
             part = self.partitions[job.partition]
-            job.time_limit_secs = _resolve_time_limit(cmd.time_limit_secs, part) or cmd.time_limit_secs
+            job.time_limit_secs = resolve_time_limit(cmd.time_limit_secs, part) or cmd.time_limit_secs
         if cmd.name is not None:
             job.spec.name = cmd.name
         if cmd.comment is not None:
@@ -929,7 +940,7 @@ class ClusterState:
         return True
 
 
-def _resolve_time_limit(requested: int, part: Partition) -> int | None:
+def resolve_time_limit(requested: int, part: Partition) -> int | None:
     """Effective limit in seconds (UNLIMITED allowed); None when it exceeds the partition's MaxTime."""
     if requested == 0:
         limit = part.default_time_secs if part.default_time_secs != UNLIMITED else part.max_time_secs
