@@ -103,7 +103,7 @@ def line_chart(
             out.append(
                 f'<path class="line {css}" d="{d}" data-series="{name}" data-last="{format_value(last)}"/>'
             )
-        legend = f"{name}: {format_value(last, unit)}" if s.points else f"{name}: no data"
+        legend = f"{s.name}: {format_value(last, unit)}" if s.points else f"{s.name}: no data"
         out.append(f'<text class="legend {css}" x="{legend_x}" y="{height - 4}">{escape(legend)}</text>')
         legend_x += 8 * len(legend) + 16
     out.append("</svg>")
