@@ -84,6 +84,7 @@ def line_chart(
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}" role="img" aria-label="{t}"><title>{t}</title>'
     ]
+    out.append(f'<text class="title" x="{left + plot_w}" y="{top + 12}" text-anchor="end">{t}</text>')
     for frac in (0.0, 0.5, 1.0):
         gy = y(top_value * frac)
         out.append(f'<line class="grid" x1="{left}" y1="{gy:.1f}" x2="{left + plot_w}" y2="{gy:.1f}"/>')
@@ -103,6 +104,7 @@ def line_chart(
             out.append(
                 f'<path class="line {css}" d="{d}" data-series="{name}" data-last="{format_value(last)}"/>'
             )
+            out.append(f'<circle class="dot {css}" cx="{pts[-1][0]:.1f}" cy="{pts[-1][1]:.1f}" r="3"/>')
         legend = f"{s.name}: {format_value(last, unit)}" if s.points else f"{s.name}: no data"
         out.append(f'<text class="legend {css}" x="{legend_x}" y="{height - 4}">{escape(legend)}</text>')
         legend_x += 8 * len(legend) + 16
