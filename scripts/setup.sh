@@ -82,6 +82,12 @@ if { ! command -v mpicc.mpich >/dev/null 2>&1 || ! command -v mpiexec.hydra >/de
   mpi_pkgs='mpich libmpich-dev openmpi-bin libopenmpi-dev'
   step "installing MPICH and Open MPI (the MPI tests: $mpi_pkgs)" sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y $mpi_pkgs || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $mpi_pkgs; }"
 fi
+# Test-only: the dashboard's browser tests (integration/test_dashboard_browser.py) drive Debian's chromium
+# headless through chromium-driver (selenium, in the dev extras); nothing is downloaded at test time.
+if { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; } \
+  && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "installing chromium and chromium-driver (the dashboard's browser tests)" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 chromium chromium-driver || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 chromium chromium-driver; }'
+fi
 command -v wireguard-go >/dev/null 2>&1 || say "note: no wireguard-go here (as root, setup installs it); spur net join then needs the kernel WireGuard module"
 
 # `man sbatch`: man-db searches .venv/share/man by itself when .venv/bin is on PATH.

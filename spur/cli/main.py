@@ -71,6 +71,7 @@ VERBS: dict[str, tuple[str, str, str]] = {
     "net": ("spur.cli.net", "", "Join, leave and inspect the WireGuard mesh between nodes (spur net)."),
     "k8s": ("spur.cli.k8s", "", "Spur-managed Kubernetes (k0s): up, status, down, add-/remove-nodes, kubeconfig."),
     "node": ("spur.cli.node", "", "Drain, resume or remove nodes in Spur's scheduling layer (not k0s; admin)."),
+    "web": ("spur.cli.web", "", "Print (and open) the web dashboard URL: a one-time sign-in link for you."),
     "cert": ("spur.cli.cert", "", "Make a cluster CA and node certificates for [tls] (spur cert init, issue)."),
 }
 SLURM_NAMES = {slurm: verb for verb, (_m, slurm, _h) in VERBS.items() if slurm}
