@@ -269,6 +269,7 @@ def verb_of(prog: str) -> str:
     """The VERBS key of a Slurm command name (``sbatch`` -> ``submit``) or of a verb itself."""
     from spur.cli.main import SLURM_NAMES, VERBS
 
+    prog = prog.removeprefix("spur ")  # a verb's own parser may be named "spur VERB"
     return prog if prog in VERBS else SLURM_NAMES[prog]
 
 
