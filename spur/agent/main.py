@@ -518,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG if isinstance(e, ConfigFileError) else EXIT_USAGE
     if opts.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
+    from spur.trace import enable_from_environment
+
+    enable_from_environment()
     from spur.auth.keys import AuthConfigError, load_settings
     from spur.rpc.tls import TlsConfigError, TlsContexts, load_tls_settings
 

@@ -20,6 +20,7 @@ from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
 from spur.state.sched_view import eligible_jobs, snapshot
+from spur.trace import span
 
 if TYPE_CHECKING:
     from spur.controller.app import Controller
@@ -278,7 +279,9 @@ class Dispatcher:
             attempt += 1
             try:
                 stub = await pool.stub(address, port)
+                span(req.job.job_id, "ctl.launch-sent")
                 await stub.LaunchJob(req, timeout=AGENT_CALL_TIMEOUT)
+                span(req.job.job_id, "ctl.launch-acked")
                 return None
             except RpcError as exc:
                 step = next_step(

@@ -20,6 +20,7 @@ from spur.rpc.proto import batch_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
+from spur.trace import span
 
 if TYPE_CHECKING:
     from spur.controller.duties import Dispatcher
@@ -70,6 +71,8 @@ async def launch_batch(
     errors: list[RpcError | None]
     try:
         agent = await pool.stub(*target)
+        for job_id, _, _ in sent:
+            span(job_id, "ctl.launch-sent")
         answer = await Stub(agent.channel, AGENT_BATCH).LaunchJobs(
             batch_pb2.LaunchJobsRequest(launches=requests), timeout=dispatcher_timeout()
         )

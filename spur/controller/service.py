@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
+from spur.trace import span, span_at, spans_on
 
 if TYPE_CHECKING:
     from spur.controller.app import Controller
@@ -86,6 +88,7 @@ class ControllerService:
         ident = _caller(context)
         spec = convert.spec_from_proto(request.spec)
         limits = self.ctl.cfg.controller
+        began = time.time()
         with self.ctl.submit_gate.admit(  # RESOURCE_EXHAUSTED when full: the client backs off
             self.ctl.state.live_job_count(),
             array_size(spec.array),
@@ -110,6 +113,9 @@ class ControllerService:
                     )
                 )
         self.ctl.kick_scheduler()
+        if spans_on():
+            span_at(job_id, "ctl.submit-received", began)
+            span(job_id, "ctl.submit-committed")
         return pb.SubmitJobResponse(job_id=job_id)
 
     def _select_jobs(self, request: pb.GetJobsRequest) -> list:
@@ -396,6 +402,7 @@ class ControllerService:
         from spur.controller.admission import check_node_credential
 
         check_node_credential(self.ctl, request.node, context, "job report")
+        span(request.job_id, "ctl.report-received")
         if request.cluster_id and request.cluster_id != self.ctl.state.cluster_id:
             # A job this node ran for another cluster (an earlier state dir): not ours, acknowledge it.
             log.info(
