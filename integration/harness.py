@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from integration import reaper
+
 BIN = Path(sys.executable).parent
 
 
@@ -114,6 +116,7 @@ class Proc:
             start_new_session=True,
         )
         log.close()
+        reaper.track(self.popen)
         return self
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
