@@ -9,7 +9,7 @@ FAILED_PRECONDITION, and sacct reads the embedded history instead.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.accounting.pgstore import JobQuery, StoreError
 from spur.accounting.records import key_text, record_job
@@ -21,7 +21,29 @@ from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.accounting.runtime import AccountingRuntime
+    from spur.config import SpurConfig
+    from spur.core.clock import Clock
+    from spur.state.machine import ClusterState
+
+
+class AccountingDbHost(Protocol):
+    """What the service needs of spurctld's controller (``spur.controller.app.Controller``)."""
+
+    @property
+    def accounting(self) -> AccountingRuntime: ...
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def cfg(self) -> SpurConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def started_wall(self) -> float: ...
 
 __all__ = ["AccountingDbService", "SERVICE"]
 
@@ -33,7 +55,7 @@ _leader_only = served_by_leader(SERVICE)
 
 
 class AccountingDbService:
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: AccountingDbHost) -> None:
         self.ctl = ctl
 
     def _store(self) -> Any:

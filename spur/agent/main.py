@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
@@ -25,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 if TYPE_CHECKING:
+    from spur.agent.backends import Backend
     from spur.agent.discovery import NodeHardware
 
-__all__ = ["AgentOptions", "main", "parse_args", "run_agent"]
+__all__ = ["AgentOptions", "main", "parse_args", "run_agent", "select_backend"]
 
 log = logging.getLogger("spur.agent")
 
@@ -253,6 +255,23 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
         if opts.metrics_addr is not None:
             _split_hostport(opts.metrics_addr, "--metrics-addr")
     return opts
+
+
+def select_backend(choice: str, *, euid: int | None = None, proc: Path = Path("/proc")) -> Backend:
+    """The job backend spurd runs jobs with: ``auto`` picks systemd when systemd is PID 1, systemd-run exists and spurd is root."""
+    from spur.agent import systemd
+    from spur.agent.backends import ProcessBackend
+
+    if choice == "process":
+        return ProcessBackend()
+    if choice == "systemd":
+        return systemd.SystemdBackend()
+    if choice != "auto":
+        raise ValueError(f"unknown backend {choice!r} (expected auto, process or systemd)")
+    euid = os.geteuid() if euid is None else euid
+    if euid == 0 and systemd.systemd_is_pid1(proc) and systemd.systemd_run_path():
+        return systemd.SystemdBackend()
+    return ProcessBackend()
 
 
 async def run_agent(

@@ -41,7 +41,7 @@ from spur.accounting.model import (
 )
 from spur.accounting.tres import TRES_DEFS
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import StateDomain
+from spur.state.domain import Rejected, StateDomain
 
 if TYPE_CHECKING:
     from spur.accounting.priority import PriorityFactors, PriorityWeights
@@ -588,8 +588,6 @@ class AccountingDomain(StateDomain):
     # ------------------------------------------------------------------ apply: dispatch
 
     def apply(self, cmd: Any) -> Any:
-        from spur.state.machine import Rejected
-
         try:
             return super().apply(cmd)
         except AcctError as exc:

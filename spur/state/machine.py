@@ -28,6 +28,7 @@ from spur.core.job import (
 )
 from spur.core.serde import from_plain, to_plain
 from spur.state import commands as c
+from spur.state.domain import Rejected as Rejected
 from spur.state.domain import StateDomain
 from spur.state.validation import validate_spec
 
@@ -36,13 +37,6 @@ PRIORITY_BASE = 4294901760
 # Slurm's MaxArraySize default is 1001 (task ids 0..1000); we allow more but keep a bound.
 MAX_ARRAY_TASKS = 100_000
 
-
-@dataclass
-class Rejected:
-    """A command the state refused; ``code`` is a gRPC status name, ``message`` is for the user."""
-
-    code: str
-    message: str
 
 
 @dataclass
