@@ -285,7 +285,7 @@ async def run_agent(
     ``hardware`` defaults to discovering it under ``opts.sysfs_root``. Raises StartupError when the
     agent port cannot be bound or the state dir cannot be used.
     """
-    from spur.agent.backends import BackendError, select_backend
+    from spur.agent.backends import BackendError
     from spur.agent.controller_link import local_address_towards, open_controller_link
     from spur.agent.discovery import discover
     from spur.agent.executor import SHIM_RECHECK_SECS, Executor, gpu_ordinals_from
