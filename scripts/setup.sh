@@ -68,17 +68,16 @@ if [ "$have" != "$hash full" ] && { [ "$mode" = full ] || [ "$have" != "$hash ru
     step "upgrading pip" .venv/bin/python -m pip install --progress-bar off --upgrade pip
   fi
   if [ "$mode" = runtime ]; then
-    step "installing Spur and its dependencies (trio, h2, protobuf, marshmallow, cyclopts, pluggy, ...)" \
-      .venv/bin/python -m pip install --progress-bar off -e .
-    plugins=(plugins/spur-sched-backfill/)
+    # One pip run (one resolution); modules are compiled when first imported, not all up front.
+    step "installing Spur, its dependencies (trio, h2, protobuf, marshmallow, cyclopts, pluggy, ...) and the scheduler plugin" \
+      .venv/bin/python -m pip install --progress-bar off --no-compile -e . -e plugins/spur-sched-backfill
   else
     step "installing Spur and its dependencies (trio, h2, protobuf, marshmallow, cyclopts, pluggy) and the dev tools" \
       .venv/bin/python -m pip install --progress-bar off -e '.[dev]'
-    plugins=(plugins/*/)
+    for plugin in plugins/*/; do
+      step "installing plugin $(basename "$plugin")" .venv/bin/python -m pip install --progress-bar off --no-deps -e "$plugin"
+    done
   fi
-  for plugin in "${plugins[@]}"; do
-    step "installing plugin $(basename "$plugin")" .venv/bin/python -m pip install --progress-bar off --no-deps -e "$plugin"
-  done
   echo "$hash $mode" >"$stamp"
 fi
 
