@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
+.venv/bin/python -m mypy  # the packages and strictness in pyproject.toml [tool.mypy]
 # pytest-timeout fails any single test that hangs (timeout in pyproject.toml); the outer limit interrupts
 # the run as a whole (SIGINT, so pytest still prints what failed) well inside CI's 90 minutes.
 # A failed test is run once more (shown as R and listed as "rerun" in the summary): on a loaded 2-core

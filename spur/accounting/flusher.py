@@ -21,7 +21,7 @@ import trio
 from spur.accounting.pgstore import StoreError
 from spur.accounting.runtime import CONNECTED, UNAVAILABLE
 from spur.rpc.status import RpcError
-from spur.state.outbox import OutboxFlushed, SetAccountingStorage
+from spur.state.outbox import OutboxDomain, OutboxFlushed, SetAccountingStorage
 
 if TYPE_CHECKING:
     from spur.accounting.runtime import AccountingRuntime
@@ -72,7 +72,7 @@ class AccountingFlusher:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         ctl = self.ctl
         runtime = ctl.accounting
-        outbox = ctl.state.domains["outbox"]
+        outbox = ctl.state.domain(OutboxDomain)
         if outbox.enabled != runtime.configured:
             # Replicated, so every controller's outbox records the same finished jobs from here on.
             await ctl.raft_propose_quiet(SetAccountingStorage(runtime.configured))

@@ -19,6 +19,7 @@ from spur.core.job import JobState
 from spur.rpc.proto import accounting_db_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
+from spur.state.outbox import OutboxDomain
 
 if TYPE_CHECKING:
     from spur.accounting.runtime import AccountingRuntime
@@ -90,7 +91,7 @@ class AccountingDbService:
             raise RpcError(StatusCode.UNAVAILABLE, f"Problem talking to the database: {exc}") from None
         jobs = {key_text(r["job_id"], r["submit_time"]): record_job(r) for r in records}
         # Newer than the database: records waiting in the outbox, then jobs still queued or running.
-        for key, rec in self.ctl.state.domains["outbox"].records.items():
+        for key, rec in self.ctl.state.domain(OutboxDomain).records.items():
             job = record_job(rec)
             if job_matches(job, query):
                 jobs[key] = job
@@ -143,7 +144,7 @@ class AccountingDbService:
         ctl = self.ctl
         state = ctl.state
         status = ctl.accounting.status
-        outbox = state.domains["outbox"]
+        outbox = state.domain(OutboxDomain)
         counts = {s: 0 for s in JobState}
         for job in state.jobs.values():
             counts[job.state] += 1

@@ -138,5 +138,6 @@ class ControllerHost(Protocol):
     def bound_port(self) -> int | None: ...
 
     metrics: Any
+    k8s_reconciler: Any
     rest_port: int | None
     metrics_port: int | None

@@ -486,7 +486,7 @@ class AccountingDomain(StateDomain):
                 ]
             return [self._account_record(a) for _, a in sorted(self.accounts.items())]
         if entity == "user":
-            out = []
+            out: list[dict[str, str]] = []
             for name, user in sorted(self.users.items()):
                 base = {
                     "user": name,
@@ -1115,7 +1115,8 @@ class JobLimitGate:
         hit = self._cache.get(job.job_id)
         if hit is not None and hit[0] == stamp:
             if hit[2] == generation:
-                return hit[3]
+                cached: tuple[str, str, str, Demand] | None = hit[3]
+                return cached
             demand = hit[1]
         else:
             demand = running_demand(job) if job.allocation else pending_demand(job)
