@@ -2,7 +2,7 @@
 the total is below ``[tool.coverage.report] fail_under`` in pyproject.toml.
 
 Run by scripts/test.sh after a measured run (SPUR_COVERAGE=1): combines the data files the test
-process and its subprocesses wrote, then reads coverage's JSON report. A package is ``spur.X`` (the
+process and its subprocesses wrote (``COVERAGE_FILE``'s directory), then reads coverage's JSON report. A package is ``spur.X`` (the
 modules directly in spur/ count as ``spur``); its figure is coverage's own: covered lines and branches
 over all lines and branches.
 """
@@ -10,6 +10,7 @@ over all lines and branches.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -45,10 +46,10 @@ def percent(row: list[int]) -> float:
 
 def main() -> int:
     coverage = [sys.executable, "-m", "coverage"]
-    data = list(ROOT.glob(".coverage.*"))
-    if data:
+    data_file = Path(os.environ.get("COVERAGE_FILE", ROOT / ".coverage"))
+    if list(data_file.parent.glob(data_file.name + ".*")):
         subprocess.run([*coverage, "combine", "-q"], cwd=ROOT, check=True)
-    if not (ROOT / ".coverage").exists():
+    if not data_file.exists():
         print("coverage: no data (was the run measured? SPUR_COVERAGE=1 bash scripts/test.sh)", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,7 +13,11 @@ bash scripts/setup.sh
 # pyproject.toml), then prints it per package and fails below the floor (scripts/coverage_report.py).
 cov=()
 if [ -n "${SPUR_COVERAGE:-}" ]; then
-  rm -f .coverage .coverage.*
+  # One data file per process, in a directory every user can write to: tests run commands and jobs
+  # as other uids, and a process that cannot save its data would print coverage's error on exit.
+  rm -rf .coverage-data
+  mkdir -m 1777 .coverage-data
+  export COVERAGE_FILE="$PWD/.coverage-data/.coverage"
   cov=(--cov --cov-report=)
 fi
 rc=0
