@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
 say() { echo "demo: [$((SECONDS - t0))s] $*" >&2; }
-say "setting up .venv (scripts/setup.sh)"
-bash scripts/setup.sh
+# Only what running Spur needs (Spur and the scheduler plugin); scripts/test.sh installs the rest.
+say "setting up .venv (scripts/setup.sh --runtime)"
+bash scripts/setup.sh --runtime
 export PATH="$PWD/.venv/bin:$PATH"
 work=$(mktemp -d /tmp/spur-demo.XXXXXX)
 cleanup() { kill "${agent_pid:-}" "${ctl_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; }

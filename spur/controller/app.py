@@ -145,6 +145,7 @@ class Controller:
         self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
         self.rest_port: int | None = None
         self.accounting_backend: Any = None  # spur.rest.accounting_backend (slurmdb entities over REST)
+        self.k8s_reconciler: Any = None  # spur.k8s.cluster.task.K8sReconciler while the k8s duty runs
         self.metrics_port: int | None = None
         from spur.accounting.runtime import AccountingRuntime
 

@@ -6,12 +6,14 @@ import functools
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from spur.auth.admin import is_admin, permission_denied
-from spur.auth.identity import Identity, IdentityError, require_identity
+from spur.auth.identity import Identity
+from spur.controller.callers import caller as _caller
+from spur.controller.callers import require_admin as _require_admin
 from spur.core.job import JobState
 from spur.core.mpi import check_mpi_type
 from spur.rpc import convert
@@ -23,7 +25,7 @@ from spur.state import commands as c
 from spur.trace import span, span_at, spans_on
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 log = logging.getLogger("spur.controller")
 
@@ -33,14 +35,6 @@ MIN_JOB_AGE_SECS = 300.0
 _PENDING_NAMES = frozenset({JobState.PENDING.value, JobState.PENDING.short})
 # Metadata header asking for a read of this controller's own (possibly stale) state, not the leader's.
 LOCAL_READ_KEY = "x-spur-local-read"
-
-
-def _caller(context: CallContext) -> Identity:
-    """The verified identity the auth interceptor set (the claimed headers on a server without one)."""
-    try:
-        return require_identity(context.identity, context.metadata)
-    except IdentityError as exc:
-        raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
 
 
 def leader_only(method):
@@ -59,16 +53,8 @@ def leader_only(method):
     return serve
 
 
-def _require_admin(context: CallContext, what: str, state: Any = None) -> Identity:
-    """The verified caller if it is an administrator (see ``spur.auth.admin``), else PERMISSION_DENIED."""
-    ident = _caller(context)
-    if not is_admin(ident, state):
-        raise RpcError(StatusCode.PERMISSION_DENIED, permission_denied(what))
-    return ident
-
-
 class ControllerService:
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
         self.job_infos = JobInfoCache()  # encoded JobInfo per job: GetJobs converts only changed jobs
 
@@ -511,7 +497,7 @@ class ControllerService:
         )
 
 
-def _revocation_version(ctl: Controller) -> int:
+def _revocation_version(ctl: ControllerHost) -> int:
     """The token deny-list's version (agents fetch the list when theirs differs)."""
     domain = ctl.state.domains.get("revocation")
     return int(getattr(domain, "version", 0))

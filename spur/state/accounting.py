@@ -41,7 +41,7 @@ from spur.accounting.model import (
 )
 from spur.accounting.tres import TRES_DEFS
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import StateDomain
+from spur.state.domain import Rejected, StateDomain
 
 if TYPE_CHECKING:
     from spur.accounting.priority import PriorityFactors, PriorityWeights
@@ -486,7 +486,7 @@ class AccountingDomain(StateDomain):
                 ]
             return [self._account_record(a) for _, a in sorted(self.accounts.items())]
         if entity == "user":
-            out = []
+            out: list[dict[str, str]] = []
             for name, user in sorted(self.users.items()):
                 base = {
                     "user": name,
@@ -588,8 +588,6 @@ class AccountingDomain(StateDomain):
     # ------------------------------------------------------------------ apply: dispatch
 
     def apply(self, cmd: Any) -> Any:
-        from spur.state.machine import Rejected
-
         try:
             return super().apply(cmd)
         except AcctError as exc:
@@ -1117,7 +1115,8 @@ class JobLimitGate:
         hit = self._cache.get(job.job_id)
         if hit is not None and hit[0] == stamp:
             if hit[2] == generation:
-                return hit[3]
+                cached: tuple[str, str, str, Demand] | None = hit[3]
+                return cached
             demand = hit[1]
         else:
             demand = running_demand(job) if job.allocation else pending_demand(job)

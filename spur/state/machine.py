@@ -12,7 +12,7 @@ import json
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 
@@ -28,21 +28,20 @@ from spur.core.job import (
 )
 from spur.core.serde import from_plain, to_plain
 from spur.state import commands as c
+from spur.state.domain import Rejected as Rejected
 from spur.state.domain import StateDomain
 from spur.state.validation import validate_spec
+
+if TYPE_CHECKING:
+    from spur.state.feasibility import PartitionSummary, Refusal
 
 # Slurm's priority/basic plugin gives the first job a high priority and each later one one less.
 PRIORITY_BASE = 4294901760
 # Slurm's MaxArraySize default is 1001 (task ids 0..1000); we allow more but keep a bound.
 MAX_ARRAY_TASKS = 100_000
 
+D = TypeVar("D", bound=StateDomain)
 
-@dataclass
-class Rejected:
-    """A command the state refused; ``code`` is a gRPC status name, ``message`` is for the user."""
-
-    code: str
-    message: str
 
 
 @dataclass
@@ -211,6 +210,13 @@ class ClusterState:
                 return p
         return next(iter(self.partitions.values()), None)
 
+    def domain(self, cls: type[D]) -> D:
+        """This state's instance of the domain class ``cls`` (``domains[cls.name]``, typed)."""
+        domain = self.domains[cls.name]
+        if not isinstance(domain, cls):
+            raise TypeError(f"state domain {cls.name!r} is a {type(domain).__name__}, not a {cls.__name__}")
+        return domain
+
     def partition_nodes(self, partition: Partition) -> list[str]:
         """Registered nodes belonging to ``partition`` (ALL = every registered node), in name order."""
         if partition.nodes_expr.strip().upper() in ("ALL", ""):
@@ -313,7 +319,7 @@ class ClusterState:
                 if not tasks:
                     self.array_tasks.pop(gone.array_job_id, None)
 
-    def _fits(self, job: Job, alloc: list) -> str | None:
+    def _fits(self, job: Job, alloc: list[NodeAllocation]) -> str | None:
         """Why ``alloc`` cannot be granted to ``job`` now, or None when it can."""
         if not alloc:
             return "empty allocation"
@@ -423,8 +429,8 @@ class ClusterState:
                 job.array_task_id = task_id
                 job.array_max_running = max_running
                 job.array_task_count = len(task_ids)
-                job.array_task_min = task_ids[0]
-                job.array_task_max = task_ids[-1]
+                job.array_task_min = cast(int, task_ids[0])  # an array: every id is a task id
+                job.array_task_max = cast(int, task_ids[-1])
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
             if not spec.hold:
@@ -454,7 +460,7 @@ class ClusterState:
                 return NEVER
         return None
 
-    def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
+    def partition_summary(self, part: Partition) -> PartitionSummary:
         """What ``part``'s registered nodes offer at most (cached until a node registers)."""
         from spur.state.feasibility import PartitionSummary
 
@@ -465,7 +471,7 @@ class ClusterState:
             self._summaries[key] = summary
         return summary
 
-    def feasibility(self, spec: Any, part: Partition):  # -> (Refusal | None, reason | None)
+    def feasibility(self, spec: Any, part: Partition) -> tuple[Refusal | None, str | None]:
         """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
         from spur.state.feasibility import partition_reason, submit_refusal
 
