@@ -47,6 +47,10 @@ async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: An
         rest = ctl.cfg.rest
         limits = Limits(rest.max_body_bytes, rest.max_json_depth, rest.max_string_length)
         api = RestApi(ctl, service, limits)
+        if rest.ui:
+            from spur.ui import mount
+
+            mount(api)  # the web dashboard under /ui/ (spur.ui), on the REST listener
         host, port = parse_addr(ctl.cfg.controller.rest_addr, 6820)
         try:
             ctl.rest_port = await nursery.start(partial(serve_rest, tls=ctl.tls), api, host, port)

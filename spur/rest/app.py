@@ -82,10 +82,6 @@ class RestApi:
         from spur.rest.output import register_output_route
 
         register_output_route(self)
-        if getattr(ctl.cfg.rest, "ui", False):
-            from spur.ui import mount
-
-            mount(self)  # the web dashboard under /ui/ (spur.ui)
 
     # ------------------------------------------------------------------ plumbing
 

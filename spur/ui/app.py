@@ -31,7 +31,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import trio
@@ -60,6 +60,7 @@ from spur.ui.views import accounting, cluster, job, jobs, nodes, overview
 
 if TYPE_CHECKING:
     from spur.rest.app import RestApi
+    from spur.ui.host import UiHost
 
 log = logging.getLogger("spur.ui")
 
@@ -145,7 +146,7 @@ class Dashboard:
 
     def __init__(self, api: RestApi) -> None:
         self.api = api
-        self.ctl = api.ctl
+        self.ctl = cast("UiHost", api.ctl)  # spurctld's Controller, which serves /ui/
         self.adapters: dict[str, ServiceAdapter] = {"controller": api.adapter}
         backend = getattr(self.ctl, "accounting_backend", None)
         if backend is not None:
@@ -160,7 +161,7 @@ class Dashboard:
         }
         self.secure = bool(getattr(getattr(self.ctl, "tls", None), "enabled", False))
         app = api.app
-        app.asgi_app = _Gate(self, api.gate.app, api.gate)  # type: ignore[method-assign]
+        app.asgi_app = _Gate(self, api.gate.app, api.gate)  # type: ignore[method-assign,assignment]
         app.before_serving(self._start_sampler)
         self._routes()
 
@@ -448,10 +449,11 @@ class Dashboard:
         return response
 
     async def _live_loop(self, page: Page, session: Session, args: dict[str, str], send: Any) -> None:
-        last = None
+        last: str | None = None
         async with send:
             while True:
                 started = trio.current_time()
+                html: str | None
                 try:
                     html = self.render_live(page, session, await self.load(page, session, args))
                 except (RestError, FilterError) as exc:

@@ -86,7 +86,10 @@ def take_sample(nodes: Iterable[NodeLoad], jobs: Iterable[JobTimes], minute: int
             started += 1
         if j.end_time and j.state in _TERMINAL and start <= j.end_time < minute:
             finished += 1
-    return Sample(minute, *totals, pending=pending, running=running, started=started, finished=finished)
+    cpus, alloc_cpus, gpus, alloc_gpus, mem_total, mem_alloc = totals
+    return Sample(
+        minute, cpus, alloc_cpus, gpus, alloc_gpus, mem_total, mem_alloc, pending, running, started, finished
+    )
 
 
 class SampleRing:
