@@ -63,7 +63,7 @@ TABLE += [
     (["sinfo", "--bogus"], 1, "sinfo: unrecognized option '--bogus'"),
     (["sacct", "--bogus"], 1, "sacct: unrecognized option '--bogus'"),
     (["scontrol", "--bogus"], 1, "scontrol: unrecognized option '--bogus'"),
-    (["sbatch", "-t", "abc", "--wrap", "true"], 255, "sbatch: error: Invalid --time specification: abc"),
+    (["sbatch", "-t", "abc", "--wrap", "true"], 255, "sbatch: error: Invalid --time specification"),
     # impossible requests (impossible-requests-22.05.txt)
     (
         ["sbatch", "--mem=100G", "--wrap", "true"],
@@ -189,7 +189,7 @@ def test_script_directive_error_exits_like_the_command_line(one_node: Cluster, t
     (tmp_path / "bad.sh").write_text("#!/bin/sh\n#SBATCH -t abc\ntrue\n")
     proc = one_node.cli("sbatch", "bad.sh", cwd=tmp_path, check=False)
     assert proc.returncode == 255
-    assert proc.stderr.startswith("sbatch: error: Invalid --time specification: abc")
+    assert proc.stderr.startswith("sbatch: error: Invalid --time specification")
 
 
 def test_sinfo_reason_timestamp_is_when_it_was_set(one_node: Cluster) -> None:

@@ -29,26 +29,8 @@ ALLOWED: dict[str, str] = {
     "env/export_all_var/SLURM_GET_USER_ENV": _LOGIN_ENV,
     "env/array_list/SLURM_JOB_ID": _TASK_IDS,
     "env/array_list/SLURM_JOBID": _TASK_IDS,
-    "env/array_list/SLURM_ARRAY_TASK_STEP": (
-        "Slurm 22.05 reports the step of a comma list of evenly spaced ids (1,5,9) as 1; Spur reports the "
-        "common gap (4). Not yet changed to match."
-    ),
     "env/env_timelimit/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
     "env/time5/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
-    # Found by the suite and not fixed yet (error texts and exit codes of sbatch, scancel -b/--full):
-    "sbatch/open_mode_bad": "Not fixed yet: Spur adds the bad value to `Invalid --open-mode specification`.",
-    "sbatch/bad_time": "Not fixed yet: Spur adds the bad value to `Invalid --time specification`.",
-    "sbatch/env_timelimit_bad": "Not fixed yet: Spur adds the value and the variable to `Invalid --time specification`.",
-    "sbatch/no_shebang": "Not fixed yet: Slurm wraps the no-#! message over three lines; Spur prints one.",
-    "sbatch/directive_bad_option": "Not fixed yet: the unknown-#SBATCH-option error text differs in its second line.",
-    "sbatch/bad_array": "Not fixed yet: Slurm refuses 5-1 at the controller (exit 1, `Invalid job array specification`); Spur in sbatch (255).",
-    "sbatch/bad_dependency_syntax": "Not fixed yet: Slurm refuses at the controller (exit 1, `Job dependency problem`); Spur in sbatch (255).",
-    "sbatch/bad_ntasks": "Not fixed yet: the error text and exit code for `-n 0` differ.",
-    "sbatch/bad_mem": "Not fixed yet: the error text for an unparsable `--mem` differs.",
-    "sbatch/wrap_name": "Not fixed yet: `$0` of a --wrap script differs (Slurm runs the generated script by its spool path).",
-    "scancel/signal_batch": "Not fixed yet: timing of `scancel -b` then cancel differs in what the batch shell prints.",
-    "scancel/signal_full": "Not fixed yet: with --full the output of the shell and the step differ from Slurm's.",
-    "scancel/bad_signal": "Not fixed yet: the error text for an unknown signal name differs.",
 }
 
 

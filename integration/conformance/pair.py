@@ -68,10 +68,17 @@ def running_pair(root: Path) -> Iterator[tuple[System, System]]:
                 {**base_env(), "SLURM_CONF": slurm_env["SLURM_CONF"], "PATH": _SYSTEM_PATH},
                 root / "slurm-cases",
                 dict(SLURM_NAMES),
+                spool=r"/\S*/spool/job(\d+)/",
             )
             spur_env = {**base_env(), "PATH": f"{BIN}:{_SYSTEM_PATH}"}
             spur_env.update({k: v for k, v in cluster.env.items() if k.startswith("SPUR_")})
-            spur = System("spur", spur_env, root / "spur-cases", dict(SPUR_NAMES))
+            spur = System(
+                "spur",
+                spur_env,
+                root / "spur-cases",
+                dict(SPUR_NAMES),
+                spool=r"/\S*/agent-[^/\s]+/clusters/\w+/jobs/(\d+)/",
+            )
             yield slurm, spur
         finally:
             cluster.stop()
