@@ -54,10 +54,10 @@ for _cmd in COMMANDS:
         ([_cmd, "-V"], 0, VERSION),
     ]
 TABLE += [
-    # bad options: GNU getopt's words; sbatch exits 255, the others 1 (as Slurm's do)
+    # bad options: GNU getopt's words; sbatch, srun and salloc exit 255, the others 1 (as Slurm's do)
     (["sbatch", "--bogus", "x.sh"], 255, "sbatch: unrecognized option '--bogus'"),
-    (["srun", "--bogus", "true"], 1, "srun: unrecognized option '--bogus'"),
-    (["salloc", "--bogus"], 1, "salloc: unrecognized option '--bogus'"),
+    (["srun", "--bogus", "true"], 255, "srun: unrecognized option '--bogus'"),
+    (["salloc", "--bogus"], 255, "salloc: unrecognized option '--bogus'"),
     (["squeue", "--bogus"], 1, "squeue: unrecognized option '--bogus'"),
     (["scancel", "--bogus"], 1, "scancel: unrecognized option '--bogus'"),
     (["sinfo", "--bogus"], 1, "sinfo: unrecognized option '--bogus'"),
