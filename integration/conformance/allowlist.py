@@ -70,7 +70,8 @@ ALLOWED: dict[str, str] = {
     "squeue/O/AllocNodes": _ALLOC_NODE,
     "squeue/O/AllocSID": _ALLOC_NODE,
     "scontrol/show_job_*/AllocNode:Sid": _ALLOC_NODE,
-    "scontrol/show_job_*/Priority": _PRIORITY_BASIC,
+    "scontrol/show_job_running/Priority": _PRIORITY_BASIC,
+    "scontrol/show_job_completed/Priority": _PRIORITY_BASIC,
     "scontrol/show_config/PriorityType": (
         "Spur's priority is always multifactor (with zero weights it orders by submission like priority/basic)."
     ),
@@ -147,6 +148,8 @@ ALLOWED: dict[str, str] = {
     ),
     # ---- being fixed in the cliconform branch
     "cliconform/*": _CLICONFORM,
+    "sinfo/layout/long_body": _CLICONFORM
+    + " (Slurm's first line is the date: the header moves down one line)",
     "env/env_timelimit/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
     "env/time5/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
 }

@@ -486,6 +486,10 @@ TABLES: tuple[Table, ...] = (
         (
             ("default", "squeue -j $JP"),
             ("long", "squeue -l -j $JP | tail -n +2"),
+            (
+                "long_date_line",
+                "squeue -l -j $JP | head -n 1 | sed 's/[A-Z][a-z][a-z] [A-Z][a-z][a-z] .*[0-9]/<DATE>/'",
+            ),
             ("running_fields", "squeue -h -j $JR -o '%i|%T|%N|%C|%D|%R|%P|%j|%u|%l'"),
             (
                 "hold_release",
@@ -683,6 +687,11 @@ KEYED: dict[str, tuple[str, tuple[str, ...]]] = {
     "show_partition": ("scontrol show partition $PART", tuple(PARTITION_KEYS)),
     "show_config": ("scontrol show config", tuple(CONFIG_KEYS)),
 }
+
+
+# Keys whose value depends on the moment each side looked (the two jobs did not start and end in the
+# same second): compared with every digit read as N.
+CLOCK_KEYS = frozenset({("show_job_running", "RunTime"), ("show_job_completed", "RunTime")})
 
 
 def keyed_values(text: str) -> dict[str, str]:

@@ -457,7 +457,7 @@ def main(argv: list[str]) -> int:
             if args.json:
                 sys.stdout.write(jobs_json(jobs, now))
             else:
-                if args.iterate:
+                if args.iterate or (args.long and not args.noheader):  # Slurm's date line
                     print(time.strftime("%a %b %d %H:%M:%S %Y"))
                 sys.stdout.write(
                     format_jobs(

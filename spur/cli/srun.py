@@ -66,7 +66,7 @@ def step_job_id(argv: list[str], environ: dict[str, str]) -> int | None:
         cli_opts, _command = parse_job_options(argv, command=PROG)
         env_opts = options_from_env(environ, command=PROG)
     except JobOptionError as exc:
-        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=exc.exit_code) from None
     return cli_opts.jobid or env_opts.jobid
 
 
