@@ -48,10 +48,6 @@ _PRIORITY_BASIC = (
     "life; Spur's multifactor priority counts down by job id, and Spur's ids started with an id-spending "
     "array (the two start from different counts)."
 )
-_ARGS_EXIT = (
-    "Slurm 22.05's squeue and sinfo print an unknown -O field's error and then the output without it, exit 0 "
-    "(arguably a bug); Spur refuses with exit 1 and prints nothing else."
-)
 
 
 ALLOWED: dict[str, str] = {
@@ -88,15 +84,6 @@ ALLOWED: dict[str, str] = {
         "Slurm 22.05 counts a pending job's whole-node default memory in its TRES (mem=900M) and drops it once "
         "running; Spur counts memory only where it was asked for."
     ),
-    "squeue/O/AdminComment": _ARGS_EXIT,
-    "squeue/O/CPUFreq": _ARGS_EXIT,
-    "squeue/O/Nodes": _ARGS_EXIT,
-    "squeue/O/ResvPort": _ARGS_EXIT,
-    "squeue/O/StepID": _ARGS_EXIT,
-    "squeue/O/StepName": _ARGS_EXIT,
-    "squeue/O/StepState": _ARGS_EXIT,
-    "squeue/O/tres-per-step": _ARGS_EXIT,
-    "errors/first_line/squeue_bad_format": _ARGS_EXIT,
     "errors/first_line/sinfo_bad_format": "Spur's sinfo has no -O (long field names); -o covers every field.",
     "sinfo/layout/long_O": "Spur's sinfo has no -O (long field names); -o covers every field.",
     "sinfo/layout/node_O": "Spur's sinfo has no -O (long field names); -o covers every field.",
@@ -109,10 +96,6 @@ ALLOWED: dict[str, str] = {
     "sinfo/layout/width": (
         "Slurm 22.05's squeue and sinfo refuse a '-' (left-justify) in -o (arguably a bug, and it then prints the "
         "field verbatim); Spur left-justifies as the man page describes."
-    ),
-    "sinfo/layout/states_idle": (
-        "With -t matching no node Slurm still prints the partition with 0 nodes and state n/a; Spur prints "
-        "only the header."
     ),
     "sinfo/o/%[XYz]": _TOPOLOGY,
     "sinfo/layout/node_long_body": _TOPOLOGY,

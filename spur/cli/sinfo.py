@@ -362,7 +362,8 @@ def main(argv: list[str]) -> int:
         fmt = args.format or REASONS_FORMAT
     else:
         rows = summary_rows(parts.partitions, by_name, args.node_oriented)
-        if states or args.nodes:
+        # A partition with no node in the asked states still shows (0 nodes, n/a), as in Slurm.
+        if args.nodes or (states and args.node_oriented):
             rows = [r for r in rows if r.nodes]
         fmt = (
             args.format

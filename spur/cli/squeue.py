@@ -358,6 +358,19 @@ def jobs_json(jobs, now: float) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def known_long_fields(fmt: str) -> str:
+    """``fmt`` (-O) without its unknown field names, each said on stderr: Slurm 22.05's squeue then
+    prints the rest (exit 0), arguably a bug that scripts may rely on."""
+    kept = []
+    for token in fmt.split(","):
+        name = token.partition(":")[0]
+        if token and name.lower() not in SQUEUE_LONG_FIELDS:
+            print(f"squeue: error: Invalid job format specification: {name}", file=sys.stderr)
+            continue
+        kept.append(token)
+    return ",".join(kept)
+
+
 def _join_sort_values(argv: list[str]) -> list[str]:
     """``-S -i`` -> ``--sort=-i``: getopt gives -S the next argument even when it starts with '-'."""
     out: list[str] = []
@@ -391,13 +404,11 @@ def main(argv: list[str]) -> int:
         long = False
         fmt = args.format
         if args.long_format:
-            fmt, long = args.long_format, True
-            parse_long_format(fmt, SQUEUE_LONG_FIELDS)
+            fmt, long = known_long_fields(args.long_format), True
         elif not fmt:
             env_long = os.environ.get("SQUEUE_FORMAT2")
             if env_long:
-                fmt, long = env_long, True
-                parse_long_format(fmt, SQUEUE_LONG_FIELDS)
+                fmt, long = known_long_fields(env_long), True
             else:
                 fmt = os.environ.get("SQUEUE_FORMAT") or (
                     SQUEUE_LONG_FORMAT if args.long else SQUEUE_DEFAULT_FORMAT
