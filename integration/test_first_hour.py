@@ -54,16 +54,16 @@ for _cmd in COMMANDS:
         ([_cmd, "-V"], 0, VERSION),
     ]
 TABLE += [
-    # bad options: GNU getopt's words; sbatch exits 255, the others 1 (as Slurm's do)
+    # bad options: GNU getopt's words; sbatch, srun and salloc exit 255, the others 1 (as Slurm's do)
     (["sbatch", "--bogus", "x.sh"], 255, "sbatch: unrecognized option '--bogus'"),
-    (["srun", "--bogus", "true"], 1, "srun: unrecognized option '--bogus'"),
-    (["salloc", "--bogus"], 1, "salloc: unrecognized option '--bogus'"),
+    (["srun", "--bogus", "true"], 255, "srun: unrecognized option '--bogus'"),
+    (["salloc", "--bogus"], 255, "salloc: unrecognized option '--bogus'"),
     (["squeue", "--bogus"], 1, "squeue: unrecognized option '--bogus'"),
     (["scancel", "--bogus"], 1, "scancel: unrecognized option '--bogus'"),
     (["sinfo", "--bogus"], 1, "sinfo: unrecognized option '--bogus'"),
     (["sacct", "--bogus"], 1, "sacct: unrecognized option '--bogus'"),
     (["scontrol", "--bogus"], 1, "scontrol: unrecognized option '--bogus'"),
-    (["sbatch", "-t", "abc", "--wrap", "true"], 255, "sbatch: error: Invalid --time specification: abc"),
+    (["sbatch", "-t", "abc", "--wrap", "true"], 255, "sbatch: error: Invalid --time specification"),
     # impossible requests (impossible-requests-22.05.txt)
     (
         ["sbatch", "--mem=100G", "--wrap", "true"],
@@ -189,7 +189,7 @@ def test_script_directive_error_exits_like_the_command_line(one_node: Cluster, t
     (tmp_path / "bad.sh").write_text("#!/bin/sh\n#SBATCH -t abc\ntrue\n")
     proc = one_node.cli("sbatch", "bad.sh", cwd=tmp_path, check=False)
     assert proc.returncode == 255
-    assert proc.stderr.startswith("sbatch: error: Invalid --time specification: abc")
+    assert proc.stderr.startswith("sbatch: error: Invalid --time specification")
 
 
 def test_sinfo_reason_timestamp_is_when_it_was_set(one_node: Cluster) -> None:

@@ -15,6 +15,7 @@ from spur.cli.squeue import (
     format_jobs,
     jobs_json,
     parse_job_filters,
+    parse_sort,
     parse_states,
     select_jobs,
 )
@@ -224,3 +225,36 @@ def test_quick_parse_leaves_everything_else_to_argparse(argv: list[str]) -> None
     from spur.cli.squeue import quick_parse
 
     assert quick_parse(argv) is None
+
+
+# ---- -S / SQUEUE_SORT (as Slurm 22.05's squeue sorts, compared in integration/conformance)
+
+
+def test_sort_spec_letters_and_direction() -> None:
+    assert parse_sort("-t,%i,+j") == [("t", True), ("i", False), ("j", False)]
+    with pytest.raises(QueueError, match=r"^squeue: error: Invalid sort specification: \?$"):
+        parse_sort("?")
+
+
+def test_sort_by_state_name_then_id_descending() -> None:
+    jobs = [job(3, "c", "PENDING", priority=0), job(1, "a", "RUNNING"), job(2, "b", "COMPLETED")]
+    out = format_jobs(jobs, "%i %T", header=False, now=NOW, sort=parse_sort("T"))
+    assert out == "2 COMPLETED\n3 PENDING\n1 RUNNING\n"
+    out = format_jobs(jobs, "%i", header=False, now=NOW, sort=parse_sort("-i"))
+    assert out == "3\n2\n1\n"
+    out = format_jobs(jobs, "%j", header=False, now=NOW, sort=parse_sort("j"))
+    assert out == "a\nb\nc\n"
+
+
+def test_default_order_compares_state_names() -> None:
+    jobs = [job(1, "a", "RUNNING"), job(2, "b", "COMPLETED"), job(3, "c", "PENDING")]
+    assert format_jobs(jobs, "%i", header=False, now=NOW) == "2\n3\n1\n"
+
+
+def test_letters_of_features_spur_lacks_print_slurms_values() -> None:
+    held = job(5, "h", "PENDING", priority=0)
+    values = {letter: squeue_value(held, letter, NOW) for letter in "dhHIJOvWXYzp"}
+    assert values == {
+        "d": "0", "h": "OK", "H": "*", "I": "*", "J": "*", "O": "0", "v": "(null)", "W": "(null)",
+        "X": "N/A", "Y": "(null)", "z": "*:*:*", "p": "0.00000000000000",
+    }  # fmt: skip

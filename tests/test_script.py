@@ -70,12 +70,20 @@ def test_validate_script_refuses(text: str, message: str) -> None:
     assert message in str(exc.value)
 
 
-def test_not_a_batch_script_message_is_slurms() -> None:
-    assert (
-        f"sbatch: error: {NOT_A_BATCH_SCRIPT}"
-        == "sbatch: error: This does not look like a batch script.  The first line must start with #! "
-        "followed by the path to an interpreter."
-    )
+def test_not_a_batch_script_message_is_slurms(tmp_path) -> None:
+    """Slurm 22.05's sbatch wraps it over three lines, each with its own prefix."""
+    from spur.cli.client import CliError
+    from spur.cli.sbatch import prepare
+
+    (tmp_path / "j.sh").write_text("echo x\n")
+    with pytest.raises(CliError) as exc:
+        prepare([str(tmp_path / "j.sh")], {}, str(tmp_path))
+    assert exc.value.message.split("\n") == [
+        "sbatch: error: This does not look like a batch script.  The first",
+        "sbatch: error: line must start with #! followed by the path to an interpreter.",
+        "sbatch: error: For instance: #!/bin/sh",
+    ]
+    assert exc.value.exit_code == 1
 
 
 def test_validate_script_accepts_a_shebang_script() -> None:

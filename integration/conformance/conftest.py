@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from integration.conformance.cases import env_snippet
+from integration.conformance.cases import KEYED, SHARED_JOBS, TABLES, env_snippet
 from integration.conformance.pair import run_both
-from integration.conformance.systems import Outcome
+from integration.conformance.systems import PRELUDE, Outcome
 from integration.conformance.tally import TALLY
 
 
@@ -36,6 +36,51 @@ def env_jobs(pair):
             a, b = run_both(pair, f"env-{option_set}", env_snippet(option_set))
             cache[option_set] = (_variables(a), _variables(b), a, b)
         return cache[option_set]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def shared_jobs(pair):
+    """Each side's held, running and completed job (``$JP``, ``$JR``, ``$JD`` in the table snippets,
+    ``<JP>``, ``<JR>``, ``<JD>`` in their outputs); the running one is cancelled at the end."""
+    import subprocess
+
+    made = []
+    for system in pair:
+        cwd = system.case_dir("shared-jobs")
+        system.names[str(cwd)] = "<SHARED_DIR>"
+        proc = subprocess.run(
+            ["bash", "-c", PRELUDE + SHARED_JOBS],
+            cwd=cwd,
+            env=system.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        ids = proc.stdout.split()
+        assert proc.returncode == 0 and len(ids) == 3, (
+            f"{system.name}: shared jobs:\n{proc.stdout}{proc.stderr}"
+        )
+        for name, job_id in zip(("JP", "JR", "JD"), ids, strict=True):
+            system.env[name] = job_id
+            system.names[job_id] = f"<{name}>"
+        made.append((system, ids))
+    yield
+    for system, ids in made:
+        subprocess.run(["scancel", *ids[:2]], env=system.env, capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def table_runs(pair, shared_jobs):
+    """table index -> (slurm's outcome, spur's outcome), each table run once per session."""
+    cache: dict[object, tuple[Outcome, Outcome]] = {}
+
+    def get(key: object) -> tuple[Outcome, Outcome]:
+        if key not in cache:
+            script = TABLES[key].script() if isinstance(key, int) else KEYED[str(key)][0]
+            cache[key] = run_both(pair, f"table-{key}", script)
+        return cache[key]
 
     return get
 

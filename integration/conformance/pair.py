@@ -21,8 +21,9 @@ from integration.slurm_real import SlurmLayout, ensure_slurm, free_port_pair, sl
 CPUS = 4
 MEMORY_MB = 900  # below FIRST_JOB_ID, so that no memory figure reads as a job id
 
-SLURM_NAMES = {"slurmcc": "<CLUSTER>", "slurmpq": "<PART>", "slurmnode": "<NODE>"}
-SPUR_NAMES = {"itest": "<CLUSTER>", "spurpq": "<PART>", "spurnode": "<NODE>"}
+# Of equal lengths on both sides, so that padded columns line up the same after normalization.
+SLURM_NAMES = {"sltst": "<CLUSTER>", "slpart": "<PART>", "slnode": "<NODE>"}
+SPUR_NAMES = {"itest": "<CLUSTER>", "sppart": "<PART>", "spnode": "<NODE>"}
 
 _SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
 
@@ -45,9 +46,9 @@ def running_pair(root: Path) -> Iterator[tuple[System, System]]:
         ports=free_port_pair(),
         cpus=CPUS,
         memory_mb=MEMORY_MB,
-        cluster="slurmcc",
-        partition="slurmpq",
-        node="slurmnode",
+        cluster="sltst",
+        partition="slpart",
+        node="slnode",
         config_overrides=True,
         extra=(f"FirstJobId={FIRST_JOB_ID}", "MinJobAge=3600", "KillWait=2"),
     )
@@ -55,23 +56,30 @@ def running_pair(root: Path) -> Iterator[tuple[System, System]]:
     spur_root.mkdir()
     cluster = Cluster(
         spur_root,
-        conf_extra='[[partitions]]\nname = "spurpq"\ndefault = true\nnodes = "ALL"\n',
+        conf_extra='[[partitions]]\nname = "sppart"\ndefault = true\nnodes = "ALL"\n',
     )
     with slurm_cluster(bins, layout) as slurm_env:
         try:
             cluster.start_controller()
-            cluster.start_agent("spurnode", cpus=CPUS, memory_mb=MEMORY_MB)
-            cluster.wait_nodes("spurnode")
+            cluster.start_agent("spnode", cpus=CPUS, memory_mb=MEMORY_MB)
+            cluster.wait_nodes("spnode")
             _move_ids_past(cluster)
             slurm = System(
                 "slurm",
                 {**base_env(), "SLURM_CONF": slurm_env["SLURM_CONF"], "PATH": _SYSTEM_PATH},
                 root / "slurm-cases",
                 dict(SLURM_NAMES),
+                spool=r"/\S*/spool/job(\d+)/",
             )
             spur_env = {**base_env(), "PATH": f"{BIN}:{_SYSTEM_PATH}"}
             spur_env.update({k: v for k, v in cluster.env.items() if k.startswith("SPUR_")})
-            spur = System("spur", spur_env, root / "spur-cases", dict(SPUR_NAMES))
+            spur = System(
+                "spur",
+                spur_env,
+                root / "spur-cases",
+                dict(SPUR_NAMES),
+                spool=r"/\S*/agent-[^/\s]+/clusters/\w+/jobs/(\d+)/",
+            )
             yield slurm, spur
         finally:
             cluster.stop()

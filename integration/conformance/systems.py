@@ -67,7 +67,9 @@ class System:
     names: dict[str, str]
     # Lowest job id a case may still see; raised past every id a case saw.
     id_floor: int = FIRST_JOB_ID
-    # Values of job variables that depend on the process (pids) are replaced.
+    # Where the system's node keeps a job's script, as a pattern whose group 1 is the job id
+    # (Slurm: SlurmdSpoolDir/job%05u/, Spur: the agent's job directory): -> ``<SPOOL>/ID/``.
+    spool: str = r"(?!)"
     _counter: int = field(default=0, repr=False)
 
     def case_dir(self, case_id: str) -> Path:
@@ -95,9 +97,11 @@ def run_snippet(system: System, case_id: str, snippet: str, timeout: float = 150
     except subprocess.TimeoutExpired as exc:
         rc = -999
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or "")
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
         err += f"\n(timed out after {timeout} s)\n"
-    outcome, top = normalize(Outcome(rc, out, err), cwd=str(cwd), names=system.names, id_floor=system.id_floor)
+    outcome, top = normalize(
+        Outcome(rc, out, err), cwd=str(cwd), names=system.names, id_floor=system.id_floor, spool=system.spool
+    )
     system.id_floor = max(system.id_floor, top + 1)
     return outcome
 
@@ -108,11 +112,14 @@ _NUMBER = re.compile(r"(?<![\d.])(\d+)(?![\d])")
 _PIDS = re.compile(r"\b((?:SLURM|SPUR)_(?:TASK_PID|PRIO_PROCESS)=)\d+")
 
 
-def normalize(outcome: Outcome, *, cwd: str, names: Mapping[str, str], id_floor: int) -> tuple[Outcome, int]:
+def normalize(
+    outcome: Outcome, *, cwd: str, names: Mapping[str, str], id_floor: int, spool: str = r"(?!)"
+) -> tuple[Outcome, int]:
     """``outcome`` with what legitimately differs replaced, and the highest job id seen (or
     ``id_floor - 1``). Pure.
 
     - the case's working directory -> ``<CWD>``;
+    - the node's directory of job ``N`` (``spool``, group 1 the id) -> ``<SPOOL>/N/``;
     - ``names`` (cluster, partition, node) -> their placeholders, as whole words;
     - timestamps (ISO and epoch seconds) -> ``<TIME>``;
     - numbers in ``[id_floor, id_floor + 5000)`` -> ``J1``, ``J2``, ... in order of first appearance
@@ -132,6 +139,7 @@ def normalize(outcome: Outcome, *, cwd: str, names: Mapping[str, str], id_floor:
 
     def one(text: str) -> str:
         text = text.replace(cwd, "<CWD>")
+        text = re.sub(spool, lambda m: f"<SPOOL>/{int(m.group(1))}/", text)
         for literal, placeholder in sorted(names.items(), key=lambda kv: -len(kv[0])):
             text = re.sub(rf"(?<![\w-]){re.escape(literal)}(?![\w-])", placeholder, text)
         text = _ISO_TIME.sub("<TIME>", text)

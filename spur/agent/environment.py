@@ -172,16 +172,13 @@ def build_job_environment(
 
 
 def array_task_step(spec: str) -> int:
-    """Slurm's ``SLURM_ARRAY_TASK_STEP`` for an ``--array`` spec: the common gap between the sorted task
-    ids when they are evenly spaced, else 1 (also 1 for a single task or an unparsable spec)."""
-    from spur.core.job_options import parse_array_spec
+    """Slurm 22.05's ``SLURM_ARRAY_TASK_STEP`` for an ``--array`` spec: the ``:STEP`` of a spec that is
+    one stepped range (``0-15:4%2`` -> 4), else 1, even for an evenly spaced list (``1,5,9`` -> 1) or
+    an unparsable spec."""
+    import re
 
-    try:
-        ids, _limit = parse_array_spec(spec)
-    except ValueError:
-        return 1
-    gaps = {b - a for a, b in zip(ids, ids[1:], strict=False)}
-    return gaps.pop() if len(gaps) == 1 else 1
+    m = re.fullmatch(r"\s*\d+-\d+:(\d+)\s*(?:%\d+)?", spec)
+    return int(m.group(1)) if m and int(m.group(1)) > 0 else 1
 
 
 def array_environment(job: spur_pb2.JobInfo) -> dict[str, str]:

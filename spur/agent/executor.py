@@ -663,8 +663,29 @@ class Executor:
                 if job.kill_reason is None:
                     log.info("%s: cancelling", job.name)
                     self._begin_termination(job, "cancel", grace if grace > 0 else self.kill_grace)
+            elif batch_only and step_id is None and not (job.spec is not None and job.spec.interactive):
+                self._signal_shell(job, signum)
             else:
                 self._signal_unit(job, signum)
+
+    def _signal_shell(self, job: TrackedJob, signum: int) -> None:
+        """``scancel -b``: the batch script's shell alone, not its children (they are in its process
+        group), as Slurm's; as soon as the shim has started it."""
+        if job.finished.is_set() or job.nursery is None:
+            return
+
+        async def deliver() -> None:
+            await self._job_pgid(job)
+            tasks = job.jobdir.read("tasks.json") or {}
+            for pid in tasks.get("pids") or []:
+                if isinstance(pid, int) and pid > 0:
+                    try:
+                        os.kill(pid, signum)
+                    except OSError as e:
+                        if e.errno != errno.ESRCH:
+                            log.warning("%s: cannot send signal %d to %d: %s", job.name, signum, pid, e)
+
+        job.nursery.start_soon(deliver)
 
     def requeue(self, job_id: int, grace: float = 0.0) -> None:
         """End every unit of the job like a cancel; the reports say ``requeued`` (not cancelled)."""

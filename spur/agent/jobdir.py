@@ -4,7 +4,7 @@
 (a job step started by srun inside an allocation) hold::
 
     spec.json      LaunchSpec (spurd writes it before starting the shim)
-    script         batch script, owned by the job's user, mode 0700
+    slurm_script   batch script, owned by the job's user, mode 0700 (its name is $0, as in Slurm)
     launch.json    {pid, starttime, boot_id} of the shim as spurd started it (process backend)
     shim.json      {pid, starttime, boot_id} written by the shim itself on start (all backends)
     tasks.json     {pgid, pids} written by the shim once the task processes exist
@@ -133,7 +133,7 @@ class JobDir:
 
     @property
     def script(self) -> Path:
-        return self.path / "script"
+        return self.path / "slurm_script"
 
     @property
     def log(self) -> Path:

@@ -288,11 +288,7 @@ def _run_trio(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[
 
 
 # What each command says before the reason a submission was refused.
-SUBMIT_FAILED = {
-    "sbatch": "Batch job submission failed: ",
-    "srun": "Unable to allocate resources: ",
-    "salloc": "Job submit/allocate failed: ",
-}
+from spur.core.submit_words import SUBMIT_FAILED  # noqa: E402,F401  (re-exported)
 
 
 def submit_failure(prog: str, prefix: str, message: str) -> str:

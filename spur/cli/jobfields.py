@@ -63,7 +63,7 @@ SQUEUE_HEADERS = {
     "f": "FEATURES",
     "F": "ARRAY_JOB_ID",
     "g": "GROUP",
-    "G": "GID",
+    "G": "GROUP",
     "i": "JOBID",
     "j": "NAME",
     "k": "COMMENT",
@@ -91,6 +91,42 @@ SQUEUE_HEADERS = {
     "x": "EXC_NODES",
     "y": "NICE",
     "Z": "WORK_DIR",
+    "d": "MIN_TMP_DISK",
+    "h": "OVER_SUBSCRIBE",
+    "H": "SOCKETS_PER_NODE",
+    "I": "CORES_PER_SOCKET",
+    "J": "THREADS_PER_CORE",
+    "O": "CONTIGUOUS",
+    "s": "",
+    "v": "RESERVATION",
+    "W": "LICENSES",
+    "X": "CORE_SPEC",
+    "Y": "SCHEDNODES",
+    "z": "S:C:T",
+}
+
+# What Slurm 22.05 prints for a job that uses none of these (Spur has no such request or feature):
+# squeue letter or -O pseudo-letter -> text.
+SQUEUE_FIXED = {
+    "d": "0",
+    "H": "*",
+    "I": "*",
+    "J": "*",
+    "O": "0",
+    "s": "",
+    "v": "(null)",
+    "W": "(null)",
+    "X": "N/A",
+    "Y": "(null)",
+    "z": "*:*:*",
+    "@assoc_id": "0",
+    "@boards": "0",
+    "@null": "(null)",
+    "@na": "N/A",
+    "@NA": "NA",
+    "@zero": "0",
+    "@zero_time": "0:00",
+    "@profile": "NotSet",
 }
 
 # squeue -O names (case-insensitive) -> (letter, header). Names without a letter get a pseudo-letter
@@ -108,7 +144,7 @@ SQUEUE_LONG_FIELDS: dict[str, tuple[str, str]] = {
     "exit_code": ("@exit_code", "EXIT_CODE"),
     "feature": ("f", "FEATURES"),
     "gres": ("b", "TRES_PER_NODE"),
-    "groupid": ("G", "GID"),
+    "groupid": ("G", "GROUP"),
     "groupname": ("g", "GROUP"),
     "jobarrayid": ("i", "JOBID"),
     "jobid": ("A", "JOBID"),
@@ -128,7 +164,7 @@ SQUEUE_LONG_FIELDS: dict[str, tuple[str, str]] = {
     "reasonlist": ("R", "NODELIST(REASON)"),
     "reqnodes": ("n", "REQ_NODES"),
     "exc_nodes": ("x", "EXC_NODES"),
-    "restartcnt": ("@restarts", "RESTARTCNT"),
+    "restartcnt": ("@restarts", "RESTART_COUNT"),
     "starttime": ("S", "START_TIME"),
     "state": ("T", "STATE"),
     "statecompact": ("t", "ST"),
@@ -146,6 +182,67 @@ SQUEUE_LONG_FIELDS: dict[str, tuple[str, str]] = {
     "username": ("u", "USER"),
     "wckey": ("w", "WCKEY"),
     "workdir": ("Z", "WORK_DIR"),
+    "accruetime": ("@accrue", "ACCRUE_TIME"),
+    "allocnodes": ("@alloc_node", "ALLOC_NODES"),
+    "allocsid": ("@alloc_sid", "ALLOC_SID"),
+    "associd": ("@assoc_id", "ASSOC_ID"),
+    "batchflag": ("@batch_flag", "BATCH_FLAG"),
+    "boardspernode": ("@boards", "BOARDS_PER_NODE"),
+    "burstbuffer": ("@null", "BURST_BUFFER"),
+    "burstbufferstate": ("@null", "BURST_BUFFER_STATE"),
+    "clusterfeature": ("@null", "CLUSTER_FEATURES"),
+    "contiguous": ("O", "CONTIGUOUS"),
+    "container": ("@null", "CONTAINER"),
+    "cores": ("I", "CORES_PER_SOCKET"),
+    "corespec": ("X", "CORE_SPEC"),
+    "cpus-per-task": ("c", "CPUS_PER_TASK"),
+    "cpus-per-tres": ("@na", "CPUS_PER_TRES"),
+    "deadline": ("@na", "DEADLINE"),
+    "delayboot": ("@zero_time", "DELAY_BOOT"),
+    "derivedec": ("@zero", "DERIVED_EC"),
+    "hetjobid": ("@na", "HET_JOB_ID"),
+    "hetjobidset": ("@na", "HET_JOB_ID_SET"),
+    "hetjoboffset": ("@na", "HET_JOB_OFFSET"),
+    "lastschedeval": ("@last_sched_eval", "LAST_SCHED_EVAL"),
+    "licenses": ("W", "LICENSES"),
+    "maxcpus": ("@max_cpus", "MAX_CPUS"),
+    "maxnodes": ("@max_nodes", "MAX_NODES"),
+    "mcslabel": ("@null", "MCSLABEL"),
+    "mem-per-tres": ("@na", "MEM_PER_TRES"),
+    "mintime": ("@zero_time", "TIME_MIN"),
+    "mintmpdisk": ("d", "MIN_TMP_DISK"),
+    "network": ("@null", "NETWORK"),
+    "ntperboard": ("@zero", "NTASKS_PER_BOARD"),
+    "ntpercore": ("@na", "NTASKS_PER_CORE"),
+    "ntpernode": ("@ntasks_per_node", "NTASKS_PER_NODE"),
+    "ntpersocket": ("@na", "NTASKS_PER_SOCKET"),
+    "origin": ("@NA", "ORIGIN"),
+    "originraw": ("@NA", "ORIGIN_RAW"),
+    "oversubscribe": ("h", "OVER_SUBSCRIBE"),
+    "pendingtime": ("@pending_time", "PENDING_TIME"),
+    "preempttime": ("@na", "PREEMPT_TIME"),
+    "prefer": ("@null", "PREFER"),
+    "profile": ("@profile", "PROFILE"),
+    "reboot": ("@zero", "REBOOT"),
+    "reqswitch": ("@zero", "REQ_SWITCH"),
+    "requeue": ("@requeue", "REQUEUE"),
+    "reservation": ("v", "RESERVATION"),
+    "resizetime": ("@na", "RESIZE_TIME"),
+    "schednodes": ("Y", "SCHEDNODES"),
+    "sct": ("z", "S:C:T"),
+    "siblingsactive": ("@NA", "ACTIVE_SIBLINGS"),
+    "siblingsactiveraw": ("@NA", "ACTIVE_SIBLINGS_RAW"),
+    "siblingsviable": ("@NA", "VIABLE_SIBLINGS"),
+    "siblingsviableraw": ("@NA", "VIALBLE_SIBLINGS_RAW"),  # sic: Slurm 22.05's header
+    "sockets": ("H", "SOCKETS_PER_NODE"),
+    "sperboard": ("@zero", "SOCKETS_PER_BOARD"),
+    "system_comment": ("@null", "SYSTEM_COMMENT"),
+    "threads": ("J", "THREADS_PER_CORE"),
+    "tres-alloc": ("@tres_alloc", "TRES_ALLOC"),
+    "tres-bind": ("@na", "TRES_BIND"),
+    "tres-freq": ("@na", "TRES_FREQ"),
+    "tres-per-socket": ("@na", "TRES_PER_SOCKET"),
+    "wait4switch": ("@zero_time", "WAIT4SWITCH"),
 }
 
 
@@ -352,8 +449,6 @@ def squeue_value(job, letter: str, now: float, group: ArrayGroup | None = None) 
             return "N/A"
         case "E":
             return job.dependency if job.dependency and job.dependency != "(null)" else "(null)"
-        case "p":
-            return f"{job.priority / 4294967295:.8f}" if job.priority else "0.00000000"
         case "Q":
             return str(job.priority)
         case "o":
@@ -375,7 +470,7 @@ def squeue_value(job, letter: str, now: float, group: ArrayGroup | None = None) 
         case "x":
             return ",".join(spec.exclude)
         case "@eligible":
-            return format_timestamp(job.eligible_time) if job.eligible_time else "N/A"
+            return format_timestamp(job.eligible_time) if job.eligible_time and not is_held(job) else "N/A"
         case "@exit_code":
             return str(job.exit_code)
         case "@numtasks":
@@ -392,7 +487,39 @@ def squeue_value(job, letter: str, now: float, group: ArrayGroup | None = None) 
             return f"gres:gpu:{spec.gpus_total}" if spec.gpus_total else "N/A"
         case "@tres_per_task":
             return f"gres:gpu:{spec.gpus_per_task}" if spec.gpus_per_task else "N/A"
-    return ""
+        case "h":
+            return "OK" if not spec.exclusive else "NO"
+        case "@accrue":
+            return format_timestamp(job.eligible_time) if job.eligible_time and not is_held(job) else "N/A"
+        case "@alloc_node":
+            return job.submit_host or "(null)"
+        case "@alloc_sid":
+            return "0"
+        case "@batch_flag":
+            return "0" if spec.interactive else "1"
+        case "@last_sched_eval":
+            return format_timestamp(job.submit_time)
+        case "@max_cpus":
+            return str(num_cpus(job))
+        case "@max_nodes":
+            return str(num_nodes(job))
+        case "@ntasks_per_node":
+            return str(spec.ntasks_per_node)
+        case "@pending_time":
+            end = job.start_time or now
+            return str(max(0, int(end - job.submit_time))) if job.state == "PENDING" or job.start_time else "0"
+        case "@requeue":
+            return "0" if spec.no_requeue else "1"
+        case "@tres_alloc":
+            return _tres(job)
+        case "p":
+            return f"{job.priority / 4294967295:.14f}"
+    return SQUEUE_FIXED.get(letter, "")
+
+
+def is_held(job) -> bool:
+    """A held job (priority 0 while pending): Slurm reports no eligible or accrue time for it."""
+    return job.state == "PENDING" and job.priority == 0
 
 
 def exit_code_text(job) -> str:
@@ -439,7 +566,7 @@ def scontrol_job(job, now: float, *, one_liner: bool = False) -> str:
         end = ts(job.start_time + job.time_limit_secs)
     else:
         end = "Unknown"
-    eligible = ts(job.eligible_time) if job.eligible_time else "Unknown"
+    eligible = ts(job.eligible_time) if job.eligible_time and not is_held(job) else "Unknown"
     suspend = ts(job.suspend_time) if job.suspend_time else "None"
     pre_sus = int(job.suspend_time - job.start_time - job.suspended_secs) if job.suspend_time else 0
     dependency = job.dependency or "(null)"

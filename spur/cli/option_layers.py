@@ -37,8 +37,8 @@ def parse_option_layers(
     try:
         cli_opts, rest = parse_job_options(argv, command=prog)
         env_opts = options_from_env(environ, command=prog)
-    except JobOptionError as exc:
-        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
+    except JobOptionError as exc:  # Slurm's srun and salloc exit as sbatch does (255 for a bad option)
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=exc.exit_code) from None
     from spur.cli.cmdinfo import exit_on_meta
 
     exit_on_meta(prog, cli_opts)  # --help, --usage, -V/--version: print, exit 0, allocate nothing

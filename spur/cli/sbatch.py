@@ -57,7 +57,7 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     try:
         cli_opts, rest = parse_job_options(argv, command=PROG)
     except JobOptionError as exc:
-        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=255) from None
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=exc.exit_code) from None
     if cli_opts.help or cli_opts.usage or cli_opts.version:  # cmdinfo (and argparse) only then
         from spur.cli.cmdinfo import exit_on_meta
 
@@ -73,13 +73,14 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         directive_opts = parse_script_options(parse_sbatch_directives(script), command=PROG)
         env_opts = options_from_env(environ, command=PROG)
     except JobOptionError as exc:
-        # Slurm exits 255 for a bad option wherever it comes from (command line, environment, #SBATCH).
-        raise CliError(
-            str(exc) if str(exc).startswith(f"{PROG}:") else f"{PROG}: error: {exc}", 255
-        ) from None
+        # Slurm's sbatch says the same wherever an option comes from (command line, environment, #SBATCH).
+        text = str(exc) if str(exc).startswith(f"{PROG}:") else f"{PROG}: error: {exc}"
+        raise CliError(f"{text}\n{exc.hint}" if exc.hint else text, exc.exit_code) from None
     except ScriptError as exc:
         text = str(exc)
-        raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
+        if not text.startswith(f"{PROG}:"):
+            text = "\n".join(f"{PROG}: error: {line}" for line in text.split("\n"))
+        raise CliError(text) from None
     opts = merge_options(directive_opts, env_opts, cli_opts)
     # As Slurm's sbatch: the submitting process's nice value travels with the job's environment.
     environ = {**environ, "SLURM_PRIO_PROCESS": str(os.getpriority(os.PRIO_PROCESS, 0))}
@@ -93,7 +94,8 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         )
     except (JobOptionError, ValueError) as exc:
         text = str(exc)
-        raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}") from None
+        code = exc.exit_code if isinstance(exc, JobOptionError) else 1
+        raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}", code) from None
     spec.environment.setdefault("SLURM_SUBMIT_HOST", _hostname())
     spec.command = os.path.abspath(os.path.join(cwd, script_path)) if script_path else "(null)"
     return spec, opts

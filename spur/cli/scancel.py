@@ -21,7 +21,7 @@ class CancelError(ValueError):
 
 
 def parse_signal(text: str) -> int:
-    """'TERM', 'SIGTERM', '15' -> 15; raises ValueError naming the text."""
+    """'TERM', 'SIGTERM', '15' -> 15; raises :class:`CancelError` with Slurm's line (no prefix)."""
     t = text.upper()
     if t.isdigit():
         num = int(t)
@@ -31,7 +31,7 @@ def parse_signal(text: str) -> int:
         name = t if t.startswith("SIG") else f"SIG{t}"
         if hasattr(signal_mod.Signals, name):
             return int(signal_mod.Signals[name])
-    raise ValueError(f"Invalid signal name/number: {text}")
+    raise CancelError(f"Unknown job signal: {text}")
 
 
 def _expand_tasks(text: str, whole: str) -> list[int]:

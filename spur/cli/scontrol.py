@@ -51,7 +51,7 @@ def build_update_job(kv: dict[str, str]):  # -> pb.UpdateJobRequest
             try:
                 req.time_limit_secs = parse_time_limit(value)
             except TimeSpecError:
-                raise ScontrolError(f"Invalid TimeLimit value: {value}") from None
+                raise ScontrolError("Invalid TimeLimit value") from None
         elif key == "partition":
             req.partition = value
         elif key in ("priority", "nice"):
@@ -372,7 +372,7 @@ def show(rest: list[str], *, one_liner: bool = False) -> int:
                 try:
                     job_id, task = parse_job_ref(arg)
                 except ScontrolError:
-                    return _err("slurm_load_jobs error: Invalid job id specified")
+                    return _err("scontrol_print_job error: Invalid job id specified")
                 ids = [job_id]
             from spur.rpc import lite
 
@@ -398,7 +398,10 @@ def show(rest: list[str], *, one_liner: bool = False) -> int:
                     lambda stub: stub.GetNodes(pb.GetNodesRequest(names=[arg] if arg else []), timeout=30)
                 )
             except CliError as exc:
-                return _err(f"Node {arg} not found" if "not found" in exc.message else exc.message)
+                if "not found" in exc.message:
+                    print(f"Node {arg} not found")  # Slurm prints it on stdout
+                    return 1
+                return _err(exc.message)
             for n in resp.nodes:
                 sys.stdout.write(show_node_text(n, now, one_liner=one_liner))
             return 0
@@ -425,7 +428,10 @@ def show(rest: list[str], *, one_liner: bool = False) -> int:
             try:
                 parts, nodes = with_controller(body)
             except CliError as exc:
-                return _err(f"Partition {arg} not found" if "not found" in exc.message else exc.message)
+                if "not found" in exc.message:
+                    print(f"Partition {arg} not found")  # Slurm prints it on stdout
+                    return 1
+                return _err(exc.message)
             by_name = {n.name: n for n in nodes.nodes}
             for p in parts.partitions:
                 sys.stdout.write(show_partition_text(p, by_name, one_liner=one_liner))
@@ -443,7 +449,7 @@ def update(rest: list[str]) -> int:
     except ValueError as exc:
         return _err(f"scontrol: error: {exc}")
     if "jobid" in kv or "job" in kv:
-        return update_job(kv)
+        return update_job(kv, rest)
     nodes = kv.get("nodename") or kv.get("node")
     if not nodes:
         return _err("scontrol: error: update requires JobId=... or NodeName=...")
@@ -458,15 +464,23 @@ def update(rest: list[str]) -> int:
     return 0
 
 
-def update_job(kv: dict[str, str]) -> int:
+def update_job(kv: dict[str, str], words: list[str]) -> int:
+    """``scontrol update JobId=...``: Slurm's lines, ``REASON for job ID`` for a refusal."""
     try:
         req = build_update_job(kv)
     except ScontrolError as exc:
-        return _err(f"scontrol: error: {exc}")
+        text = str(exc)
+        if text.startswith("Update of this parameter is not supported: "):
+            # Slurm says it without a prefix, with the words as they were typed.
+            key = text.split(": ", 1)[1].split("=", 1)[0]
+            typed = next((w for w in words if w.split("=", 1)[0].lower() == key), text.split(": ", 1)[1])
+            return _err(f"Update of this parameter is not supported: {typed}")
+        return _err(f"scontrol: error: {text}")
     try:
         with_controller(lambda stub: stub.UpdateJob(req, timeout=30))
     except CliError as exc:
-        return _err(f"slurm_update error: {exc.message}")
+        shown = f"{req.job_id}_{req.array_task_id}" if req.HasField("array_task_id") else str(req.job_id)
+        return _err(f"{exc.message} for job {shown}")
     return 0
 
 

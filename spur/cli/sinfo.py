@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -53,7 +54,17 @@ HEADERS = {
     "X": "SOCKETS",
     "Y": "CORES",
     "Z": "THREADS",
+    "B": "MAX_CPUS_PER_NODE",
+    "U": "USER",
+    "I": "PRIO_JOB_FACTOR",
+    "L": "DEFAULTTIME",
+    "M": "PREEMPT_MODE",
+    "p": "PRIO_TIER",
+    "S": "ALLOCNODES",
+    "V": "CLUSTER",
 }
+# What Slurm 22.05 prints for a partition without these settings (Spur has no such setting).
+FIXED = {"B": "UNLIMITED", "I": "1", "L": "n/a", "M": "OFF", "p": "1", "S": "all", "V": "N/A"}
 REASONS_FORMAT = "%20E %9u %19H %N"
 
 
@@ -79,6 +90,7 @@ def build_parser() -> SlurmArgParser:
     p.add_argument("-l", "--long", action="store_true")
     p.add_argument("-R", "--list-reasons", action="store_true")
     p.add_argument("-s", "--summarize", action="store_true")
+    p.add_argument("-e", "--exact", action="store_true")
     p.add_argument("-a", "--all", action="store_true")
     p.add_argument("-v", "--verbose", action="count")
     p.add_argument("--json", action="store_true")
@@ -167,7 +179,9 @@ class Row:
                 return str(first.cores_per_socket) if first else "0"
             case "Z":
                 return str(first.threads_per_core) if first else "0"
-        return ""
+            case "U":
+                return "Unknown"  # the user who set the nodes' reason: none here
+        return FIXED.get(letter, "")
 
 
 def summary_rows(partitions, nodes_by_name, node_oriented: bool) -> list[Row]:
@@ -290,8 +304,10 @@ def sinfo_json(partitions, nodes) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def default_format(rows: list[Row], node_oriented: bool, long: bool) -> str:
+def default_format(rows: list[Row], node_oriented: bool, long: bool, summarize: bool = False) -> str:
     pwidth = max([len("PARTITION")] + [len(r.value("P")) for r in rows])
+    if summarize and not node_oriented:
+        return f"%-{pwidth}P %.5a %.10l %.16F %N"
     if node_oriented:
         nwidth = max([len("NODELIST") + 2] + [len(r.value("N")) for r in rows])
         if long:
@@ -353,9 +369,14 @@ def main(argv: list[str]) -> int:
         fmt = args.format or REASONS_FORMAT
     else:
         rows = summary_rows(parts.partitions, by_name, args.node_oriented)
-        if states or args.nodes:
+        # A partition with no node in the asked states still shows (0 nodes, n/a), as in Slurm.
+        if args.nodes or (states and args.node_oriented):
             rows = [r for r in rows if r.nodes]
-        fmt = args.format or default_format(rows, args.node_oriented, args.long)
+        fmt = (
+            args.format
+            or os.environ.get("SINFO_FORMAT")
+            or default_format(rows, args.node_oriented, args.long, args.summarize)
+        )
     spec = parse_format(fmt)
     out = [render_header(spec, HEADERS)] if not args.noheader else []
     if args.long and not args.noheader:  # as Slurm: the date line goes with the header
@@ -378,6 +399,7 @@ OPTION_HELP = {
     "long": "long output - displays more information",
     "list-reasons": "list reason nodes are down or drained",
     "summarize": "report state summary only",
+    "exact": "group nodes only on exactly identical attributes (every node here is its own group)",
     "all": "show all partitions (including hidden and those not accessible)",
     "verbose": "verbosity level",
     "json": "produce JSON output",

@@ -167,9 +167,57 @@ def parse_states(values: list[str]) -> set[str] | None:
 
 
 def job_sort_key(row: tuple[object, ArrayGroup | None]) -> tuple:
-    """Slurm's default sort "P,t,-p": partition, state, priority descending; then job id."""
+    """Slurm's default sort "P,t,-p": partition, state (by name, as Slurm compares state strings),
+    priority descending; then job id."""
     job = row[0]
-    return (job.partition, STATE_ORDER.get(job.state, 99), -job.priority, job.job_id)
+    return (job.partition, job.state, -job.priority, job.job_id)
+
+
+DEFAULT_SORT = "P,t,-p"
+# -S letters compared as numbers (the rest compare as the text squeue prints).
+_NUMERIC_SORT = frozenset("ACDFGQUcpy")
+
+
+def parse_sort(spec: str) -> list[tuple[str, bool]]:
+    """``-S``/``SQUEUE_SORT``: ``[+|-][%]LETTER,...`` -> [(letter, descending)]; QueueError with
+    Slurm's line for anything else. Pure."""
+    out: list[tuple[str, bool]] = []
+    for item in spec.split(","):
+        text = item.strip()
+        descending = text.startswith("-")
+        text = text.lstrip("+-").removeprefix("%")
+        if len(text) != 1 or not text.isalpha():
+            raise QueueError(f"squeue: error: Invalid sort specification: {item.strip()}")
+        out.append((text, descending))
+    return out
+
+
+def sort_rows(rows: list, keys: list[tuple[str, bool]], now: float) -> list:
+    """``rows`` ((job, group) pairs, in job id order) sorted by ``keys`` as Slurm's squeue does:
+    one stable sort per key, the last key first. Pure."""
+    out = sorted(rows, key=lambda r: r[0].job_id)
+    for letter, descending in reversed(keys):
+        out.sort(key=lambda r, ltr=letter: _sort_value(r, ltr, now), reverse=descending)
+    return out
+
+
+def _sort_value(row, letter: str, now: float) -> object:
+    from spur.cli.jobfields import squeue_value
+
+    job, group = row
+    if letter in "tT":
+        return job.state
+    if letter == "i":
+        return (job.array_job_id or job.job_id, job.job_id)
+    text = squeue_value(job, letter, now, group)
+    return _number(text) if letter in _NUMERIC_SORT else text
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
 
 
 def select_jobs(jobs, *, filters, states, names, accounts, nodes) -> list:
@@ -197,11 +245,24 @@ def select_jobs(jobs, *, filters, states, names, accounts, nodes) -> list:
     return out
 
 
-def format_jobs(jobs, fmt: str, *, header: bool, now: float, expand: bool = False, long: bool = False) -> str:
-    """Render rows for ``jobs`` with a -o format (``long=False``) or a -O format (``long=True``)."""
+def format_jobs(
+    jobs,
+    fmt: str,
+    *,
+    header: bool,
+    now: float,
+    expand: bool = False,
+    long: bool = False,
+    sort: list[tuple[str, bool]] | None = None,
+) -> str:
+    """Render rows for ``jobs`` with a -o format (``long=False``) or a -O format (``long=True``),
+    in Slurm's default order or by ``sort`` (:func:`parse_sort`)."""
     parts = parse_long_format(fmt, SQUEUE_LONG_FIELDS) if long else parse_format(fmt)
     lines = [render_header(parts, SQUEUE_HEADERS)] if header else []
-    rows = sorted(group_array_tasks(jobs, expand=expand), key=job_sort_key)
+    if sort:
+        rows = sort_rows(list(group_array_tasks(jobs, expand=expand)), sort, now)
+    else:
+        rows = sorted(group_array_tasks(jobs, expand=expand), key=job_sort_key)
     lines += render_rows(parts, rows, lambda row, letter: squeue_value(row[0], letter, now, row[1]))
     return "".join(line + "\n" for line in lines)
 
@@ -297,7 +358,35 @@ def jobs_json(jobs, now: float) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
+def known_long_fields(fmt: str) -> str:
+    """``fmt`` (-O) without its unknown field names, each said on stderr: Slurm 22.05's squeue then
+    prints the rest (exit 0), arguably a bug that scripts may rely on."""
+    kept = []
+    for token in fmt.split(","):
+        name = token.partition(":")[0]
+        if token and name.lower() not in SQUEUE_LONG_FIELDS:
+            print(f"squeue: error: Invalid job format specification: {name}", file=sys.stderr)
+            continue
+        kept.append(token)
+    return ",".join(kept)
+
+
+def _join_sort_values(argv: list[str]) -> list[str]:
+    """``-S -i`` -> ``--sort=-i``: getopt gives -S the next argument even when it starts with '-'."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("-S", "--sort") and i + 1 < len(argv):
+            out.append(f"--sort={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def main(argv: list[str]) -> int:
+    argv = _join_sort_values(argv)
     args = quick_parse(argv) or build_parser().parse_args(argv)
     from spur.rpc import lite as pb  # the wire without protobuf's start-up cost
 
@@ -315,17 +404,17 @@ def main(argv: list[str]) -> int:
         long = False
         fmt = args.format
         if args.long_format:
-            fmt, long = args.long_format, True
-            parse_long_format(fmt, SQUEUE_LONG_FIELDS)
+            fmt, long = known_long_fields(args.long_format), True
         elif not fmt:
             env_long = os.environ.get("SQUEUE_FORMAT2")
             if env_long:
-                fmt, long = env_long, True
-                parse_long_format(fmt, SQUEUE_LONG_FIELDS)
+                fmt, long = known_long_fields(env_long), True
             else:
                 fmt = os.environ.get("SQUEUE_FORMAT") or (
                     SQUEUE_LONG_FORMAT if args.long else SQUEUE_DEFAULT_FORMAT
                 )
+        sort_spec = args.sort or os.environ.get("SQUEUE_SORT")
+        sort = parse_sort(sort_spec) if sort_spec else None
     except (QueueError, FormatError) as exc:
         msg = str(exc)
         print(msg if msg.startswith("squeue:") else f"squeue: error: {msg}", file=sys.stderr)
@@ -379,10 +468,12 @@ def main(argv: list[str]) -> int:
             if args.json:
                 sys.stdout.write(jobs_json(jobs, now))
             else:
-                if args.iterate:
+                if args.iterate or (args.long and not args.noheader):  # Slurm's date line
                     print(time.strftime("%a %b %d %H:%M:%S %Y"))
                 sys.stdout.write(
-                    format_jobs(jobs, fmt, header=not args.noheader, now=now, expand=args.array, long=long)
+                    format_jobs(
+                        jobs, fmt, header=not args.noheader, now=now, expand=args.array, long=long, sort=sort
+                    )
                 )
             sys.stdout.flush()
             if not args.iterate:

@@ -67,7 +67,7 @@ def step_job_id(argv: list[str], environ: dict[str, str]) -> int | None:
         cli_opts, _command = parse_job_options(argv, command=PROG)
         env_opts = options_from_env(environ, command=PROG)
     except JobOptionError as exc:
-        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=1) from None
+        raise CliError(f"{exc}\n{exc.hint}" if exc.hint else str(exc), exit_code=exc.exit_code) from None
     return cli_opts.jobid or env_opts.jobid
 
 
@@ -441,11 +441,11 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
                     f"srun: error: {name}: cannot launch step {job_id}.{step.step_id}: {exc.message}"
                 )
 
-        async def cancel_step() -> None:
+        async def cancel_step(signum: int = 0) -> None:
             with trio.move_on_after(10):
                 async with trio.open_nursery() as nursery:
                     for name in names:
-                        nursery.start_soon(_signal_step, stubs[name], job_id, step.step_id)
+                        nursery.start_soon(_signal_step, stubs[name], job_id, step.step_id, signum)
 
         async with trio.open_nursery() as nursery:
             for name, first, _count in placements:
@@ -475,11 +475,16 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
                 print(f"srun: error: {name}: lost output stream: {exc.message}", file=sys.stderr)
                 results[name] = (1, 0)
 
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        # As Slurm's srun: SIGUSR1/SIGUSR2 go on to the step's tasks (scancel --full reaches srun too).
+        forwarded = (signal.SIGUSR1, signal.SIGUSR2)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, *forwarded) as signals:
             async with helper_nursery() as nursery:
 
                 async def on_signal() -> None:
-                    async for _ in signals:
+                    async for signum in signals:
+                        if signum in forwarded:
+                            nursery.start_soon(cancel_step, int(signum))
+                            continue
                         print("srun: forcing job termination", file=sys.stderr)
                         await cancel_step()
 
@@ -506,12 +511,13 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     return 128 + sig if sig else exit_code
 
 
-async def _signal_step(stub, job_id: int, step_id: int) -> None:
+async def _signal_step(stub, job_id: int, step_id: int, signum: int = 0) -> None:
+    """Cancel (``signum`` 0) or signal one step on the node ``stub`` reaches."""
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
 
     try:
-        await stub.SignalJob(pb.SignalJobRequest(job_id=job_id, signal=0, step_id=step_id), timeout=10)
+        await stub.SignalJob(pb.SignalJobRequest(job_id=job_id, signal=signum, step_id=step_id), timeout=10)
     except RpcError:
         pass  # gone already, or unreachable: the controller's cancel of the job still reaches it
 

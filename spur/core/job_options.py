@@ -31,6 +31,7 @@ from spur.core.resources import (
     parse_gres,
     parse_memory_mb,
 )
+from spur.core.submit_words import SUBMIT_FAILED
 from spur.core.timespec import TimeSpecError, parse_begin_time, parse_time_limit
 
 TYPE_CHECKING = False  # typing is not imported at run time: sbatch's start-up pays for every import
@@ -75,10 +76,13 @@ class JobOptionError(ValueError):
     """A bad option or value. ``str()`` is the full line Slurm prints (e.g.
     ``sbatch: unrecognized option '--bogus'``); ``hint`` is the follow-up line, if any."""
 
-    def __init__(self, line: str, *, command: str = "sbatch", hint: str = "") -> None:
+    def __init__(self, line: str, *, command: str = "sbatch", hint: str = "", exit_code: int = 255) -> None:
         super().__init__(line)
         self.command = command
         self.hint = hint
+        # sbatch's exit status for it: 255 for what its option parser refuses, 1 for what Slurm's
+        # sbatch leaves to a later check (counts) or to the controller (array, dependency, node list).
+        self.exit_code = exit_code
 
 
 @dataclass
@@ -162,7 +166,42 @@ _FIELD_GROUPS: tuple[tuple[str, ...], ...] = (("nodes_min", "nodes_max"), ("mem_
 
 
 class _BadValue(Exception):
-    """Raised by value parsers; turned into a JobOptionError naming the option."""
+    """Raised by value parsers; turned into a JobOptionError naming the option (Slurm's words: the
+    option's own :class:`_Opt` ``bad`` line, or ``line`` given here for one particular value)."""
+
+    def __init__(self, line: _BadLine | None = None) -> None:
+        super().__init__()
+        self.line = line
+
+
+# (command, option's long name, value) -> (the line Slurm's command prints, sbatch's exit status)
+_BadLine = Callable[[str, str, str], tuple[str, int]]
+
+
+def _bad_spec(command: str, long: str, _value: str) -> tuple[str, int]:
+    return f"{command}: error: Invalid --{long} specification", 255
+
+
+def _bad_number(command: str, long: str, value: str) -> tuple[str, int]:
+    return f'{command}: error: Invalid numeric value "{value}" for --{long}.', 1
+
+
+def _refused(reason: str) -> _BadLine:
+    """A value Slurm's command passes on and its controller refuses (``Batch job submission failed: ...``)."""
+
+    def line(command: str, _long: str, _value: str) -> tuple[str, int]:
+        return f"{command}: error: {SUBMIT_FAILED.get(command, '')}{reason}", 1
+
+    return line
+
+
+def _said(text: str, exit_code: int) -> _BadLine:
+    """A fixed error text (``{value}`` replaced by the value)."""
+
+    def line(command: str, _long: str, value: str) -> tuple[str, int]:
+        return f"{command}: error: {text.format(value=value)}", exit_code
+
+    return line
 
 
 def _int_in(text: str, lo: int, hi: int) -> int:
@@ -208,11 +247,11 @@ def _count(field_name: str, lo: int = 1) -> _Parser:
 def _nodes(value: str | None, _cur: JobOptions) -> dict[str, Any]:
     m = re.fullmatch(r"\s*(\d{1,10})(?:-(\d{1,10}))?\s*", value or "")
     if not m:
-        raise _BadValue
+        raise _BadValue(_said('"{value}" is not a valid node count', 255))
     lo = int(m.group(1))
     hi = int(m.group(2)) if m.group(2) else lo
     if lo < 1 or hi < lo or hi > MAX_COUNT:
-        raise _BadValue
+        raise _BadValue(_refused("Node count specification invalid"))
     return {"nodes_min": lo, "nodes_max": hi}
 
 
@@ -356,6 +395,8 @@ class _Opt:
     arg: ArgKind
     parse: _Parser
     commands: frozenset[str] = _ALL
+    # Slurm's line for a value ``parse`` refuses.
+    bad: _BadLine = _bad_spec
 
 
 _OPTIONS: tuple[_Opt, ...] = (
@@ -364,10 +405,10 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("partition", "p", "required", _nonempty("partition")),
     _Opt("qos", "q", "required", _nonempty("qos")),
     _Opt("nodes", "N", "required", _nodes),
-    _Opt("ntasks", "n", "required", _count("ntasks")),
-    _Opt("cpus-per-task", "c", "required", _count("cpus_per_task")),
-    _Opt("ntasks-per-node", None, "required", _count("ntasks_per_node")),
-    _Opt("tasks-per-node", None, "required", _count("ntasks_per_node")),
+    _Opt("ntasks", "n", "required", _count("ntasks"), bad=_bad_number),
+    _Opt("cpus-per-task", "c", "required", _count("cpus_per_task"), bad=_bad_number),
+    _Opt("ntasks-per-node", None, "required", _count("ntasks_per_node"), bad=_bad_number),
+    _Opt("tasks-per-node", None, "required", _count("ntasks_per_node"), bad=_bad_number),
     _Opt("mem", None, "required", _mem("mem_mb")),
     _Opt("mem-per-cpu", None, "required", _mem("mem_per_cpu_mb")),
     _Opt("time", "t", "required", _time),
@@ -377,13 +418,25 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("input", "i", "required", _nonempty("input"), _SB_SR),
     _Opt("chdir", "D", "required", _nonempty("chdir")),
     _Opt("export", None, "required", _validated("export", lambda v: parse_export(v)), _SB_SR),
-    _Opt("array", "a", "required", _validated("array", lambda v: parse_array_spec(v)), _SB),
-    _Opt("dependency", "d", "required", _validated("dependency", lambda v: parse_dependency(v))),
-    _Opt("gres", None, "required", _validated("gres", _check_gres)),
+    _Opt(
+        "array", "a", "required", _validated("array", lambda v: parse_array_spec(v)), _SB,
+        bad=_refused("Invalid job array specification"),
+    ),
+    _Opt(
+        "dependency", "d", "required", _validated("dependency", lambda v: parse_dependency(v)),
+        bad=_refused("Job dependency problem"),
+    ),
+    _Opt(
+        "gres", None, "required", _validated("gres", _check_gres),
+        bad=_said("Invalid generic resource (gres) specification", 1),
+    ),
     _Opt("gpus", "G", "required", _validated("gpus", parse_gpus)),
     _Opt("gpus-per-node", None, "required", _validated("gpus_per_node", parse_gpus)),
     _Opt("gpus-per-task", None, "required", _validated("gpus_per_task", parse_gpus)),
-    _Opt("nodelist", "w", "required", _validated("nodelist", _check_hostlist)),
+    _Opt(
+        "nodelist", "w", "required", _validated("nodelist", _check_hostlist),
+        bad=_refused("Invalid node name specified"),
+    ),
     _Opt("exclude", "x", "required", _validated("exclude", _check_hostlist)),
     _Opt("constraint", "C", "required", _nonempty("constraint")),
     _Opt("exclusive", None, "optional", _exclusive),
@@ -398,7 +451,7 @@ _OPTIONS: tuple[_Opt, ...] = (
     _Opt("wait", "W", "required", _int_field("wait_secs", 0, MAX_COUNT), _SR),
     _Opt("comment", None, "required", _str("comment")),
     _Opt("wckey", None, "required", _nonempty("wckey")),
-    _Opt("ntasks-per-gpu", None, "required", _count("ntasks_per_gpu")),
+    _Opt("ntasks-per-gpu", None, "required", _count("ntasks_per_gpu"), bad=_bad_number),
     _Opt("nice", None, "optional", _nice),
     _Opt("quiet", "Q", "none", _flag("quiet")),
     _Opt("verbose", "v", "none", _verbose),
@@ -445,14 +498,13 @@ def _hint(command: str) -> str:
     return f'Try "{command} --help" for more information'
 
 
-def _apply(opts: JobOptions, opt: _Opt, value: str | None, command: str, source: str = "") -> None:
+def _apply(opts: JobOptions, opt: _Opt, value: str | None, command: str) -> None:
     try:
         updates = opt.parse(value, opts)
-    except _BadValue:
-        where = f" (from {source})" if source else ""
-        raise JobOptionError(
-            f"{command}: error: Invalid --{opt.long} specification: {value}{where}", command=command
-        ) from None
+    except _BadValue as exc:
+        # Slurm's words: mostly without the value, never saying where it came from (line, variable).
+        line, exit_code = (exc.line or opt.bad)(command, opt.long, value or "")
+        raise JobOptionError(line, command=command, exit_code=exit_code) from None
     for key, val in updates.items():
         setattr(opts, key, val)
 
@@ -689,7 +741,7 @@ def options_from_env(env: Mapping[str, str], command: str = "sbatch") -> JobOpti
 
     For flag options any value sets the flag. srun also reads the SLURM_* variables of the
     allocation it runs in (SLURM_NTASKS, SLURM_JOB_NUM_NODES, ...); SLURM_NNODES is output only.
-    Raises :class:`JobOptionError` naming the variable for an invalid value.
+    Raises :class:`JobOptionError` for an invalid value (Slurm's line, which does not name the variable).
     """
     longs, _ = _tables(command)
     opts = JobOptions()
@@ -700,7 +752,7 @@ def options_from_env(env: Mapping[str, str], command: str = "sbatch") -> JobOpti
         opt = longs[long]
         # Flags ignore the value, except the verbosity variables whose value is the level.
         takes_value = opt.arg != "none" or long == "verbose"
-        _apply(opts, opt, value if takes_value else None, command, source=var)
+        _apply(opts, opt, value if takes_value else None, command)
     _check_layer(opts, command, " (in the environment)")
     return opts
 
@@ -1059,7 +1111,7 @@ def build_job_spec(
             begin_time = parse_begin_time(opts.begin, _time.time() if now is None else now)
         except TimeSpecError as exc:
             raise JobOptionError(
-                f"{command}: error: Invalid --begin specification: {opts.begin}", command=command
+                f"{command}: error: Invalid --begin specification", command=command
             ) from exc
     environment = export_environment(opts.export, environ)
     if opts.cpus_per_task is not None:

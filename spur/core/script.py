@@ -10,15 +10,17 @@ __all__ = [
     "wrap_command",
 ]
 
+# Slurm's sbatch prints it as three ``sbatch: error:`` lines.
 NOT_A_BATCH_SCRIPT = (
-    "This does not look like a batch script.  The first line must start with #! "
-    "followed by the path to an interpreter."
+    "This does not look like a batch script.  The first\n"
+    "line must start with #! followed by the path to an interpreter.\n"
+    "For instance: #!/bin/sh"
 )
 
 
 class ScriptError(ValueError):
     """A batch script sbatch would refuse. ``str()`` is Slurm's message without the ``sbatch: error:``
-    prefix; the CLI prints ``f"sbatch: error: {err}"``."""
+    prefix; the CLI prints each of its lines as ``sbatch: error: LINE``."""
 
 
 def _split_directive(text: str, lineno: int, line: str) -> list[str]:

@@ -714,6 +714,8 @@ class ClusterState:
         return [j.job_id for j in targets]
 
     def _check_update(self, job: Job, cmd: c.UpdateJob, admin: bool) -> Rejected | None:
+        if job.state.is_terminal and cmd.action not in ("requeue", "requeuehold"):
+            return Rejected("FAILED_PRECONDITION", "Job has already finished")  # Slurm's ESLURM_ALREADY_DONE
         pending = job.state is JobState.PENDING
         if cmd.partition is not None:
             if not pending:
