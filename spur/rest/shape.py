@@ -1,0 +1,213 @@
+"""Shape a version-neutral answer into what a version's document declares (pure).
+
+The mapping layer builds each answer once, with natural Python values: ints, floats, strings,
+lists, nested dicts, ``None`` for "not set" and :data:`INF` for "unlimited". A *shaper*, compiled
+once per (document, schema), walks the declared schema and renders that value the way the version
+writes it:
+
+- a property the schema does not declare is left out (the version has no such field);
+- Slurm's number objects (``{"set", "infinite", "number"}``, the ``*_no_val_struct`` schemas):
+  ``None`` -> unset, :data:`INF` -> infinite, a number -> set;
+- a plain integer declared where the value is :data:`INF` -> Slurm's INFINITE (4294967295);
+- ``None`` elsewhere: kept only where the version's real server sends null (``allow_null``, see
+  :data:`spur.rest.openapi.SENT_AS_NULL`), otherwise the property is left out;
+- a scalar where an array is declared becomes a one-item array (``job_state``, flag arrays), and
+  a flag array keeps only the flags the version's enum knows;
+- numbers where a string is declared become their decimal text, integers where a number is
+  declared become floats, booleans/numbers where an integer is declared become ints.
+
+So the version modules differ only where the documents differ, and no rule about types is written
+per field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+
+class _Infinite:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "INF"
+
+
+INF: Any = _Infinite()
+INFINITE_U32 = 4294967295
+
+Shaper = Callable[[Any], Any]
+_DROP = object()
+_NUMBER_OBJECT_KEYS = frozenset({"set", "infinite", "number"})
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+class SchemaShapers:
+    """Compiled shapers for the schemas of one document (see the module docstring)."""
+
+    def __init__(self, doc: dict[str, Any], allow_null: Iterable[tuple[str, str]] = ()) -> None:
+        self.schemas: dict[str, Any] = doc.get("components", {}).get("schemas", {})
+        self.allow_null = set(allow_null)
+        self._compiled: dict[str, Shaper] = {}
+
+    def named(self, name: str) -> Shaper:
+        """The shaper of ``#/components/schemas/<name>``."""
+        found = self._compiled.get(name)
+        if found is None:
+            cell: list[Shaper] = []
+            self._compiled[name] = lambda value: cell[0](value)  # recursion through $ref
+            shaper = self._compile(self.schemas[name], name, "")
+            cell.append(shaper)
+            self._compiled[name] = found = shaper
+        return found
+
+    def for_schema(self, schema: dict[str, Any]) -> Shaper:
+        return self._compile(schema, "", "")
+
+    # ------------------------------------------------------------------ compilation
+
+    def _resolve(self, schema: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[1]
+            return self.schemas.get(name, {}), name
+        return schema, None
+
+    def _compile(self, schema: dict[str, Any], owner: str, path: str) -> Shaper:
+        target, ref_name = self._resolve(schema)
+        if ref_name is not None and ref_name in self._compiled:
+            return self._compiled[ref_name]
+        if ref_name is not None:
+            return self.named(ref_name)
+        kind = target.get("type")
+        props = target.get("properties")
+        if kind == "object" and isinstance(props, dict) and _NUMBER_OBJECT_KEYS <= set(props):
+            return _number_object(props["number"].get("type") == "number")
+        if isinstance(props, dict) and props:
+            return self._object(props, owner, path)
+        if kind == "array":
+            items, _ = self._resolve(target.get("items", {}))
+            if isinstance(items.get("enum"), list):  # a flag the version does not know is left out
+                return _flags(frozenset(items["enum"]))
+            item = self._compile(target.get("items", {}), owner, path)
+            return _array(item)
+        if kind == "string":
+            return _string
+        if kind == "integer":
+            return _integer
+        if kind == "number":
+            return _number
+        if kind == "boolean":
+            return _boolean
+        return _identity
+
+    def _object(self, props: dict[str, Any], owner: str, path: str) -> Shaper:
+        table: dict[str, tuple[Shaper, bool]] = {}
+        for key, sub in props.items():
+            sub_path = f"{path}.{key}" if path else key
+            target, ref_name = self._resolve(sub)
+            is_number_object = _NUMBER_OBJECT_KEYS <= set(target.get("properties") or {})
+            nullable = bool(target.get("nullable")) or (owner, sub_path) in self.allow_null
+            if ref_name is None and isinstance(target.get("properties"), dict) and not is_number_object:
+                shaper = self._object(target["properties"], owner, sub_path)
+            else:
+                shaper = self._compile(sub, owner, sub_path)
+            table[key] = (shaper, nullable and not is_number_object)
+        none_ok = {k for k, (_, ok) in table.items() if ok}
+        number_objects = {
+            k for k, sub in props.items() if _NUMBER_OBJECT_KEYS <= set(self._resolve(sub)[0].get("properties") or {})
+        }
+
+        def shape_object(value: Any) -> Any:
+            if not isinstance(value, dict):
+                return value
+            out = {}
+            for key, item in value.items():
+                entry = table.get(key)
+                if entry is None:
+                    continue
+                if item is None and key not in number_objects:
+                    if key in none_ok:
+                        out[key] = None
+                    continue
+                shaped = entry[0](item)
+                if shaped is not _DROP:
+                    out[key] = shaped
+            return out
+
+        return shape_object
+
+
+def _number_object(is_float: bool) -> Shaper:
+    def shape(value: Any) -> Any:
+        if value is None:
+            return {"set": False, "infinite": False, "number": 0.0 if is_float else 0}
+        if value is INF:
+            return {"set": False, "infinite": True, "number": 0.0 if is_float else 0}
+        if isinstance(value, dict):
+            return value
+        return {"set": True, "infinite": False, "number": float(value) if is_float else int(value)}
+
+    return shape
+
+
+def _array(item: Shaper) -> Shaper:
+    def shape(value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            if item is _identity or item is _string:
+                return list(value) if item is _identity else [str(v) for v in value]
+            return [item(v) for v in value]
+        return [item(value)]
+
+    return shape
+
+
+def _flags(known: frozenset[str]) -> Shaper:
+    def shape(value: Any) -> Any:
+        values = value if isinstance(value, list | tuple) else [value]
+        return [v for v in values if v in known]
+
+    return shape
+
+
+def _string(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    if value is INF:
+        return "UNLIMITED"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _integer(value: Any) -> Any:
+    if type(value) is int:
+        return value
+    if value is INF:
+        return INFINITE_U32
+    if isinstance(value, bool | float):
+        return int(value)
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def _number(value: Any) -> Any:
+    if type(value) is float:
+        return value
+    if value is INF:
+        return float(INFINITE_U32)
+    if isinstance(value, int | bool):
+        return float(value)
+    return value
+
+
+def _boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value != 0
+    return value
