@@ -119,6 +119,8 @@ class RestApi:
                     if dialect is None:
                         response = _json(body(db, [exc.entry()], **extra), exc.status)
                     else:
+                        for key in dialect.required_fields(path, method):
+                            extra.setdefault(key, None)  # the shaper gives each its empty value
                         err = self.v4_body(dialect, db, errors=[exc.entry()], **extra)
                         response = await self._render(err, shaper, exc.status)
                     if exc.status == 413:  # the unread body must not be taken for the next request
@@ -421,17 +423,19 @@ class RestApi:
         path: str | None = None,
         dialect: Any = None,
         ok: Callable[..., dict[str, Any]] | None = None,
+        key: str | None = None,
     ) -> None:
         """Register ``entity`` at ``path`` (default: its v0.0.38 path) for ``dialect`` (None:
         v0.0.38); ``ok`` builds the version's success body."""
         source = f"op_handler_{entity.backend_method}"
         path = path or entity.path
+        list_key = key if key is not None else entity.key
         param_name = path.rsplit("{", 1)[1].rstrip("}/") if "{" in path else entity.param
 
         def answer(**fields: Any) -> dict[str, Any]:
             return ok(True, **fields) if ok is not None else body(True, **fields)
 
-        @self.route(path, entity.method, db=True, empty=entity.key or None, dialect=dialect)
+        @self.route(path, entity.method, db=True, empty=list_key or None, dialect=dialect)
         async def view(**params: str) -> Body:
             md = self.identity_metadata(source)
             if entity.kind == "list":
@@ -454,7 +458,7 @@ class RestApi:
                 else:  # filter_delete
                     await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
                 return answer()
-            return answer(**{entity.key: [entity.to_json(r) for r in records]})
+            return answer(**{list_key: [entity.to_json(r) for r in records]})
 
     async def _backend_call(
         self, fn: Callable[..., Awaitable[Any]], md: dict[str, str], source: str, *args: Any

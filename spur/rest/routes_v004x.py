@@ -32,8 +32,8 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
 
     def route(path: str, method: str, db: bool = False, empty: str | None = None) -> Any:
         def decorate(view: Any) -> Any:
-            if not d.has(path, method):
-                return view
+            if not d.has(path, method) or (path, method) in api.registered:
+                return view  # not in this version, or served by the accounting backend's route
             return api.route(path, method, db=db, empty=empty, dialect=d)(view)
 
         return decorate
@@ -86,7 +86,8 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         md = api.identity_metadata(source)
         wanted = [int(x) for x in (request.args.get("job_id") or "").split(",") if x.strip().isdigit()]
         resp = await api.call("GetJobs", pb.GetJobsRequest(job_ids=wanted, include_finished=True), source, md)
-        return ok(jobs=[v004x.job_state_entry(j) for j in resp.jobs])
+        now = int(api.ctl.clock.wall())
+        return ok(jobs=[v004x.job_state_entry(j) for j in resp.jobs], last_backfill=now, last_update=now)
 
     @route(f"{S}/jobs/", "delete")
     async def kill_jobs() -> Body:
@@ -240,6 +241,8 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         raise RestError(404, ESLURM_REST_EMPTY_RESULT, f"Unable to find reservation {reservation_name}", source)
 
     # ------------------------------------------------------------------ slurmdb
+    _entity_routes(api, d, D, ok)
+
     @route(f"{D}/jobs/", "get", db=True, empty="jobs")
     async def db_jobs() -> Body:
         source = "op_handler_jobs"
@@ -290,8 +293,6 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         out["TRES"] = out.pop("tres")
         return ok(True, **out)
 
-    _entity_routes(api, d, D, ok)
-
 
 def _entity_routes(api: RestApi, d: v004x.Dialect, base: str, ok: Any) -> None:
     """The accounting entities, through the same backend calls as v0.0.38's (see spur.rest.slurmdb):
@@ -307,7 +308,11 @@ def _entity_routes(api: RestApi, d: v004x.Dialect, base: str, ok: Any) -> None:
         path = _entity_path(d, base, entity)
         if path is None:
             continue
-        api.entity_route(entity, fn, path=path, dialect=d, ok=ok)
+        key = entity.key
+        if key:  # the version's spelling of the list field (v0.0.38 "tres" is 24.11's "TRES")
+            fields = {f.lower(): f for f in d.response_fields(path, entity.method)}
+            key = fields.get(key.lower(), key)
+        api.entity_route(entity, fn, path=path, dialect=d, ok=ok, key=key)
 
 
 def _entity_path(d: v004x.Dialect, base: str, entity: slurmdb.EntityRoute) -> str | None:

@@ -10,7 +10,8 @@ writes it:
   ``None`` -> unset, :data:`INF` -> infinite, a number -> set;
 - a plain integer declared where the value is :data:`INF` -> Slurm's INFINITE (4294967295);
 - ``None`` elsewhere: kept only where the version's real server sends null (``allow_null``, see
-  :data:`spur.rest.openapi.SENT_AS_NULL`), otherwise the property is left out;
+  :data:`spur.rest.openapi.SENT_AS_NULL`); a required property gets its type's empty value
+  (``""``, ``0``, ``[]``); otherwise the property is left out;
 - a scalar where an array is declared becomes a one-item array (``job_state``, flag arrays), and
   a flag array keeps only the flags the version's enum knows;
 - numbers where a string is declared become their decimal text, integers where a number is
@@ -22,6 +23,7 @@ per field.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -39,6 +41,7 @@ INFINITE_U32 = 4294967295
 Shaper = Callable[[Any], Any]
 _DROP = object()
 _NUMBER_OBJECT_KEYS = frozenset({"set", "infinite", "number"})
+_EMPTY: dict[Any, Any] = {"string": "", "integer": 0, "number": 0.0, "boolean": False, "array": [], "object": {}}
 
 
 def _identity(value: Any) -> Any:
@@ -87,7 +90,7 @@ class SchemaShapers:
         if kind == "object" and isinstance(props, dict) and _NUMBER_OBJECT_KEYS <= set(props):
             return _number_object(props["number"].get("type") == "number")
         if isinstance(props, dict) and props:
-            return self._object(props, owner, path)
+            return self._object(props, owner, path, target.get("required") or ())
         if kind == "array":
             items, _ = self._resolve(target.get("items", {}))
             if isinstance(items.get("enum"), list):  # a flag the version does not know is left out
@@ -104,15 +107,16 @@ class SchemaShapers:
             return _boolean
         return _identity
 
-    def _object(self, props: dict[str, Any], owner: str, path: str) -> Shaper:
+    def _object(self, props: dict[str, Any], owner: str, path: str, required: Iterable[str] = ()) -> Shaper:
         table: dict[str, tuple[Shaper, bool]] = {}
+        empty = {k: _EMPTY.get(self._resolve(props[k])[0].get("type")) for k in required if k in props}
         for key, sub in props.items():
             sub_path = f"{path}.{key}" if path else key
             target, ref_name = self._resolve(sub)
             is_number_object = _NUMBER_OBJECT_KEYS <= set(target.get("properties") or {})
             nullable = bool(target.get("nullable")) or (owner, sub_path) in self.allow_null
             if ref_name is None and isinstance(target.get("properties"), dict) and not is_number_object:
-                shaper = self._object(target["properties"], owner, sub_path)
+                shaper = self._object(target["properties"], owner, sub_path, target.get("required") or ())
             else:
                 shaper = self._compile(sub, owner, sub_path)
             table[key] = (shaper, nullable and not is_number_object)
@@ -132,6 +136,8 @@ class SchemaShapers:
                 if item is None and key not in number_objects:
                     if key in none_ok:
                         out[key] = None
+                    elif empty.get(key) is not None:  # required: the type's empty value
+                        out[key] = copy.copy(empty[key])
                     continue
                 shaped = entry[0](item)
                 if shaped is not _DROP:

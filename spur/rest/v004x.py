@@ -70,6 +70,19 @@ class Dialect:
             found = self._responses[key] = self.shapers.for_schema(schema)
         return found
 
+    def _response_schema(self, path: str, method: str) -> dict[str, Any]:
+        responses = self.doc["paths"][path][method]["responses"]
+        entry = responses.get("200") or responses["default"]
+        return _resolve_all(self.doc, entry["content"]["application/json"]["schema"], depth=1)
+
+    def response_fields(self, path: str, method: str) -> list[str]:
+        """The top-level property names of ``method path``'s 200 answer."""
+        return list(self._response_schema(path, method).get("properties", {}))
+
+    def required_fields(self, path: str, method: str) -> list[str]:
+        """The top-level properties ``method path``'s answer requires (an error answer too)."""
+        return list(self._response_schema(path, method).get("required") or ())
+
     def job_resources_layout(self) -> str:
         """``"nodes"`` (v0.0.42: ``nodes.allocation``) or ``"allocated_nodes"`` (v0.0.40/41)."""
         path = f"/slurm/{self.version}/jobs/"
