@@ -133,6 +133,25 @@ def test_a_client_session_validates_against_the_real_document(cluster: Cluster, 
     for path in ("jobs/", "diag/", "config", "tres/"):
         assert api("GET", f"{D}/{path}").status_code == 200, path
 
+    # slurmdb entities: create, modify, list, delete
+    acct = f"acct{version[-2:]}"
+    r = api("POST", f"{D}/accounts/", json={"accounts": [{"name": acct, "description": "d1", "organization": "o"}]})
+    assert r.status_code == 200, r.text
+    assert api("GET", f"{D}/account/{acct}").json()["accounts"][0]["description"] == "d1"
+    r = api("POST", f"{D}/accounts/", json={"accounts": [{"name": acct, "description": "d2", "organization": "o"}]})
+    assert r.status_code == 200, r.text
+    assert api("GET", f"{D}/account/{acct}").json()["accounts"][0]["description"] == "d2"
+    r = api("POST", f"{D}/users_association/",
+            json={"association_condition": {"users": [f"u{version[-2:]}"], "accounts": [acct]}})  # fmt: skip
+    assert r.status_code == 200 and r.json()["added_users"] == f"u{version[-2:]}", r.text
+    assocs = api("GET", f"{D}/associations/", params={"account": acct}).json()["associations"]
+    assert {a["user"] for a in assocs} >= {f"u{version[-2:]}"}
+    r = api("DELETE", f"{D}/associations/", params={"account": acct, "user": f"u{version[-2:]}"})
+    assert r.status_code == 200, r.text
+    assert api("DELETE", f"{D}/user/u{version[-2:]}").status_code == 200
+    assert api("DELETE", f"{D}/account/{acct}").status_code == 200
+    assert api("GET", f"{D}/account/{acct}").status_code == 404
+
     # errors: 24.11's numbers, the version's meta, nothing changed
     before = len(api("GET", f"{S}/jobs/").json()["jobs"])
     missing = api("GET", f"{S}/job/999999")

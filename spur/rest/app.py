@@ -71,7 +71,7 @@ class RestApi:
         self.registered: list[tuple[str, str]] = []
         self._dialects: dict[str, Any] = {}
         self._v0038_doc = document("v0.0.38")
-        self._v0038_shapers = SchemaShapers(self._v0038_doc, SENT_AS_NULL["v0.0.38"])
+        self._v0038_shapers = SchemaShapers(self._v0038_doc, SENT_AS_NULL["v0.0.38"], keep_undeclared=True)
         app = QuartTrio("spur.rest")
         app.config["MAX_CONTENT_LENGTH"] = self.limits.max_body_bytes
         app.config["JSON_SORT_KEYS"] = False
@@ -99,6 +99,7 @@ class RestApi:
         (None: v0.0.38)."""
         version = dialect.version if dialect is not None else "v0.0.38"
         shaper = self._shaper(version, path, method, dialect)
+        required = dialect.required_fields(path, method) if dialect is not None else []
 
         def decorate(view: View) -> View:
             @functools.wraps(view)
@@ -111,6 +112,8 @@ class RestApi:
                     status = 200
                     if isinstance(result, tuple):
                         result, status = result
+                    for key in required:
+                        result.setdefault(key, None)  # the shaper gives each its empty value
                     return await self._render(result, shaper, status)
                 except RestError as exc:
                     if exc.status >= 500:
@@ -119,7 +122,7 @@ class RestApi:
                     if dialect is None:
                         response = _json(body(db, [exc.entry()], **extra), exc.status)
                     else:
-                        for key in dialect.required_fields(path, method):
+                        for key in required:
                             extra.setdefault(key, None)  # the shaper gives each its empty value
                         err = self.v4_body(dialect, db, errors=[exc.entry()], **extra)
                         response = await self._render(err, shaper, exc.status)
@@ -365,7 +368,9 @@ class RestApi:
 
         @route(f"{D}/config", "get", db=True)
         async def db_config() -> Body:
-            return body(True, **await self.config_entities("op_handler_config"))
+            out = await self.config_entities("op_handler_config")
+            out["tres"] = [out["tres"]]  # 22.05's document declares a list of TRES lists
+            return body(True, **out)
 
         @route(f"{D}/diag", "get", db=True)
         async def db_diag() -> Body:
@@ -450,9 +455,12 @@ class RestApi:
                 records = [found]
             else:
                 if entity.kind == "add":
-                    await self._backend_call(
-                        fn, md, source, entity.parse(await self.json_body(source), source)
-                    )
+                    raw = await self.json_body(source)
+                    if dialect is not None:  # number objects -> plain numbers for the v0.0.38 parsers
+                        from spur.rest.v004x import plain_numbers
+
+                        raw = plain_numbers(raw)
+                    await self._backend_call(fn, md, source, entity.parse(raw, source))
                 elif entity.kind == "delete":
                     await self._backend_call(fn, md, source, params[param_name])
                 else:  # filter_delete

@@ -243,6 +243,39 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     # ------------------------------------------------------------------ slurmdb
     _entity_routes(api, d, D, ok)
 
+    backend = getattr(api.ctl, "accounting_backend", None)
+    if backend is not None and all(hasattr(backend, m) for m in ("add_accounts", "add_users", "add_associations")):
+
+        async def add_with_associations(who: str, source: str) -> list[str]:
+            md = api.identity_metadata(source)
+            body = v004x.plain_numbers(await api.json_body(source))
+            names, accounts, clusters, own = v004x.add_condition(body, who, source)
+            clusters = clusters or [api.cluster]
+            if who == "accounts":
+                entities = slurmdb.accounts_from_body({"accounts": [dict(own, name=n) for n in names]}, source)
+                assocs = [{"account": n, "cluster": c} for n in names for c in clusters]
+                add = backend.add_accounts
+            else:
+                default = own.get("default_account") or accounts[0]
+                users = [{"name": n, "default": {"account": default}} for n in names]
+                entities = slurmdb.users_from_body({"users": users}, source)
+                assocs = [{"account": a, "cluster": c, "user": n} for n in names for a in accounts for c in clusters]
+                add = backend.add_users
+            records = slurmdb.associations_from_body({"associations": assocs}, source)
+            await api._backend_call(add, md, source, entities)
+            await api._backend_call(backend.add_associations, md, source, records)
+            return names
+
+        @route(f"{D}/accounts_association/", "post", db=True)
+        async def accounts_association() -> Body:
+            names = await add_with_associations("accounts", "op_handler_accounts_association")
+            return ok(True, added_accounts=",".join(names))
+
+        @route(f"{D}/users_association/", "post", db=True)
+        async def users_association() -> Body:
+            names = await add_with_associations("users", "op_handler_users_association")
+            return ok(True, added_users=",".join(names))
+
     @route(f"{D}/jobs/", "get", db=True, empty="jobs")
     async def db_jobs() -> Body:
         source = "op_handler_jobs"

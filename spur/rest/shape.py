@@ -5,7 +5,8 @@ lists, nested dicts, ``None`` for "not set" and :data:`INF` for "unlimited". A *
 once per (document, schema), walks the declared schema and renders that value the way the version
 writes it:
 
-- a property the schema does not declare is left out (the version has no such field);
+- a property the schema does not declare is left out (the version has no such field), unless
+  ``keep_undeclared`` (v0.0.38, whose document lacks fields 22.05 sends);
 - Slurm's number objects (``{"set", "infinite", "number"}``, the ``*_no_val_struct`` schemas):
   ``None`` -> unset, :data:`INF` -> infinite, a number -> set;
 - a plain integer declared where the value is :data:`INF` -> Slurm's INFINITE (4294967295);
@@ -51,7 +52,12 @@ def _identity(value: Any) -> Any:
 class SchemaShapers:
     """Compiled shapers for the schemas of one document (see the module docstring)."""
 
-    def __init__(self, doc: dict[str, Any], allow_null: Iterable[tuple[str, str]] = ()) -> None:
+    def __init__(
+        self, doc: dict[str, Any], allow_null: Iterable[tuple[str, str]] = (), *, keep_undeclared: bool = False
+    ) -> None:
+        """``keep_undeclared``: keep properties the schema does not declare (v0.0.38: 22.05's
+        document omits fields slurmrestd 22.05 sends, and Spur sends them as it does)."""
+        self.keep_undeclared = keep_undeclared
         self.schemas: dict[str, Any] = doc.get("components", {}).get("schemas", {})
         self.allow_null = set(allow_null)
         self._compiled: dict[str, Shaper] = {}
@@ -121,6 +127,7 @@ class SchemaShapers:
                 shaper = self._compile(sub, owner, sub_path)
             table[key] = (shaper, nullable and not is_number_object)
         none_ok = {k for k, (_, ok) in table.items() if ok}
+        keep_undeclared = self.keep_undeclared
         number_objects = {
             k for k, sub in props.items() if _NUMBER_OBJECT_KEYS <= set(self._resolve(sub)[0].get("properties") or {})
         }
@@ -132,6 +139,8 @@ class SchemaShapers:
             for key, item in value.items():
                 entry = table.get(key)
                 if entry is None:
+                    if keep_undeclared:
+                        out[key] = item
                     continue
                 if item is None and key not in number_objects:
                     if key in none_ok:
@@ -166,6 +175,8 @@ def _array(item: Shaper) -> Shaper:
             if item is _identity or item is _string:
                 return list(value) if item is _identity else [str(v) for v in value]
             return [item(v) for v in value]
+        if isinstance(value, dict):  # an object where the document declares an array: its bug
+            return value
         return [item(value)]
 
     return shape

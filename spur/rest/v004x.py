@@ -298,6 +298,45 @@ def submit_body_to_spec(body: Mapping[str, Any], default_cwd: str, source: str) 
     return mapping.submit_to_spec({"script": script, "job": desc}, default_cwd, source)
 
 
+def plain_numbers(value: Any) -> Any:
+    """A request body with every number object (``{"set", "infinite", "number"}``) replaced by its
+    plain number (None when unset or infinite, v0.0.38's "no limit"), for the v0.0.38 parsers."""
+    if isinstance(value, dict):
+        if value and set(value) <= {"set", "infinite", "number"} and "number" in value:
+            if value.get("infinite") is True or value.get("set") is False:
+                return None
+            return value["number"]
+        return {k: plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_numbers(v) for v in value]
+    return value
+
+
+def add_condition(body: Mapping[str, Any], who: str, source: str) -> tuple[list[str], list[str], list[str], dict]:
+    """``accounts_association``/``users_association``: (names, accounts, clusters, the entity's
+    own fields) from ``association_condition`` and ``account``/``user``."""
+    cond = body.get("association_condition")
+    if not isinstance(cond, Mapping):
+        raise RestError(400, ESLURM_REST_INVALID_QUERY, "association_condition must be an object", source)
+
+    def names(key: str, required: bool) -> list[str]:
+        value = cond.get(key)
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if value is None:
+            value = []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise RestError(400, ESLURM_DATA_CONV_FAILED, f"association_condition.{key}: a list of names", source)
+        if required and not value:
+            raise RestError(400, ESLURM_REST_INVALID_QUERY, f"association_condition.{key} must be set", source)
+        return value
+
+    own = body.get(who.rstrip("s")) or {}
+    if not isinstance(own, Mapping):
+        raise RestError(400, ESLURM_DATA_CONV_FAILED, f"{who.rstrip('s')}: expected an object", source)
+    return names(who, True), names("accounts", who == "users"), names("clusters", False), dict(own)
+
+
 def update_body(body: Mapping[str, Any], source: str) -> dict[str, Any]:
     """A 24.11 job update (a ``job_desc_msg``) -> the v0.0.38 update body."""
     return job_desc_to_v0038(body, "job", source)
