@@ -118,7 +118,8 @@ def _v38(path: str, method: str, data: dict[str, Any]) -> dict[str, Any]:
 
 def test_v0038_answers_validate_against_the_unmodified_22_05_document() -> None:
     v = _validator("v0.0.38")
-    jobs = _v38("/slurm/v0.0.38/jobs", "get", body(jobs=[mapping.job_to_slurm(j, "c") for j in JOBS]))
+    # sent as the mapper writes them (the job lists skip the shaper: they are the hot path)
+    jobs = body(jobs=[mapping.job_to_slurm(j, "c") for j in JOBS])
     assert v.errors("get", "/slurm/v0.0.38/jobs", 200, jobs) == []
     # a generated client parses what the document declares: cpus_per_task is a string
     assert jobs["jobs"][1]["cpus_per_task"] == "2" and jobs["jobs"][0]["cpus_per_task"] is None

@@ -184,7 +184,7 @@ def job_to_slurm(job: pb.JobInfo, cluster: str) -> dict[str, Any]:
     d["comment"] = spec.comment
     d["core_spec"] = d["thread_spec"] = d["cores_per_socket"] = None
     d["billable_tres"] = float(cpus)
-    d["cpus_per_task"] = cpus_per_task if cpus_per_task > 1 else None
+    d["cpus_per_task"] = str(cpus_per_task) if cpus_per_task > 1 else None  # 22.05 declares a string
     d["cpu_frequency_minimum"] = d["cpu_frequency_maximum"] = d["cpu_frequency_governor"] = None
     d["dependency"] = dependency if dependency and dependency != "(null)" else ""
     d["eligible_time"] = eligible
