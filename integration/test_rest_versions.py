@@ -1,17 +1,23 @@
 """A client session per REST version against a real spurctld + spurd on loopback; every answer
 (errors included, where the document declares their schema) is validated against that version's
-unmodified document (slurmrestd 22.05's v0.0.38, 24.11's v0.0.40/41/42)."""
+unmodified document (slurmrestd 22.05's v0.0.38, 24.11's v0.0.40/41/42), and parsed by a Python
+client generated from that document at set-up (openapi-python-client, into a temporary directory):
+each answer goes through the generated operation's own response parser into its typed models."""
 
 from __future__ import annotations
 
 import getpass
+import importlib
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from integration.harness import Cluster, wait_for
+from integration.harness import BIN, Cluster, wait_for
 from spur.rest.conformance import DocumentValidator
 from spur.rest.openapi import SENT_AS_NULL, VERSIONS, document
 
@@ -33,14 +39,48 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
             proc.kill()
 
 
-class Checked:
-    """An httpx client whose every answer is validated against ``version``'s document."""
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A client generated from each version's document, each its own package under one directory."""
+    root = tmp_path_factory.mktemp("clients")
+    tool = BIN / "openapi-python-client"
+    assert tool.exists(), "openapi-python-client (dev extra) is not installed"
+    for version in VERSIONS:
+        out = root / _package(version)
+        proc = subprocess.run(
+            [str(tool), "generate", "--path", str(Path(document_path(version))), "--output-path", str(out),
+             "--meta", "none"],
+            capture_output=True, text=True, timeout=300, cwd=root,
+        )  # fmt: skip
+        assert proc.returncode == 0 and (out / "client.py").exists(), proc.stdout[-3000:] + proc.stderr[-2000:]
+    sys.path.insert(0, str(root))
+    yield root
+    sys.path.remove(str(root))
+    shutil.rmtree(root, ignore_errors=True)
 
-    def __init__(self, base: str, version: str) -> None:
+
+def document_path(version: str) -> str:
+    from importlib import resources
+
+    return str(resources.files("spur.rest").joinpath(f"slurmrestd-openapi-{version}.json"))
+
+
+def _package(version: str) -> str:
+    return "spurgen_" + version.replace(".", "_")
+
+
+class Checked:
+    """An httpx client whose every answer is validated against ``version``'s document and parsed by
+    the client generated from it (when the generator could generate that operation)."""
+
+    def __init__(self, base: str, version: str, generated: Path | None = None) -> None:
         self.client = httpx.Client(base_url=base, headers={"X-SLURM-USER-NAME": USER}, timeout=30)
         self.validator = DocumentValidator(document(version), SENT_AS_NULL[version])
         self.version = version
         self.checked = 0
+        self.parsed = 0
+        self.unmodelled = 0
+        self.generated = generated
 
     def __call__(self, method: str, path: str, **kw: Any) -> httpx.Response:
         r = self.client.request(method, path, **kw)
@@ -50,7 +90,29 @@ class Checked:
         meta = r.json()["meta"]
         assert meta["plugin"]["data_parser"] == f"data_parser/{self.version}"
         self.checked += 1
+        if self.generated is not None and r.status_code < 400:
+            self.parse(method, path, r)
         return r
+
+    def parse(self, method: str, path: str, r: httpx.Response) -> None:
+        """The generated operation's response parser on ``r``: typed models, then back to a dict."""
+        from spur.rest.conformance import find_operation
+
+        _, op = find_operation(document(self.version), method, path)
+        tag = op.get("tags", ["slurm"])[0]
+        name = f"{_package(self.version)}.api.{tag}.{op['operationId']}"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError:
+            return  # openapi-python-client could not generate this operation (its warning at set-up)
+        client_mod = importlib.import_module(f"{_package(self.version)}.client")
+        client = client_mod.Client(base_url=str(self.client.base_url))
+        model = module._parse_response(client=client, response=r)
+        if model is None:  # the generator made no model for this answer (its warning at set-up)
+            self.unmodelled += 1
+            return
+        assert model.to_dict() is not None, (method, path)
+        self.parsed += 1
 
 
 def _job(api: Checked, S: str, job_id: int) -> dict[str, Any]:
@@ -71,8 +133,10 @@ def _submit(api: Checked, S: str, cwd: Path, script: str, **job: Any) -> dict[st
 
 
 @pytest.mark.parametrize("version", V4)
-def test_a_client_session_validates_against_the_real_document(cluster: Cluster, tmp_path: Path, version: str) -> None:
-    api = Checked(f"http://127.0.0.1:{cluster.rest_port}", version)
+def test_a_client_session_validates_against_the_real_document(
+    cluster: Cluster, generated: Path, tmp_path: Path, version: str
+) -> None:
+    api = Checked(f"http://127.0.0.1:{cluster.rest_port}", version, generated)
     S, D = f"/slurm/{version}", f"/slurmdb/{version}"
     ping = api("GET", f"{S}/ping/").json()["pings"]
     assert ping[0]["pinged"] == "UP" and ping[0]["mode"] == "primary"
@@ -163,11 +227,15 @@ def test_a_client_session_validates_against_the_real_document(cluster: Cluster, 
     assert len(api("GET", f"{S}/jobs/").json()["jobs"]) == before
     unknown = httpx.get(f"http://127.0.0.1:{cluster.rest_port}{S}/nonesuch", headers={"X-SLURM-USER-NAME": USER})
     assert unknown.status_code == 404 and unknown.json()["meta"]["plugin"]["data_parser"] == f"data_parser/{version}"
-    assert api.checked > 30
+    print(f"{version}: {api.checked} answers validated, {api.parsed} parsed by the generated client, "
+          f"{api.unmodelled} without a generated model")  # fmt: skip
+    assert api.checked > 30 and api.parsed > 10, (api.checked, api.parsed, api.unmodelled)
 
 
-def test_v0038_session_validates_against_the_unmodified_22_05_document(cluster: Cluster, tmp_path: Path) -> None:
-    api = Checked(f"http://127.0.0.1:{cluster.rest_port}", "v0.0.38")
+def test_v0038_session_validates_against_the_unmodified_22_05_document(
+    cluster: Cluster, generated: Path, tmp_path: Path
+) -> None:
+    api = Checked(f"http://127.0.0.1:{cluster.rest_port}", "v0.0.38", generated)
     api.validator = DocumentValidator(document("v0.0.38"), SENT_AS_NULL["v0.0.38"])
     S = "/slurm/v0.0.38"
 
@@ -175,6 +243,7 @@ def test_v0038_session_validates_against_the_unmodified_22_05_document(cluster: 
         r = api.client.request(method, path, **kw)
         if r.status_code < 400:  # 22.05 declares its error answers as a bare array; it sends an object
             assert api.validator.errors(method, path, r.status_code, r.json()) == [], (path, r.text[:300])
+            api.parse(method, path, r)
         return r
 
     r = call("POST", f"{S}/job/submit", json={"script": "#!/bin/sh\ntrue\n", "job": {
@@ -188,3 +257,4 @@ def test_v0038_session_validates_against_the_unmodified_22_05_document(cluster: 
         assert call("GET", f"{S}/{path}").status_code == 200, path
     for path in ("jobs", "diag", "config", f"job/{job_id}"):
         assert call("GET", f"/slurmdb/v0.0.38/{path}").status_code == 200, path
+    assert api.parsed >= 12

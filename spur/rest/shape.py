@@ -160,6 +160,14 @@ def _generate_object(
         env[f"_s{i}"] = shaper
         lines += [f"    v = get({key!r}, _M)", "    if v is not _M:"]
         kind = _PASS_TYPES.get(shaper)
+        small = getattr(shaper, "small", None)
+        if small is not None:  # a number object: the common cases inline, no call
+            env[f"_n{i}"] = small
+            env[f"_u{i}"] = shaper.unset  # type: ignore[attr-defined]
+            lines += ["        if v is None:", f"            out[{key!r}] = _u{i}",
+                      f"        elif v.__class__ is int and v in _n{i}:", f"            out[{key!r}] = _n{i}[v]",
+                      "        else:", f"            out[{key!r}] = _s{i}(v)"]  # fmt: skip
+            continue
         if kind is not None:
             env[f"_t{i}"] = kind
             lines += [f"        if v.__class__ is _t{i}:", f"            out[{key!r}] = v", "        elif v is not None:",
@@ -209,6 +217,8 @@ def _number_object(is_float: bool) -> Shaper:
             return value
         return {"set": True, "infinite": False, "number": float(value) if is_float else int(value)}
 
+    shape.small = small  # type: ignore[attr-defined]
+    shape.unset = unset  # type: ignore[attr-defined]
     return shape
 
 

@@ -158,67 +158,50 @@ def _job_resources(alloc: list[pb.NodeAllocation], layout: str) -> dict[str, Any
     }  # fmt: skip
 
 
+# job_info fields whose value is the same for every job Spur runs
+_JOB_CONSTANTS: dict[str, Any] = {
+    "allocating_node": "", "container_id": "", "core_spec": 0, "thread_spec": 0, "minimum_switches": 0,
+    "cores_per_socket": None, "cron": "", "extra": "", "failed_node": "", "job_size_str": [],
+    "mail_type": [], "network": "", "tasks_per_core": INF, "tasks_per_tres": 0, "tasks_per_socket": INF,
+    "power": {"flags": []}, "preemptable_time": 0, "priority_by_partition": [], "profile": ["NOT_SET"],
+    "required_switches": 0, "scheduled_nodes": "", "selinux_context": "", "sockets_per_node": None,
+    "threads_per_core": None, "maximum_switch_wait_time": 0,
+}  # fmt: skip
+
+
 def job_info(job: pb.JobInfo, cluster: str, layout: str) -> dict[str, Any]:
     """One ``job_info`` (slurmrestd 24.11 names; natural values, shaped per version)."""
-    old = mapping.job_to_slurm(job, cluster)  # the v0.0.38 values: every value rule lives there
+    d = mapping.job_to_slurm(job, cluster)  # the v0.0.38 values: every value rule lives there
+    for key in _RESHAPED:
+        del d[key]
+    d.update(_JOB_CONSTANTS)
     spec = job.spec
-    alloc = list(job.allocation)
     limit = job.time_limit_secs
-    state = [job.state]
-    d = {k: v for k, v in old.items() if k not in _RESHAPED}
-    d.update(
-        accrue_time=old["accrue_time"],
-        allocating_node="",
-        array_job_id=job.array_job_id,
-        array_task_id=job.array_task_id if job.HasField("array_task_id") else None,
-        array_max_tasks=job.array_max_running,
-        container_id="",
-        core_spec=0,
-        thread_spec=0,
-        minimum_switches=0,
-        exclusive=["true"] if spec.exclusive else [],
-        oversubscribe=not spec.exclusive,
-        cores_per_socket=None,
-        billable_tres=old["billable_tres"],
-        cpus_per_task=spec.cpus_per_task or 1,
-        cron="",
-        derived_exit_code=exit_code(job.state, 0, 0),
-        exit_code=exit_code(job.state, job.exit_code, job.signal),
-        extra="",
-        failed_node="",
-        job_resources=_job_resources(alloc, layout),
-        job_size_str=[],
-        job_state=state,
-        mail_type=[],
-        mail_user=job.user,
-        network="",
-        nice=spec.nice,
-        tasks_per_core=INF,
-        tasks_per_tres=0,
-        tasks_per_node=spec.ntasks_per_node,
-        tasks_per_socket=INF,
-        memory_per_cpu=spec.mem_per_cpu_mb or None,
-        memory_per_node=spec.mem_per_node_mb if not spec.mem_per_cpu_mb else None,
-        power={"flags": []},
-        preemptable_time=0,
-        hold=bool(spec.hold) and job.state == "PENDING",
-        priority_by_partition=[],
-        profile=["NOT_SET"],
-        required_switches=0,
-        scheduled_nodes="",
-        selinux_context="",
-        shared=["exclusive"] if spec.exclusive else [],
-        sockets_per_node=None,
-        time_limit=INF if limit < 0 else -(-limit // 60),
-        threads_per_core=None,
-        maximum_switch_wait_time=0,
-        last_sched_evaluation=old["last_sched_evaluation"],
-    )
+    state = job.state
+    exclusive = spec.exclusive
+    d["array_task_id"] = job.array_task_id if job.HasField("array_task_id") else None
+    d["cpus_per_task"] = spec.cpus_per_task or 1
+    d["derived_exit_code"] = _DERIVED.get(state) or exit_code(state, 0, 0)
+    d["exit_code"] = exit_code(state, job.exit_code, job.signal)
+    d["job_resources"] = _job_resources(list(job.allocation), layout) if job.allocation else None
+    d["job_state"] = [state]
+    d["mail_user"] = job.user
+    d["nice"] = spec.nice
+    d["memory_per_cpu"] = spec.mem_per_cpu_mb or None
+    d["memory_per_node"] = spec.mem_per_node_mb if not spec.mem_per_cpu_mb else None
+    d["hold"] = spec.hold and state == "PENDING"
+    d["shared"] = ["exclusive"] if exclusive else []
+    d["exclusive"] = ["true"] if exclusive else []
+    d["oversubscribe"] = not exclusive
+    d["time_limit"] = INF if limit < 0 else -(-limit // 60)
     return d
 
 
 # v0.0.38 values whose 24.11 form differs (rebuilt in job_info)
 _RESHAPED = frozenset({"job_resources", "exit_code", "derived_exit_code", "shared", "profile"})
+
+
+_DERIVED = {s: exit_code(s, 0, 0) for s in ("PENDING", "RUNNING", "COMPLETED")}
 
 
 def job_state_entry(job: pb.JobInfo) -> dict[str, Any]:
