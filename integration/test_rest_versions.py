@@ -216,6 +216,28 @@ def test_a_client_session_validates_against_the_real_document(
     assert api("DELETE", f"{D}/account/{acct}").status_code == 200
     assert api("GET", f"{D}/account/{acct}").status_code == 404
 
+    # job/allocate (v0.0.41+): an allocation without a script, then cancelled
+    if version != "v0.0.40":
+        r = api("POST", f"{S}/job/allocate", json={"job": {"name": "alloc", "current_working_directory": str(tmp_path),
+                                                            "environment": ["PATH=/bin"]}})  # fmt: skip
+        assert r.status_code == 200, r.text
+        alloc = r.json()["job_id"]
+        wait_for(lambda: _state(api, S, alloc) == "RUNNING", timeout=30, what="the allocation")
+        assert _job(api, S, alloc)["batch_flag"] is False
+        assert api("DELETE", f"{S}/job/{alloc}").status_code == 200
+        wait_for(lambda: _state(api, S, alloc) == "CANCELLED", timeout=30, what="the allocation's end")
+    else:
+        assert api.client.post(f"{S}/job/allocate", json={}).status_code == 404  # not in v0.0.40
+
+    # node update: drain with a reason, then resume; reconfigure
+    r = api("POST", f"{S}/node/n1", json={"state": ["DRAIN"], "reason": "rest test"})
+    assert r.status_code == 200, r.text
+    node = api("GET", f"{S}/node/n1").json()["nodes"][0]
+    assert "DRAIN" in node["state"] and node["reason"] == "rest test"
+    assert api("POST", f"{S}/node/n1", json={"state": ["RESUME"]}).status_code == 200
+    assert "DRAIN" not in api("GET", f"{S}/node/n1").json()["nodes"][0]["state"]
+    assert api("GET", f"{S}/reconfigure/").status_code == 200
+
     # errors: 24.11's numbers, the version's meta, nothing changed
     before = len(api("GET", f"{S}/jobs/").json()["jobs"])
     missing = api("GET", f"{S}/job/999999")
