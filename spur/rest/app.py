@@ -12,7 +12,9 @@ status (5xx only when no controller leader can be reached); a refused request ch
 from __future__ import annotations
 
 import functools
+import gc
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,45 @@ log = logging.getLogger("spur.rest")
 Body = dict[str, Any] | tuple[dict[str, Any], int] | Response
 View = Callable[..., Awaitable[Body]]
 _THREAD_JOBS = 1000  # job lists longer than this are rendered off the event loop
+
+
+class _GcPause:
+    """Cyclic GC off while big answers are built (refcounting still frees everything): building
+    10,000 job objects otherwise triggers dozens of full collections. Nested uses share one pause."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._was_enabled = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._was_enabled:
+                gc.enable()
+
+
+_GC_PAUSE = _GcPause()
+
+
+async def off_loop(fn: Callable[[], Any], size: int) -> Any:
+    """``fn()`` for an answer of ``size`` items: in a worker thread (so Raft and the scheduler keep
+    their turns) with the GC paused when it is big, inline otherwise."""
+    if size <= _THREAD_JOBS:
+        return fn()
+
+    def run() -> Any:
+        with _GC_PAUSE:
+            return fn()
+
+    return await trio.to_thread.run_sync(run)
 
 
 def _json(data: dict[str, Any], status: int = 200) -> Response:
@@ -161,9 +202,8 @@ class RestApi:
         def render() -> bytes:
             return orjson.dumps(shaper(data) if shaper is not None else data)
 
-        # A long list is mapped in a worker thread, so Raft and the scheduler keep their turns.
-        big = any(isinstance(v, list) and len(v) > _THREAD_JOBS for v in data.values())
-        raw = await trio.to_thread.run_sync(render) if big else render()
+        size = max((len(v) for v in data.values() if isinstance(v, list)), default=0)
+        raw = await off_loop(render, size)
         return Response(raw, status=status, content_type="application/json")
 
     def v4_body(self, dialect: Any, db: bool, errors: list[dict] | None = None,
@@ -288,7 +328,8 @@ class RestApi:
         async def jobs() -> Body:
             resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
-            return body(jobs=[mapping.job_to_slurm(j, cluster) for j in resp.jobs])
+            jobs = await off_loop(lambda: [mapping.job_to_slurm(j, cluster) for j in resp.jobs], len(resp.jobs))
+            return body(jobs=jobs)
 
         @route(f"{S}/job/{{job_id}}", "get", empty="jobs", shape=False)
         async def get_job(job_id: str) -> Body:

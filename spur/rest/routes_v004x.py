@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from quart import request
 
 from spur.rest import mapping, slurmdb, v004x
+from spur.rest.app import off_loop
 from spur.rest.auth import home_of
 from spur.rest.errors import (
         ESLURM_INVALID_NODE_NAME,
@@ -41,10 +42,11 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     def ok(db: bool = False, warnings: list[dict] | None = None, **fields: Any) -> dict[str, Any]:
         return api.v4_body(d, db, warnings=warnings, **fields)
 
-    def job_lists(jobs: list[pb.JobInfo]) -> dict[str, Any]:
+    async def job_lists(jobs: list[pb.JobInfo]) -> dict[str, Any]:
         now = int(api.ctl.clock.wall())
         cluster = api.cluster
-        return ok(jobs=[v004x.job_info(j, cluster, layout) for j in jobs], last_backfill=now, last_update=now)
+        infos = await off_loop(lambda: [v004x.job_info(j, cluster, layout) for j in jobs], len(jobs))
+        return ok(jobs=infos, last_backfill=now, last_update=now)
 
     # ------------------------------------------------------------------ slurm
     @route(f"{S}/ping/", "get", empty="pings")
@@ -78,7 +80,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     @route(f"{S}/jobs/", "get", empty="jobs")
     async def jobs() -> Body:
         resp = await api.call("GetJobs", pb.GetJobsRequest(), "_op_handler_jobs")
-        return job_lists(list(resp.jobs))
+        return await job_lists(list(resp.jobs))
 
     @route(f"{S}/jobs/state/", "get", empty="jobs")
     async def jobs_state() -> Body:
@@ -114,7 +116,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
 
     @route(f"{S}/job/{{job_id}}", "get", empty="jobs")
     async def get_job(job_id: str) -> Body:
-        return job_lists(await api._find_jobs(job_id, "_handle_job_get"))
+        return await job_lists(await api._find_jobs(job_id, "_handle_job_get"))
 
     @route(f"{S}/job/{{job_id}}", "post")
     async def update_job(job_id: str) -> Body:
