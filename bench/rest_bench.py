@@ -1,7 +1,7 @@
 """The REST API's costs on a real spurctld.
 
     python -m bench.rest_bench [--jobs 10000] [--submits 1600] [--clients 16] [--repeat 3]
-                               [--versions v0.0.38,v0.0.42] [--list-only]
+                               [--versions v0.0.38,v0.0.42] [--list-only | --submit-only]
 
 Prints:
 
@@ -79,7 +79,12 @@ def time_jobs_list(rest: str, repeat: int, version: str = "v0.0.38") -> tuple[li
     return times, size, count
 
 
-async def rest_submits(rest: str, total: int, clients: int) -> float:
+BODY_V4 = {"job": {"script": "#!/bin/sh\ntrue\n", "name": "bench", "environment": [],
+                   "current_working_directory": "/tmp"}}  # fmt: skip
+
+
+async def rest_submits(rest: str, total: int, clients: int, version: str = "v0.0.38") -> float:
+    body = BODY if version == "v0.0.38" else BODY_V4
     per = [total // clients + (1 if i < total % clients else 0) for i in range(clients)]
 
     async def client_task(n: int, ready: trio.Event, go: trio.Event, done: list[int]) -> None:
@@ -88,7 +93,7 @@ async def rest_submits(rest: str, total: int, clients: int) -> float:
             ready.set()
             await go.wait()
             for _ in range(n):
-                r = await client.post("/slurm/v0.0.38/job/submit", json=BODY)
+                r = await client.post(f"/slurm/{version}/job/submit", json=body)
                 r.raise_for_status()
             done.append(n)
 
@@ -189,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--versions", default="v0.0.38,v0.0.42",
                    help="REST versions whose GET jobs list is timed (comma-separated)")  # fmt: skip
     p.add_argument("--list-only", action="store_true", help="only the jobs-list timings")
+    p.add_argument("--submit-only", action="store_true", help="only the submit throughputs")
     args = p.parse_args(argv)
     if args.list_only:
         jobs_lists(args)
@@ -199,15 +205,22 @@ def main(argv: list[str] | None = None) -> int:
         wait_for(lambda: httpx.get(f"{rest}/slurm/v0.0.38/ping", headers=HEADERS).status_code == 200, timeout=30)
         rest_rate = trio.run(rest_submits, rest, args.submits, args.clients)
         grpc_rate = trio.run(submit_all, ctl.address, args.submits, args.clients, "separate")
+        rows = [
+            ["REST POST v0.0.38 job/submit", args.clients, args.submits, f"{rest_rate:.0f}"],
+            ["gRPC SubmitJob", args.clients, args.submits, f"{grpc_rate:.0f}"],
+            ["REST / gRPC", "", "", f"{rest_rate / grpc_rate:.2f}"],
+        ]
+        for version in [v.strip() for v in args.versions.split(",") if v.strip() and v.strip() != "v0.0.38"]:
+            rate = trio.run(rest_submits, rest, args.submits, args.clients, version)
+            rows.append([f"REST POST {version} job/submit", args.clients, args.submits, f"{rate:.0f}"])
+            rows.append([f"{version} / v0.0.38", "", "", f"{rate / rest_rate:.2f}"])
         print_table(
             ["API", "clients", "jobs", "jobs/s"],
-            [
-                ["REST POST job/submit", args.clients, args.submits, f"{rest_rate:.0f}"],
-                ["gRPC SubmitJob", args.clients, args.submits, f"{grpc_rate:.0f}"],
-                ["REST / gRPC", "", "", f"{rest_rate / grpc_rate:.2f}"],
-            ],
+            rows,
             title=f"Submit throughput (WAL fsync {args.fsync}; same controller, same run)",
         )
+    if args.submit_only:
+        return 0
     jobs_lists(args)
     with_rest = [startup_secs(True) for _ in range(args.repeat)]
     without = [startup_secs(False) for _ in range(args.repeat)]
