@@ -1,10 +1,11 @@
 """The REST API's costs on a real spurctld.
 
     python -m bench.rest_bench [--jobs 10000] [--submits 1600] [--clients 16] [--repeat 3]
+                               [--versions v0.0.38,v0.0.42] [--list-only | --submit-only]
 
 Prints:
 
-- ``GET /slurm/v0.0.38/jobs`` time with ``--jobs`` pending jobs in the queue (submitted as job arrays
+- ``GET /slurm/<version>/jobs`` time for each of ``--versions`` (default v0.0.38 and v0.0.42) with ``--jobs`` pending jobs in the queue (submitted as job arrays
   over gRPC; no agents, so all stay pending): median/p90 of ``--repeat`` requests, response size;
 - REST submit throughput (``POST /slurm/v0.0.38/job/submit``) with ``--clients`` concurrent clients
   (each with its own keep-alive connection), and gRPC SubmitJob throughput with the same number of
@@ -65,20 +66,25 @@ async def fill_queue(address: str, jobs: int) -> None:
                 nursery.start_soon(one, n)
 
 
-def time_jobs_list(rest: str, repeat: int) -> tuple[list[float], int, int]:
+def time_jobs_list(rest: str, repeat: int, version: str = "v0.0.38") -> tuple[list[float], int, int]:
     times = []
     size = count = 0
     with httpx.Client(base_url=rest, headers=HEADERS, timeout=120) as client:
         client.get("/slurm/v0.0.38/ping")
         for _ in range(repeat):
             start = time.perf_counter()
-            r = client.get("/slurm/v0.0.38/jobs")
+            r = client.get(f"/slurm/{version}/jobs")
             times.append(time.perf_counter() - start)
             size, count = len(r.content), len(r.json()["jobs"])
     return times, size, count
 
 
-async def rest_submits(rest: str, total: int, clients: int) -> float:
+BODY_V4 = {"job": {"script": "#!/bin/sh\ntrue\n", "name": "bench", "environment": [],
+                   "current_working_directory": "/tmp"}}  # fmt: skip
+
+
+async def rest_submits(rest: str, total: int, clients: int, version: str = "v0.0.38") -> float:
+    body = BODY if version == "v0.0.38" else BODY_V4
     per = [total // clients + (1 if i < total % clients else 0) for i in range(clients)]
 
     async def client_task(n: int, ready: trio.Event, go: trio.Event, done: list[int]) -> None:
@@ -87,7 +93,7 @@ async def rest_submits(rest: str, total: int, clients: int) -> float:
             ready.set()
             await go.wait()
             for _ in range(n):
-                r = await client.post("/slurm/v0.0.38/job/submit", json=BODY)
+                r = await client.post(f"/slurm/{version}/job/submit", json=body)
                 r.raise_for_status()
             done.append(n)
 
@@ -157,6 +163,27 @@ def cli_import_check() -> tuple[float, list[str]]:
     return total_us / 1000, heavy
 
 
+def jobs_lists(args: argparse.Namespace) -> None:
+    """``GET /slurm/<version>/jobs`` for each of ``--versions``, same controller and queue, the
+    versions taking turns request by request."""
+    versions = [v.strip() for v in args.versions.split(",") if v.strip()]
+    with controller(wal_fsync=False, scheduler_interval_secs=3600) as ctl:
+        rest = f"http://{ctl.rest_address}"
+        wait_for(lambda: httpx.get(f"{rest}/slurm/v0.0.38/ping", headers=HEADERS).status_code == 200, timeout=30)
+        trio.run(fill_queue, ctl.address, args.jobs)
+        results: dict[str, tuple[list[float], int, int]] = {v: ([], 0, 0) for v in versions}
+        for _ in range(max(args.repeat, 3)):
+            for version in versions:
+                times, size, count = time_jobs_list(rest, 1, version)
+                results[version] = (results[version][0] + times, size, count)
+        rows = []
+        for version, (times, size, count) in results.items():
+            rows.append([version, args.jobs, count, f"{median(times) * 1000:.0f} ms",
+                         f"{percentile(times, 0.9) * 1000:.0f} ms", f"{size / 1e6:.1f} MB"])  # fmt: skip
+        print_table(["version", "jobs in queue", "jobs returned", "median", "p90", "body"], rows,
+                    title="GET /slurm/<version>/jobs")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=10000)
@@ -164,33 +191,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--fsync", choices=["on", "off"], default="on")
+    p.add_argument("--versions", default="v0.0.38,v0.0.42",
+                   help="REST versions whose GET jobs list is timed (comma-separated)")  # fmt: skip
+    p.add_argument("--list-only", action="store_true", help="only the jobs-list timings")
+    p.add_argument("--submit-only", action="store_true", help="only the submit throughputs")
     args = p.parse_args(argv)
+    if args.list_only:
+        jobs_lists(args)
+        return 0
 
     with controller(wal_fsync=args.fsync == "on", scheduler_interval_secs=3600) as ctl:
         rest = f"http://{ctl.rest_address}"
         wait_for(lambda: httpx.get(f"{rest}/slurm/v0.0.38/ping", headers=HEADERS).status_code == 200, timeout=30)
         rest_rate = trio.run(rest_submits, rest, args.submits, args.clients)
         grpc_rate = trio.run(submit_all, ctl.address, args.submits, args.clients, "separate")
+        rows = [
+            ["REST POST v0.0.38 job/submit", args.clients, args.submits, f"{rest_rate:.0f}"],
+            ["gRPC SubmitJob", args.clients, args.submits, f"{grpc_rate:.0f}"],
+            ["REST / gRPC", "", "", f"{rest_rate / grpc_rate:.2f}"],
+        ]
+        for version in [v.strip() for v in args.versions.split(",") if v.strip() and v.strip() != "v0.0.38"]:
+            rate = trio.run(rest_submits, rest, args.submits, args.clients, version)
+            rows.append([f"REST POST {version} job/submit", args.clients, args.submits, f"{rate:.0f}"])
+            rows.append([f"{version} / v0.0.38", "", "", f"{rate / rest_rate:.2f}"])
         print_table(
             ["API", "clients", "jobs", "jobs/s"],
-            [
-                ["REST POST job/submit", args.clients, args.submits, f"{rest_rate:.0f}"],
-                ["gRPC SubmitJob", args.clients, args.submits, f"{grpc_rate:.0f}"],
-                ["REST / gRPC", "", "", f"{rest_rate / grpc_rate:.2f}"],
-            ],
+            rows,
             title=f"Submit throughput (WAL fsync {args.fsync}; same controller, same run)",
         )
-    with controller(wal_fsync=False, scheduler_interval_secs=3600) as ctl:
-        rest = f"http://{ctl.rest_address}"
-        wait_for(lambda: httpx.get(f"{rest}/slurm/v0.0.38/ping", headers=HEADERS).status_code == 200, timeout=30)
-        trio.run(fill_queue, ctl.address, args.jobs)
-        times, size, count = time_jobs_list(rest, max(args.repeat, 3))
-        print_table(
-            ["jobs in queue", "jobs returned", "median", "p90", "body"],
-            [[args.jobs, count, f"{median(times) * 1000:.0f} ms", f"{percentile(times, 0.9) * 1000:.0f} ms",
-              f"{size / 1e6:.1f} MB"]],
-            title="GET /slurm/v0.0.38/jobs",
-        )  # fmt: skip
+    if args.submit_only:
+        return 0
+    jobs_lists(args)
     with_rest = [startup_secs(True) for _ in range(args.repeat)]
     without = [startup_secs(False) for _ in range(args.repeat)]
     print_table(

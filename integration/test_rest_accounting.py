@@ -78,7 +78,9 @@ def test_accounts_round_trip(cluster: Cluster, admin: httpx.Client) -> None:
                                                         "organization": "science"}]}))  # fmt: skip
     acct = ok(admin.get(f"{D}/account/physics"))["accounts"]
     assert [(a["name"], a["description"], a["organization"]) for a in acct] == [("physics", "Physics", "science")]
-    assert acct[0]["associations"] == [{"account": "physics", "cluster": "itest", "partition": None, "user": None}]
+    # no partition, no user: left out (22.05's document declares strings, and no captured 22.05
+    # answer shows null there; docs/rest.md)
+    assert acct[0]["associations"] == [{"account": "physics", "cluster": "itest"}]
     assert "physics" in [a["name"] for a in ok(admin.get(f"{D}/accounts"))["accounts"]]
     # sacctmgr (gRPC) sees what REST added
     out = cluster.cli("sacctmgr", "-n", "-P", "show", "account", "physics", "format=account,descr,org").stdout
@@ -98,13 +100,15 @@ def test_users_and_associations_round_trip(cluster: Cluster, admin: httpx.Client
     ok(admin.post(f"{D}/users", json={"users": [{"name": OTHER, "default": {"account": "chem"}}]}))
     u = ok(admin.get(f"{D}/user/{OTHER}"))["users"][0]
     assert u["name"] == OTHER and u["default"]["account"] == "chem" and u["administrator_level"] == "None"
-    assert u["associations"] == [{"account": "chem", "cluster": "itest", "partition": None, "user": OTHER}]
+    assert u["associations"] == [{"account": "chem", "cluster": "itest", "user": OTHER}]  # no partition: left out
 
     ok(admin.post(f"{D}/associations", json={"associations": [
         {"account": "chem", "cluster": "itest", "user": OTHER, "shares_raw": 5}]}))  # fmt: skip
     assocs = ok(admin.get(f"{D}/associations", params={"user": OTHER}))["associations"]
     assert [(a["account"], a["user"], a["shares_raw"], a["is_default"]) for a in assocs] == [("chem", OTHER, 5, 1)]
-    assert same_shape(assocs[0], json.loads((REFERENCE / "slurmdb_associations.json").read_text())["associations"][2]) == []
+    real = json.loads((REFERENCE / "slurmdb_associations.json").read_text())["associations"][2]
+    real.pop("usage")  # 22.05 sends null for this object; Spur leaves it out (a generated client fails on it)
+    assert same_shape(assocs[0], real) == []
     assert ok(admin.get(f"{D}/association", params={"account": "chem", "user": OTHER}))["associations"] == assocs
     # limits set with sacctmgr show up in slurmrestd's fields
     cluster.cli("sacctmgr", "-i", "modify", "account", "name=chem", "set", "grptres=cpu=16,mem=32G", "maxjobs=4")

@@ -12,7 +12,9 @@ status (5xx only when no controller leader can be reached); a refused request ch
 from __future__ import annotations
 
 import functools
+import gc
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +40,9 @@ from spur.rest.errors import (
     from_rpc_error,
 )
 from spur.rest.limits import Limits, decode_body, too_large
-from spur.rest.openapi import build_document, to_yaml
+from spur.rest.openapi import SENT_AS_NULL, VERSIONS, document, document_bytes, yaml_text
 from spur.rest.preauth import PreAuthGate
+from spur.rest.shape import SchemaShapers
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError
@@ -49,8 +52,48 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spur.rest")
 
-View = Callable[..., Awaitable[Response]]
+Body = dict[str, Any] | tuple[dict[str, Any], int] | Response
+View = Callable[..., Awaitable[Body]]
 _THREAD_JOBS = 1000  # job lists longer than this are rendered off the event loop
+
+
+class _GcPause:
+    """Cyclic GC off while big answers are built (refcounting still frees everything): building
+    10,000 job objects otherwise triggers dozens of full collections. Nested uses share one pause."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._was_enabled = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._was_enabled:
+                gc.enable()
+
+
+_GC_PAUSE = _GcPause()
+
+
+async def off_loop(fn: Callable[[], Any], size: int) -> Any:
+    """``fn()`` for an answer of ``size`` items: in a worker thread (so Raft and the scheduler keep
+    their turns) with the GC paused when it is big, inline otherwise."""
+    if size <= _THREAD_JOBS:
+        return fn()
+
+    def run() -> Any:
+        with _GC_PAUSE:
+            return fn()
+
+    return await trio.to_thread.run_sync(run)
 
 
 def _json(data: dict[str, Any], status: int = 200) -> Response:
@@ -67,7 +110,9 @@ class RestApi:
         self.limits = limits or Limits()
         self.started_at = self.ctl.clock.wall()
         self.registered: list[tuple[str, str]] = []
-        self._document: dict[str, Any] | None = None
+        self._dialects: dict[str, Any] = {}
+        self._v0038_doc = document("v0.0.38")
+        self._v0038_shapers = SchemaShapers(self._v0038_doc, SENT_AS_NULL["v0.0.38"], keep_undeclared=True)
         app = QuartTrio("spur.rest")
         app.config["MAX_CONTENT_LENGTH"] = self.limits.max_body_bytes
         app.config["JSON_SORT_KEYS"] = False
@@ -85,21 +130,51 @@ class RestApi:
 
     # ------------------------------------------------------------------ plumbing
 
-    def route(self, path: str, method: str, *, db: bool = False, empty: str | None = None) -> Callable:
-        """Register a view for the OpenAPI ``path`` (``{param}`` style) and ``method``. A RestError
-        raised by the view becomes Slurm's error body (with ``empty: []`` when given)."""
+    def route(
+        self,
+        path: str,
+        method: str,
+        *,
+        db: bool = False,
+        empty: str | None = None,
+        dialect: Any = None,
+        shape: bool = True,
+    ) -> Callable:
+        """Register a view for the OpenAPI ``path`` (``{param}`` style) and ``method``. A view
+        returns a Response, or a body (a dict, or ``(dict, status)``) that is shaped by the
+        version's document (:mod:`spur.rest.shape`) and sent as JSON. A RestError raised by the view
+        becomes Slurm's error body (with ``empty: []`` when given); ``dialect``: the v0.0.4x version
+        (None: v0.0.38). ``shape=False``: the view's body already has the declared types (the
+        v0.0.38 job lists, whose mapper writes them; tests validate it), so it is sent as it is."""
+        version = dialect.version if dialect is not None else "v0.0.38"
+        shaper = self._shaper(version, path, method, dialect) if shape else None
+        required = dialect.required_fields(path, method) if dialect is not None else []
 
         def decorate(view: View) -> View:
             @functools.wraps(view)
             async def handler(**kwargs: Any) -> Response:
                 try:
                     await self._drain_body()
-                    return await view(**kwargs)
+                    result = await view(**kwargs)
+                    if isinstance(result, Response):
+                        return result
+                    status = 200
+                    if isinstance(result, tuple):
+                        result, status = result
+                    for key in required:
+                        result.setdefault(key, None)  # the shaper gives each its empty value
+                    return await self._render(result, shaper, status)
                 except RestError as exc:
                     if exc.status >= 500:
                         log.warning("REST %s %s: %s", method.upper(), request.path, exc)
                     extra = {empty: []} if empty else {}
-                    response = _json(body(db, [exc.entry()], **extra), exc.status)
+                    if dialect is None:
+                        response = _json(body(db, [exc.entry()], **extra), exc.status)
+                    else:
+                        for key in required:
+                            extra.setdefault(key, None)  # the shaper gives each its empty value
+                        err = self.v4_body(dialect, db, errors=[exc.entry()], **extra)
+                        response = await self._render(err, shaper, exc.status)
                     if exc.status == 413:  # the unread body must not be taken for the next request
                         response.headers["Connection"] = "close"
                     return response
@@ -108,9 +183,37 @@ class RestApi:
             endpoint = f"{method}:{path}"
             self.app.add_url_rule(quart_path, endpoint, handler, methods=[method.upper()])
             self.registered.append((path, method))
+            if quart_path.endswith("/") and len(quart_path) > 1:  # slurmrestd ignores a trailing /
+                self.app.add_url_rule(quart_path.rstrip("/"), endpoint + ":bare", handler, methods=[method.upper()])
             return handler
 
         return decorate
+
+    def _shaper(self, version: str, path: str, method: str, dialect: Any) -> Callable[[Any], Any] | None:
+        if dialect is not None:
+            return dialect.response_shaper(path, method)
+        item = self._v0038_doc["paths"].get(path, {}).get(method)
+        if item is None:
+            return None
+        schema = item["responses"].get("200", {}).get("content", {}).get("application/json", {}).get("schema")
+        return self._v0038_shapers.for_schema(schema) if schema is not None else None
+
+    async def _render(self, data: dict[str, Any], shaper: Callable[[Any], Any] | None, status: int) -> Response:
+        def render() -> bytes:
+            return orjson.dumps(shaper(data) if shaper is not None else data)
+
+        size = max((len(v) for v in data.values() if isinstance(v, list)), default=0)
+        raw = await off_loop(render, size)
+        return Response(raw, status=status, content_type="application/json")
+
+    def v4_body(self, dialect: Any, db: bool, errors: list[dict] | None = None,
+                warnings: list[dict] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
+        """A v0.0.4x body: the fields, then ``meta``, ``errors`` and ``warnings`` (24.11's order)."""
+        out = dict(fields)
+        out["meta"] = dialect.meta(db, self.cluster)
+        out["errors"] = list(errors or [])
+        out["warnings"] = list(warnings or [])
+        return out
 
     async def _drain_body(self) -> None:
         """Read the whole request body up front (Quart keeps it for the view): a keep-alive
@@ -121,21 +224,35 @@ class RestApi:
         if length or request.headers.get("Transfer-Encoding"):
             await request.get_data(as_text=False)
 
+    def _error_response(self, entry: dict[str, Any], status: int) -> Response:
+        """An error answer outside any view, with the ``meta`` of the version the path names."""
+        parts = request.path.split("/")
+        version = parts[2] if len(parts) > 2 and parts[1] in ("slurm", "slurmdb") else ""
+        db = parts[1] == "slurmdb" if len(parts) > 1 else False
+        if version in VERSIONS[1:]:
+            dialect = self._dialects.get(version)
+            if dialect is None:
+                from spur.rest.v004x import Dialect
+
+                dialect = self._dialects[version] = Dialect(version)
+            return _json(self.v4_body(dialect, db, errors=[entry]), status)
+        return _json(body(db, [entry]), status)
+
     async def _http_error(self, exc: HTTPException) -> Response:
         status = exc.code or 500
         if status == 413:
             err = too_large(self.limits.max_body_bytes, "http")
-            response = _json(body(False, [err.entry()]), 413)
+            response = self._error_response(err.entry(), 413)
             response.headers["Connection"] = "close"
             return response
         number = ESLURM_REST_INVALID_QUERY if status in (404, 405) else ESLURM_REST_FAIL_PARSING
         entry = error_entry(number, f"{exc.name}: {request.method} {request.path}", "http")
-        return _json(body(False, [entry]), status)
+        return self._error_response(entry, status)
 
     async def _unexpected(self, exc: Exception) -> Response:
         log.exception("REST %s %s failed", request.method, request.path)
         entry = error_entry(SLURM_ERROR, f"internal error ({type(exc).__name__})", "spur-rest")
-        return _json(body(False, [entry]), 500)
+        return self._error_response(entry, 500)
 
     async def authenticate(self, method: str, metadata: dict[str, str], peer: str, source: str) -> None:
         """The controller's auth policy on ``metadata`` (the pre-body gate's check); refusals -> RestError."""
@@ -160,11 +277,6 @@ class RestApi:
     def cluster(self) -> str:
         return self.ctl.cfg.cluster_name
 
-    def document(self) -> dict[str, Any]:
-        if self._document is None:
-            self._document = build_document(self.registered)
-        return self._document
-
     # ------------------------------------------------------------------ routes
 
     def _routes(self) -> None:  # noqa: C901 - one place that lists every route
@@ -173,24 +285,31 @@ class RestApi:
         D = "/slurmdb/v0.0.38"
 
         # -------------------------------------------------------------- openapi
-        for path in ("/openapi/v3", "/openapi", "/openapi.json"):
-
+        # The unversioned paths serve v0.0.38's document (what they always served); each version's
+        # own document is at /openapi/<version> (and .json, .yaml), byte for byte as shipped.
+        def serve_document(path: str, version: str, yaml: bool) -> None:
             @route(path, "get")
-            async def openapi_json() -> Response:
-                return _json(self.document())
+            async def openapi_document() -> Body:
+                if yaml:
+                    return Response(yaml_text(version), content_type="application/x-yaml")
+                return Response(document_bytes(version), content_type="application/json")
 
-        @route("/openapi.yaml", "get")
-        async def openapi_yaml() -> Response:
-            return Response(to_yaml(self.document()), content_type="application/x-yaml")
+        for path in ("/openapi/v3", "/openapi", "/openapi.json"):
+            serve_document(path, "v0.0.38", False)
+        serve_document("/openapi.yaml", "v0.0.38", True)
+        for version in VERSIONS:
+            serve_document(f"/openapi/{version}", version, False)
+            serve_document(f"/openapi/{version}.json", version, False)
+            serve_document(f"/openapi/{version}.yaml", version, True)
 
         # -------------------------------------------------------------- slurm
         @route(f"{S}/ping", "get", empty="pings")
-        async def ping() -> Response:
+        async def ping() -> Body:
             resp = await self.call("GetControllers", pb.Empty(), "slurm_ping")
-            return _json(body(pings=mapping.pings(resp.controllers)))
+            return body(pings=mapping.pings(resp.controllers))
 
         @route(f"{S}/diag", "get")
-        async def diag() -> Response:
+        async def diag() -> Body:
             md = self.identity_metadata("_op_handler_diag")
             resp = await self.call(
                 "GetJobs", pb.GetJobsRequest(include_finished=True), "_op_handler_diag", md
@@ -198,41 +317,36 @@ class RestApi:
             stats = mapping.diag_statistics(
                 resp.jobs, self.ctl.clock.wall(), self.started_at, self.counters()
             )
-            return _json(body(statistics=stats))
+            return body(statistics=stats)
 
         @route(f"{S}/licenses", "get", empty="licenses")
-        async def licenses() -> Response:
+        async def licenses() -> Body:
             self.identity_metadata("_op_handler_licenses")
-            return _json(body(licenses=[]))
+            return body(licenses=[])
 
-        @route(f"{S}/jobs", "get", empty="jobs")
-        async def jobs() -> Response:
+        @route(f"{S}/jobs", "get", empty="jobs", shape=False)
+        async def jobs() -> Body:
             resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
+            jobs = await off_loop(lambda: [mapping.job_to_slurm(j, cluster) for j in resp.jobs], len(resp.jobs))
+            return body(jobs=jobs)
 
-            def render() -> bytes:
-                return orjson.dumps(body(jobs=[mapping.job_to_slurm(j, cluster) for j in resp.jobs]))
-
-            # A long list is mapped in a worker thread, so Raft and the scheduler keep their turns.
-            data = await trio.to_thread.run_sync(render) if len(resp.jobs) > _THREAD_JOBS else render()
-            return Response(data, content_type="application/json")
-
-        @route(f"{S}/job/{{job_id}}", "get", empty="jobs")
-        async def get_job(job_id: str) -> Response:
+        @route(f"{S}/job/{{job_id}}", "get", empty="jobs", shape=False)
+        async def get_job(job_id: str) -> Body:
             found = await self._find_jobs(job_id, "slurm_load_job")
-            return _json(body(jobs=[mapping.job_to_slurm(j, self.cluster) for j in found]))
+            return body(jobs=[mapping.job_to_slurm(j, self.cluster) for j in found])
 
         @route(f"{S}/job/{{job_id}}", "post")
-        async def update_job(job_id: str) -> Response:
+        async def update_job(job_id: str) -> Body:
             source = "slurm_update_job"
             md = self.identity_metadata(source)
             jid, task = mapping.parse_job_id(job_id, source)
             req = mapping.update_to_request(jid, task, await self.json_body(source), source)
             await self.call("UpdateJob", req, source, md)
-            return _json(body())
+            return body()
 
         @route(f"{S}/job/{{job_id}}", "delete")
-        async def cancel_job(job_id: str) -> Response:
+        async def cancel_job(job_id: str) -> Body:
             source = "slurm_kill_job"
             md = self.identity_metadata(source)
             jid, task = mapping.parse_job_id(job_id, source)
@@ -241,45 +355,45 @@ class RestApi:
             if task is not None:
                 req.array_task_id = task
             await self.call("CancelJob", req, source, md)
-            return _json(body())
+            return body()
 
         @route(f"{S}/job/submit", "post")
-        async def submit() -> Response:
+        async def submit() -> Body:
             source = "slurm_submit_batch_job"
             md = self.identity_metadata(source)
             spec = mapping.submit_to_spec(await self.json_body(source), home_of(md["x-spur-user"]), source)
             resp = await self.call("SubmitJob", pb.SubmitJobRequest(spec=spec), source, md)
-            return _json(body(job_id=resp.job_id, step_id="BATCH", job_submit_user_msg=""))
+            return body(job_id=resp.job_id, step_id="BATCH", job_submit_user_msg="")
 
         @route(f"{S}/nodes", "get", empty="nodes")
-        async def nodes() -> Response:
+        async def nodes() -> Body:
             resp = await self.call("GetNodes", pb.GetNodesRequest(), "slurm_load_node")
-            return _json(body(nodes=[mapping.node_to_slurm(n) for n in resp.nodes]))
+            return body(nodes=[mapping.node_to_slurm(n) for n in resp.nodes])
 
         @route(f"{S}/node/{{node_name}}", "get", empty="nodes")
-        async def node(node_name: str) -> Response:
+        async def node(node_name: str) -> Body:
             source = "slurm_load_node_single"
             md = self.identity_metadata(source)
             if not node_name or any(ch in node_name for ch in "[],"):
                 raise RestError(404, ESLURM_INVALID_NODE_NAME, f"Unable to find node {node_name}", source)
             resp = await self.call("GetNodes", pb.GetNodesRequest(names=[node_name]), source, md)
-            return _json(body(nodes=[mapping.node_to_slurm(n) for n in resp.nodes]))
+            return body(nodes=[mapping.node_to_slurm(n) for n in resp.nodes])
 
         @route(f"{S}/partitions", "get", empty="partitions")
-        async def partitions() -> Response:
-            return _json(body(partitions=await self._partitions([], "slurm_load_partitions")))
+        async def partitions() -> Body:
+            return body(partitions=await self._partitions([], "slurm_load_partitions"))
 
         @route(f"{S}/partition/{{partition_name}}", "get", empty="partitions")
-        async def partition(partition_name: str) -> Response:
-            return _json(body(partitions=await self._partitions([partition_name], "slurm_load_partitions")))
+        async def partition(partition_name: str) -> Body:
+            return body(partitions=await self._partitions([partition_name], "slurm_load_partitions"))
 
         @route(f"{S}/reservations", "get", empty="reservations")
-        async def reservations() -> Response:
+        async def reservations() -> Body:
             self.identity_metadata("_op_handler_reservations")
-            return _json(body(reservations=[]))
+            return body(reservations=[])
 
         @route(f"{S}/reservation/{{reservation_name}}", "get", empty="reservations")
-        async def reservation(reservation_name: str) -> Response:
+        async def reservation(reservation_name: str) -> Body:
             source = "_op_handler_reservation"
             self.identity_metadata(source)
             raise RestError(
@@ -288,56 +402,62 @@ class RestApi:
 
         # -------------------------------------------------------------- slurmdb
         @route(f"{D}/jobs", "get", db=True, empty="jobs")
-        async def db_jobs() -> Response:
+        async def db_jobs() -> Body:
             source = "op_handler_jobs"
             resp = await self.call("GetJobs", pb.GetJobsRequest(include_finished=True), source)
             keep = mapping.slurmdb_job_filter(request.args)
             now, cluster = self.ctl.clock.wall(), self.cluster
-            return _json(
-                body(True, jobs=[mapping.job_to_slurmdb(j, cluster, now) for j in resp.jobs if keep(j)])
-            )
+            return body(True, jobs=[mapping.job_to_slurmdb(j, cluster, now) for j in resp.jobs if keep(j)])
 
         @route(f"{D}/job/{{job_id}}", "get", db=True, empty="jobs")
-        async def db_job(job_id: str) -> Response:
+        async def db_job(job_id: str) -> Body:
             found = await self._find_jobs(job_id, "op_handler_job", db=True)
             now = self.ctl.clock.wall()
-            return _json(body(True, jobs=[mapping.job_to_slurmdb(j, self.cluster, now) for j in found]))
+            return body(True, jobs=[mapping.job_to_slurmdb(j, self.cluster, now) for j in found])
 
         @route(f"{D}/config", "get", db=True)
-        async def db_config() -> Response:
-            """The standard TRES and every accounting entity the backend lists (empty lists without
-            an accounting backend)."""
-            source = "op_handler_config"
-            md = self.identity_metadata(source)
-            backend = getattr(self.ctl, "accounting_backend", None)
-            out: dict[str, Any] = {"tres": [dict(t) for t in mapping.STANDARD_TRES]}
-            for key, method, to_json in (
-                ("accounts", "list_accounts", slurmdb.account_to_json),
-                ("associations", "list_associations", slurmdb.association_to_json),
-                ("users", "list_users", slurmdb.user_to_json),
-                ("qos", "list_qos", slurmdb.qos_to_json),
-                ("wckeys", "list_wckeys", slurmdb.wckey_to_json),
-            ):
-                fn = getattr(backend, method, None)
-                if fn is None:
-                    out[key] = []
-                    continue
-                args = (slurmdb.AssociationFilter(),) if key == "associations" else ()
-                records = await self._backend_call(fn, md, source, *args)
-                out[key] = [to_json(r) for r in records]
-            return _json(body(True, **out))
+        async def db_config() -> Body:
+            out = await self.config_entities("op_handler_config")
+            out["tres"] = [out["tres"]]  # 22.05's document declares a list of TRES lists
+            return body(True, **out)
 
         @route(f"{D}/diag", "get", db=True)
-        async def db_diag() -> Response:
+        async def db_diag() -> Body:
             self.identity_metadata("op_handler_diag")
             rpcs = [
                 {"rpc": name, "count": count, "time": {"average": avg_us, "total": total_us}}
                 for name, count, avg_us, total_us in self.rpc_stats()
             ]
             stats = {"time_start": int(self.started_at), "rollups": [], "RPCs": rpcs, "users": []}
-            return _json(body(True, statistics=stats))
+            return body(True, statistics=stats)
 
         self._entity_routes()
+        from spur.rest import routes_v004x
+
+        for version in VERSIONS[1:]:
+            routes_v004x.register(self, version)
+
+    async def config_entities(self, source: str) -> dict[str, Any]:
+        """The standard TRES and every accounting entity the backend lists (empty lists without
+        an accounting backend)."""
+        md = self.identity_metadata(source)
+        backend = getattr(self.ctl, "accounting_backend", None)
+        out: dict[str, Any] = {"tres": [dict(t) for t in mapping.STANDARD_TRES]}
+        for key, method, to_json in (
+            ("accounts", "list_accounts", slurmdb.account_to_json),
+            ("associations", "list_associations", slurmdb.association_to_json),
+            ("users", "list_users", slurmdb.user_to_json),
+            ("qos", "list_qos", slurmdb.qos_to_json),
+            ("wckeys", "list_wckeys", slurmdb.wckey_to_json),
+        ):
+            fn = getattr(backend, method, None)
+            if fn is None:
+                out[key] = []
+                continue
+            args = (slurmdb.AssociationFilter(),) if key == "associations" else ()
+            records = await self._backend_call(fn, md, source, *args)
+            out[key] = [to_json(r) for r in records]
+        return out
 
     def _entity_routes(self) -> None:
         """The slurmdb accounting-entity routes the accounting backend implements (none without one)."""
@@ -347,35 +467,55 @@ class RestApi:
         for entity in slurmdb.ENTITY_ROUTES:
             fn = getattr(backend, entity.backend_method, None)
             if fn is not None:
-                self._entity_route(entity, fn)
+                self.entity_route(entity, fn)
 
-    def _entity_route(self, entity: slurmdb.EntityRoute, fn: Callable[..., Awaitable[Any]]) -> None:
+    def entity_route(
+        self,
+        entity: slurmdb.EntityRoute,
+        fn: Callable[..., Awaitable[Any]],
+        *,
+        path: str | None = None,
+        dialect: Any = None,
+        ok: Callable[..., dict[str, Any]] | None = None,
+        key: str | None = None,
+    ) -> None:
+        """Register ``entity`` at ``path`` (default: its v0.0.38 path) for ``dialect`` (None:
+        v0.0.38); ``ok`` builds the version's success body."""
         source = f"op_handler_{entity.backend_method}"
+        path = path or entity.path
+        list_key = key if key is not None else entity.key
+        param_name = path.rsplit("{", 1)[1].rstrip("}/") if "{" in path else entity.param
 
-        @self.route(entity.path, entity.method, db=True, empty=entity.key or None)
-        async def view(**params: str) -> Response:
+        def answer(**fields: Any) -> dict[str, Any]:
+            return ok(True, **fields) if ok is not None else body(True, **fields)
+
+        @self.route(path, entity.method, db=True, empty=list_key or None, dialect=dialect)
+        async def view(**params: str) -> Body:
             md = self.identity_metadata(source)
             if entity.kind == "list":
                 records = await self._backend_call(fn, md, source)
             elif entity.kind == "filter_list":
                 records = await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
             elif entity.kind == "get":
-                name = params[entity.param]
+                name = params[param_name]
                 found = await self._backend_call(fn, md, source, name)
                 if found is None:
                     raise RestError(404, ESLURM_REST_EMPTY_RESULT, f"Nothing found for {name!r}", source)
                 records = [found]
             else:
                 if entity.kind == "add":
-                    await self._backend_call(
-                        fn, md, source, entity.parse(await self.json_body(source), source)
-                    )
+                    raw = await self.json_body(source)
+                    if dialect is not None:  # number objects -> plain numbers for the v0.0.38 parsers
+                        from spur.rest.v004x import plain_numbers
+
+                        raw = plain_numbers(raw)
+                    await self._backend_call(fn, md, source, entity.parse(raw, source))
                 elif entity.kind == "delete":
-                    await self._backend_call(fn, md, source, params[entity.param])
+                    await self._backend_call(fn, md, source, params[param_name])
                 else:  # filter_delete
                     await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
-                return _json(body(True))
-            return _json(body(True, **{entity.key: [entity.to_json(r) for r in records]}))
+                return answer()
+            return answer(**{list_key: [entity.to_json(r) for r in records]})
 
     async def _backend_call(
         self, fn: Callable[..., Awaitable[Any]], md: dict[str, str], source: str, *args: Any

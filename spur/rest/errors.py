@@ -15,7 +15,8 @@ from spur.rpc.status import RpcError, StatusCode
 
 log = logging.getLogger("spur.rest.errors")
 
-SLURM_VERSION = {"major": 22, "micro": 8, "minor": 5}
+# strings, as 22.05's document declares them (slurmrestd 22.05 itself sent ints)
+SLURM_VERSION = {"major": "22", "micro": "8", "minor": "5"}
 SLURM_RELEASE = "22.05.8"
 
 # Slurm's error numbers (slurm_errno.h, 22.05) and their texts, for the errors REST can report.
@@ -96,7 +97,7 @@ class RestError(Exception):
 
 
 def meta(db: bool = False) -> dict[str, Any]:
-    """The ``meta`` object slurmrestd 22.05 sends (``db``: the slurmdb plugin's)."""
+    """The ``meta`` object of v0.0.38 (``db``: the slurmdb plugin's)."""
     plugin = (
         {"type": "openapi/dbv0.0.38", "name": "Slurm OpenAPI DB v0.0.38"}
         if db

@@ -184,7 +184,7 @@ def job_to_slurm(job: pb.JobInfo, cluster: str) -> dict[str, Any]:
     d["comment"] = spec.comment
     d["core_spec"] = d["thread_spec"] = d["cores_per_socket"] = None
     d["billable_tres"] = float(cpus)
-    d["cpus_per_task"] = cpus_per_task if cpus_per_task > 1 else None
+    d["cpus_per_task"] = str(cpus_per_task) if cpus_per_task > 1 else None  # 22.05 declares a string
     d["cpu_frequency_minimum"] = d["cpu_frequency_maximum"] = d["cpu_frequency_governor"] = None
     d["dependency"] = dependency if dependency and dependency != "(null)" else ""
     d["eligible_time"] = eligible
@@ -400,7 +400,7 @@ def _gpu_count(text: str | None, f: _Fields, key: str) -> int:
 
 
 def submit_to_spec(
-    body: Mapping[str, Any], default_cwd: str, source: str = "_op_handler_submit_job"
+    body: Mapping[str, Any], default_cwd: str, source: str = "_op_handler_submit_job", *, allocation: bool = False
 ) -> pb.JobSpec:
     """A ``v0.0.38_job_submission`` body -> JobSpec (see the module docstring for errors).
 
@@ -408,6 +408,8 @@ def submit_to_spec(
     job description; ``jobs`` (heterogeneous jobs) answers Slurm's "not supported" error. A job
     without ``current_working_directory`` runs in ``default_cwd``. ``#SBATCH`` lines are not read
     (slurmrestd does not read them either): the description is the whole request.
+
+    ``allocation``: ``job/allocate`` (salloc's request): no script, an interactive allocation only.
     """
     from spur.core.script import ScriptError, validate_script
 
@@ -416,21 +418,27 @@ def submit_to_spec(
             400, ESLURM_NOT_SUPPORTED, "heterogeneous jobs (jobs[]) are not supported by Spur", source
         )
     script = body.get("script")
-    if script is None or script == "":
+    if allocation:
+        script = None
+    elif script is None or script == "":
         raise RestError(400, ESLURM_JOB_SCRIPT_MISSING, "script must be set", source)
-    if not isinstance(script, str):
+    if not allocation and not isinstance(script, str):
         raise RestError(400, ESLURM_DATA_CONV_FAILED, "script: expected a string", source)
-    try:
-        validate_script(script)
-    except ScriptError as exc:
-        raise RestError(400, ESLURM_JOB_SCRIPT_MISSING, str(exc), source) from None
+    if script is not None:
+        try:
+            validate_script(script)
+        except ScriptError as exc:
+            raise RestError(400, ESLURM_JOB_SCRIPT_MISSING, str(exc), source) from None
     desc = body.get("job")
     if desc is None:
         desc = {}
     if not isinstance(desc, dict):
         raise RestError(400, ESLURM_REST_INVALID_JOBS_DESC, "job must be an object", source)
     f = _Fields(desc, "job", source)
-    spec = pb.JobSpec(script=script, command="(null)")
+    spec = pb.JobSpec(script=script or "", command="(null)")
+    if allocation:
+        spec.interactive = True
+        spec.allocation_only = True
     if "environment" not in desc or desc["environment"] is None:
         raise RestError(400, ESLURM_REST_INVALID_JOBS_DESC, "job.environment must be set", source)
     spec.environment.update(_environment(desc["environment"], f))

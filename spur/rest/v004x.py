@@ -1,0 +1,488 @@
+"""slurmrestd 24.11's data parsers v0.0.40, v0.0.41 and v0.0.42 (pure mapping, no I/O).
+
+One mapping layer for the three versions: the answers are built once here with slurmrestd 24.11's
+field names and natural values, and :mod:`spur.rest.shape` renders them per version from that
+version's own document (number objects, flag and state arrays, fields a version lacks left out).
+The versions differ only where their documents differ, and that is read from the documents:
+which operations exist (``job/allocate`` from v0.0.41), the layout of ``job_resources``, the
+fields each schema declares. Requests are normalised to the v0.0.38 request form and validated by
+:mod:`spur.rest.mapping`, so every request rule is written once.
+"""
+
+from __future__ import annotations
+
+import signal as _signal
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from spur.rest import mapping
+from spur.rest.errors import (
+    ERROR_TEXT,
+    ESLURM_DATA_CONV_FAILED,
+    ESLURM_REST_INVALID_JOBS_DESC,
+    ESLURM_REST_INVALID_QUERY,
+    SLURM_ERROR,
+    RestError,
+)
+from spur.rest.openapi import SENT_AS_NULL, document
+from spur.rest.shape import INF, SchemaShapers, Shaper
+from spur.rpc.proto import spur_pb2 as pb
+
+SLURM_VERSION = {"major": "24", "micro": "5", "minor": "11"}
+SLURM_RELEASE = "24.11.5"
+
+
+class Dialect:
+    """One v0.0.4x version: its document, meta, bodies and response shapers."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.doc = document(version)
+        self.shapers = SchemaShapers(self.doc, SENT_AS_NULL.get(version, ()))
+        self._responses: dict[tuple[str, str], Shaper] = {}
+
+    def meta(self, db: bool, cluster: str, user: str = "", group: str = "") -> dict[str, Any]:
+        kind = "slurmdbd" if db else "slurmctld"
+        return {
+            "plugin": {
+                "type": f"openapi/{kind}",
+                "name": f"Slurm OpenAPI {kind}",
+                "data_parser": f"data_parser/{self.version}",
+                "accounting_storage": "accounting_storage/slurmdbd",
+            },
+            "client": {"source": "", "user": user, "group": group},
+            "command": [],
+            "slurm": {"version": dict(SLURM_VERSION), "release": SLURM_RELEASE, "cluster": cluster},
+        }
+
+    def has(self, path: str, method: str) -> bool:
+        item = self.doc["paths"].get(path)
+        return item is not None and method in item
+
+    def response_shaper(self, path: str, method: str) -> Shaper:
+        """The shaper of ``method path``'s 200 answer (the ``default`` one when 200 is not declared)."""
+        key = (path, method)
+        found = self._responses.get(key)
+        if found is None:
+            responses = self.doc["paths"][path][method]["responses"]
+            entry = responses.get("200") or responses["default"]
+            schema = entry["content"]["application/json"]["schema"]
+            found = self._responses[key] = self.shapers.for_schema(schema)
+        return found
+
+    def _response_schema(self, path: str, method: str) -> dict[str, Any]:
+        responses = self.doc["paths"][path][method]["responses"]
+        entry = responses.get("200") or responses["default"]
+        return _resolve_all(self.doc, entry["content"]["application/json"]["schema"], depth=1)
+
+    def response_fields(self, path: str, method: str) -> list[str]:
+        """The top-level property names of ``method path``'s 200 answer."""
+        return list(self._response_schema(path, method).get("properties", {}))
+
+    def required_fields(self, path: str, method: str) -> list[str]:
+        """The top-level properties ``method path``'s answer requires (an error answer too)."""
+        return list(self._response_schema(path, method).get("required") or ())
+
+    def job_resources_layout(self) -> str:
+        """``"nodes"`` (v0.0.42: ``nodes.allocation``) or ``"allocated_nodes"`` (v0.0.40/41)."""
+        path = f"/slurm/{self.version}/jobs/"
+        schema = self.doc["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        text = repr(_resolve_all(self.doc, schema, depth=6))
+        return "allocated_nodes" if "'allocated_nodes'" in text else "nodes"
+
+
+def _resolve_all(doc: dict[str, Any], node: Any, depth: int) -> Any:
+    if depth <= 0:
+        return node
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            return _resolve_all(doc, doc["components"]["schemas"][ref.rsplit("/", 1)[1]], depth - 1)
+        return {k: _resolve_all(doc, v, depth) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve_all(doc, v, depth) for v in node]
+    return node
+
+
+def error(number: int, description: str = "", source: str = "", text: str | None = None) -> dict[str, Any]:
+    return {
+        "description": description,
+        "error_number": number,
+        "error": text if text is not None else ERROR_TEXT.get(number, ERROR_TEXT[SLURM_ERROR]),
+        "source": source,
+    }
+
+
+# ---------------------------------------------------------------------------- jobs
+
+
+def _time(value: float) -> int:
+    return int(value) if value and value > 0 else 0
+
+
+def exit_code(state: str, code: int, sig: int) -> dict[str, Any]:
+    """``process_exit_code_verbose``."""
+    if state in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"):
+        return {"status": ["PENDING"], "return_code": None, "signal": {"id": None, "name": ""}}
+    if sig:
+        try:
+            name = _signal.Signals(sig).name.removeprefix("SIG")
+        except ValueError:
+            name = str(sig)
+        return {"status": ["SIGNALED"], "return_code": None, "signal": {"id": sig, "name": name}}
+    return {
+        "status": ["SUCCESS" if code == 0 else "ERROR"],
+        "return_code": code,
+        "signal": {"id": None, "name": ""},
+    }
+
+
+def _job_resources(alloc: list[pb.NodeAllocation], layout: str) -> dict[str, Any] | None:
+    """v0.0.40's ``job_resources``; None (left out) for the v0.0.41/42 layout, whose schema requires
+    slash-named keys (``nodes/count``) that the real server never sends and no client can parse."""
+    if not alloc or layout != "allocated_nodes":
+        return None
+    nodes = mapping._hostlist(a.node for a in alloc)
+    cpus = sum(a.cpus for a in alloc)
+    return {
+        "nodes": nodes,
+        "allocated_cores": cpus,
+        "allocated_cpus": cpus,
+        "allocated_hosts": len(alloc),
+        "allocated_nodes": [
+            {"index": i, "nodename": a.node, "cpus_used": a.cpus, "memory_used": a.mem_mb,
+             "memory_allocated": a.mem_mb,
+             "sockets": {"0": {"cores": {str(c): "allocated" for c in range(a.cpus)}}}}
+            for i, a in enumerate(alloc)
+        ],
+    }  # fmt: skip
+
+
+# job_info fields whose value is the same for every job Spur runs
+_JOB_CONSTANTS: dict[str, Any] = {
+    "allocating_node": "", "container_id": "", "core_spec": 0, "thread_spec": 0, "minimum_switches": 0,
+    "cores_per_socket": None, "cron": "", "extra": "", "failed_node": "", "job_size_str": [],
+    "mail_type": [], "network": "", "tasks_per_core": INF, "tasks_per_tres": 0, "tasks_per_socket": INF,
+    "power": {"flags": []}, "preemptable_time": 0, "priority_by_partition": [], "profile": ["NOT_SET"],
+    "required_switches": 0, "scheduled_nodes": "", "selinux_context": "", "sockets_per_node": None,
+    "threads_per_core": None, "maximum_switch_wait_time": 0,
+}  # fmt: skip
+
+
+def job_info(job: pb.JobInfo, cluster: str, layout: str) -> dict[str, Any]:
+    """One ``job_info`` (slurmrestd 24.11 names; natural values, shaped per version)."""
+    d = mapping.job_to_slurm(job, cluster)  # the v0.0.38 values: every value rule lives there
+    for key in _RESHAPED:
+        del d[key]
+    d.update(_JOB_CONSTANTS)
+    spec = job.spec
+    limit = job.time_limit_secs
+    state = job.state
+    exclusive = spec.exclusive
+    d["array_task_id"] = job.array_task_id if job.HasField("array_task_id") else None
+    d["cpus_per_task"] = spec.cpus_per_task or 1
+    d["derived_exit_code"] = _DERIVED.get(state) or exit_code(state, 0, 0)
+    d["exit_code"] = exit_code(state, job.exit_code, job.signal)
+    d["job_resources"] = _job_resources(list(job.allocation), layout) if job.allocation else None
+    d["job_state"] = [state]
+    d["mail_user"] = job.user
+    d["nice"] = spec.nice
+    d["memory_per_cpu"] = spec.mem_per_cpu_mb or None
+    d["memory_per_node"] = spec.mem_per_node_mb if not spec.mem_per_cpu_mb else None
+    d["hold"] = spec.hold and state == "PENDING"
+    d["shared"] = ["exclusive"] if exclusive else []
+    d["exclusive"] = ["true"] if exclusive else []
+    d["oversubscribe"] = not exclusive
+    d["time_limit"] = INF if limit < 0 else -(-limit // 60)
+    return d
+
+
+# v0.0.38 values whose 24.11 form differs (rebuilt in job_info)
+_RESHAPED = frozenset({"job_resources", "exit_code", "derived_exit_code", "shared", "profile"})
+
+
+_DERIVED = {s: exit_code(s, 0, 0) for s in ("PENDING", "RUNNING", "COMPLETED")}
+
+
+def job_state_entry(job: pb.JobInfo) -> dict[str, Any]:
+    """One ``jobs/state`` entry."""
+    return {"job_id": str(job.job_id), "state": [job.state]}
+
+
+# ---------------------------------------------------------------------------- requests
+
+
+def _number(value: Any, where: str, source: str) -> Any:
+    """A number object (``{"set", "infinite", "number"}``) or plain number -> int, INF or None."""
+    if isinstance(value, dict):
+        if value.get("infinite") is True:
+            return INF
+        if value.get("set") is False:
+            return None
+        number = value.get("number")
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise RestError(400, ESLURM_DATA_CONV_FAILED, f"{where}: expected a number", source)
+        return int(number)
+    return value
+
+
+_NUMBER_FIELDS = (
+    "time_limit", "time_minimum", "priority", "nice", "tasks", "cpus_per_task", "tasks_per_node",
+    "memory_per_node", "memory_per_cpu", "begin_time",
+)  # fmt: skip
+
+
+def job_desc_to_v0038(desc: Mapping[str, Any], where: str, source: str) -> dict[str, Any]:
+    """A 24.11 ``job_desc_msg`` -> the v0.0.38 job description :mod:`spur.rest.mapping` validates:
+    number objects become numbers (infinite ``time_limit`` -> 0, Slurm's "unlimited" there),
+    ``minimum_nodes``/``maximum_nodes`` become ``nodes``, ``argv`` and ``environment`` pass as they
+    are, ``flags`` are accepted and ignored, ``shared``/``exclusive`` arrays become ``exclusive``."""
+    if not isinstance(desc, Mapping):
+        raise RestError(400, ESLURM_REST_INVALID_JOBS_DESC, f"{where} must be an object", source)
+    out = {k: v for k, v in desc.items() if k not in ("script", "minimum_nodes", "maximum_nodes", "shared")}
+    for key in _NUMBER_FIELDS:
+        if key in out:
+            value = _number(out[key], f"{where}.{key}", source)
+            if value is INF:
+                value = 0 if key == "time_limit" else None
+            out[key] = value
+    nodes = desc.get("minimum_nodes")
+    if nodes is not None and "nodes" not in desc:
+        out["nodes"] = _number(nodes, f"{where}.minimum_nodes", source)
+    shared = desc.get("shared")
+    if isinstance(shared, list) and "exclusive" not in desc:
+        out["exclusive"] = "false" if shared else None
+    exclusive = out.get("exclusive")
+    if isinstance(exclusive, list):
+        out["exclusive"] = "true" if exclusive else None
+    hold = out.get("hold")
+    if hold is not None and not isinstance(hold, bool):
+        raise RestError(400, ESLURM_DATA_CONV_FAILED, f"{where}.hold: expected true or false", source)
+    if isinstance(out.get("environment"), list) and not out["environment"]:
+        out["environment"] = {}
+    return out
+
+
+def submit_body_to_spec(body: Mapping[str, Any], default_cwd: str, source: str) -> pb.JobSpec:
+    """A 24.11 ``job_submit_req`` (``script`` at the top or in ``job``) -> JobSpec; a missing
+    script is 24.11's 422/9000."""
+    job = body.get("job")
+    if body.get("jobs") not in (None, []):
+        return mapping.submit_to_spec({"script": "#!", "jobs": body["jobs"]}, default_cwd, source)
+    if job is None:
+        job = {}
+    if not isinstance(job, Mapping):
+        raise RestError(400, ESLURM_REST_INVALID_JOBS_DESC, "job must be an object", source)
+    script = job.get("script") if job.get("script") is not None else body.get("script")
+    if script in (None, ""):
+        raise RestError(422, ESLURM_REST_INVALID_QUERY, "script must be set in job.script", source)
+    desc = job_desc_to_v0038(job, "job", source)
+    desc.setdefault("environment", {})
+    return mapping.submit_to_spec({"script": script, "job": desc}, default_cwd, source)
+
+
+def plain_numbers(value: Any) -> Any:
+    """A request body with every number object (``{"set", "infinite", "number"}``) replaced by its
+    plain number (None when unset or infinite, v0.0.38's "no limit"), for the v0.0.38 parsers."""
+    if isinstance(value, dict):
+        if value and set(value) <= {"set", "infinite", "number"} and "number" in value:
+            if value.get("infinite") is True or value.get("set") is False:
+                return None
+            return value["number"]
+        return {k: plain_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_numbers(v) for v in value]
+    return value
+
+
+def add_condition(body: Mapping[str, Any], who: str, source: str) -> tuple[list[str], list[str], list[str], dict]:
+    """``accounts_association``/``users_association``: (names, accounts, clusters, the entity's
+    own fields) from ``association_condition`` and ``account``/``user``."""
+    cond = body.get("association_condition")
+    if not isinstance(cond, Mapping):
+        raise RestError(400, ESLURM_REST_INVALID_QUERY, "association_condition must be an object", source)
+
+    def names(key: str, required: bool) -> list[str]:
+        value = cond.get(key)
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if value is None:
+            value = []
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise RestError(400, ESLURM_DATA_CONV_FAILED, f"association_condition.{key}: a list of names", source)
+        if required and not value:
+            raise RestError(400, ESLURM_REST_INVALID_QUERY, f"association_condition.{key} must be set", source)
+        return value
+
+    own = body.get(who.rstrip("s")) or {}
+    if not isinstance(own, Mapping):
+        raise RestError(400, ESLURM_DATA_CONV_FAILED, f"{who.rstrip('s')}: expected an object", source)
+    return names(who, True), names("accounts", who == "users"), names("clusters", False), dict(own)
+
+
+def update_body(body: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """A 24.11 job update (a ``job_desc_msg``) -> the v0.0.38 update body."""
+    return job_desc_to_v0038(body, "job", source)
+
+
+# ---------------------------------------------------------------------------- nodes, partitions
+
+
+_NODE_STATES = {
+    "idle": ["IDLE"],
+    "mixed": ["MIXED"],
+    "allocated": ["ALLOCATED"],
+    "down": ["DOWN"],
+    "drained": ["IDLE", "DRAIN"],
+    "draining": ["MIXED", "DRAIN"],
+    "unknown": ["UNKNOWN"],
+}
+
+
+def node(n: pb.NodeInfo, cluster: str) -> dict[str, Any]:
+    old = mapping.node_to_slurm(n)
+    d = {k: v for k, v in old.items() if k not in ("state", "state_flags", "next_state_after_reboot_flags",
+                                                  "owner", "reason_set_by_user")}  # fmt: skip
+    d.update(
+        cluster_name=cluster,
+        specialized_cores=0,
+        free_mem=old["free_memory"],
+        effective_cpus=n.cpus,
+        specialized_cpus="",
+        energy={"average_watts": 0, "base_consumed_energy": 0, "consumed_energy": 0, "current_watts": 0,
+                "previous_consumed_energy": 0, "last_collected": 0},  # no energy accounting: zeros
+        external_sensors={},
+        extra="",
+        power={},
+        gpu_spec="",
+        instance_id="",
+        instance_type="",
+        last_busy=0,
+        specialized_memory=0,
+        next_state_after_reboot=["INVALID"],
+        state=_NODE_STATES.get(n.state, [(n.state or "unknown").upper()]),
+        owner="",
+        res_cores_per_gpu=0,
+        comment="",
+        reason_set_by_user="",
+        resume_after=0,
+        reservation="",
+        alloc_idle_cpus=old["idle_cpus"],
+        version=n.version,
+    )
+    return d
+
+
+def partition(part: pb.PartitionInfo, node_cpus: Mapping[str, int], cluster: str) -> dict[str, Any]:
+    members = list(part.nodes)
+    default_time = part.default_time_secs if part.default_time_secs >= 0 else part.max_time_secs
+    max_time = INF if part.max_time_secs < 0 else mapping._minutes(part.max_time_secs)
+    flags = ["DEFAULT"] if part.is_default else []
+    return {
+        "nodes": {"allowed_allocation": "", "configured": mapping._hostlist(members), "total": len(members)},
+        "accounts": {"allowed": "", "deny": ""},
+        "groups": {"allowed": ""},
+        "qos": {"allowed": "", "deny": "", "assigned": ""},
+        "alternate": "",
+        "tres": {"billing_weights": "", "configured": ""},
+        "cluster": cluster,
+        "select_type": [],
+        "cpus": {"task_binding": 0, "total": sum(node_cpus.get(x, 0) for x in members)},
+        "defaults": {
+            "memory_per_cpu": 0,
+            "partition_memory_per_cpu": None,
+            "partition_memory_per_node": None,
+            "time": (INF if default_time < 0 else mapping._minutes(default_time)),
+            "job": "",
+        },
+        "grace_time": 0,
+        "maximums": {
+            "cpus_per_node": INF,
+            "cpus_per_socket": INF,
+            "memory_per_cpu": 0,
+            "partition_memory_per_cpu": None,
+            "partition_memory_per_node": None,
+            "nodes": INF,
+            "shares": 1,
+            "oversubscribe": {"jobs": 1, "flags": []},
+            "time": max_time,
+            "over_time_limit": None,
+        },
+        "minimums": {"nodes": 0},
+        "name": part.name,
+        "node_sets": "",
+        "priority": {"job_factor": 1, "tier": 1},
+        "timeouts": {"resume": None, "suspend": None},
+        "partition": {"state": [(part.state or "UP").upper()]},
+        "suspend_time": None,
+        "flags": flags,
+    }
+
+
+def pings(controllers: Iterable[pb.ControllerInfo]) -> list[dict[str, Any]]:
+    out = []
+    for entry in mapping.pings(controllers):
+        up = entry["ping"] == "UP"
+        out.append(
+            {
+                "hostname": entry["hostname"],
+                "pinged": entry["ping"],
+                "responding": up,
+                "latency": 0,
+                "mode": entry["mode"],
+                "primary": entry["mode"] == "primary",
+            }
+        )
+    return out
+
+
+def diag(stats: Mapping[str, Any]) -> dict[str, Any]:
+    d = dict(stats)
+    d.update(schedule_cycle_sum=d.get("schedule_cycle_total", 0), bf_cycle_sum=0, rpcs_by_message_type=[],
+             rpcs_by_user=[], pending_rpcs=[], pending_rpcs_by_hostlist=[])  # fmt: skip
+    return d
+
+
+# ---------------------------------------------------------------------------- slurmdb jobs
+
+
+def db_job(job: pb.JobInfo, cluster: str, now: float) -> dict[str, Any]:
+    """One slurmdb ``job`` (24.11 names), from the v0.0.38 value rules."""
+    old = mapping.job_to_slurmdb(job, cluster, now)
+    d = dict(old)
+    d["exit_code"] = exit_code(job.state, job.exit_code, job.signal)
+    d["derived_exit_code"] = exit_code(job.state, 0, 0)
+    d["state"] = {"current": [job.state], "reason": job.reason or "None"}
+    d["time"] = dict(old["time"], limit=INF if job.time_limit_secs < 0 else old["time"]["limit"],
+                     planned=None)  # fmt: skip
+    d["allocation_nodes"] = len(job.allocation)
+    d["array"] = dict(old["array"], task_id=old["array"]["task_id"])
+    d["het"] = {"job_id": 0, "job_offset": None}
+    d["reservation"] = {"id": 0, "name": ""}
+    d["required"] = {"CPUs": old["required"]["CPUs"], "memory_per_cpu": None,
+                     "memory_per_node": old["required"]["memory"] or None}  # fmt: skip
+    d["tres"] = {"allocated": old["tres"]["allocated"], "requested": old["tres"]["requested"]}
+    d["wckey"] = {"wckey": job.spec.wckey, "flags": []}
+    d["submit_line"] = ""
+    d["extra"] = ""
+    d["failed_node"] = ""
+    d["hold"] = False
+    d["licenses"] = ""
+    d["kill_request_user"] = ""
+    d["restart_cnt"] = job.restarts
+    d["used_gres"] = ""
+    d["stdin"], d["stdout"], d["stderr"] = job.spec.stdin_path, job.spec.stdout_pattern, job.spec.stderr_pattern
+    steps = []
+    for step, s in zip(job.steps, old["steps"], strict=True):
+        s = dict(s)
+        s["exit_code"] = exit_code(step.state, step.exit_code, step.signal)
+        s["state"] = [step.state]
+        s["step"] = {"id": s["step"]["id"], "name": s["step"]["name"]}
+        s["nodes"] = {"count": s["nodes"]["count"], "range": s["nodes"]["range"], "list": []}
+        s["kill_request_user"] = ""
+        s["pid"] = ""
+        s["CPU"] = {"requested_frequency": {"min": None, "max": None}, "governor": ""}
+        s["task"] = {"distribution": "Block"}
+        steps.append(s)
+    d["steps"] = steps
+    return d
