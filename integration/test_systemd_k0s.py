@@ -317,3 +317,31 @@ def test_drift_stops_and_disables_a_stray_worker_and_never_a_foreign_unit(env: E
         sd3.run("rm", "-f", "/etc/systemd/system/k0sworker.service")
         sd3.systemctl("start", "spurd", check=False)
         env.reset_all()
+
+
+def test_a_k0s_that_keeps_exiting_is_shown_with_systemds_reason(env: Env) -> None:
+    """On a real systemd a ``Restart=always`` k0s that exits is never ``failed``: ``systemctl start``
+    returns 0 after the fork and the unit waits as ``activating``/``auto-restart`` (the systemctl
+    double reported ``failed`` and a failed start). spurd reads the exit from ``Result=`` and
+    ``ExecMainStatus=`` and ``spur k8s status`` shows it; the leader does not start the unit over
+    systemd's own restarts."""
+    sd2 = env.hosts["sd2"]
+    try:
+        assert "phase: ready" in env.up("--nodes", "sd[1-2]")
+        sd2.write("/etc/spur/k0s/join-token", "not a token\n", "0600")
+        sd2.systemctl("restart", UNIT)  # exit 0: the fork succeeded
+        wait_for(lambda: env.unit("sd2")["SubState"] == "auto-restart", timeout=30, what="k0s exited, restart due")
+        unit = env.unit("sd2")
+        assert (unit["ActiveState"], unit["Result"]) == ("activating", "exit-code")
+        st = env.k0s("sd2")
+        assert st.component_state == "activating"
+        assert st.detail.startswith("k0s exited (exit-code, exit status 1); systemd restarts it (restart ")
+        wait_for(lambda: "reason: k0s exited (exit-code, exit status 1)" in node_line_text(env.status(), "sd2"),
+                 timeout=30, what="the reason in spur k8s status")
+        assert "failed to decode join token" in sd2.journal(UNIT)
+    finally:
+        env.reset_all()
+
+
+def node_line_text(status: str, name: str) -> str:
+    return " ".join(node_line(status, name))
