@@ -70,7 +70,11 @@ class Env:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("sdhosts")
     hosts = SystemdHosts(root)
-    cluster = BridgeCluster(root, conf_extra=f'[auth]\nbroker_socket = "{root / "auth.sock"}"\n')
+    # node_timeout 15 s, not 4: spurd restarted by systemd (RestartSec=2s, then its start on a loaded
+    # 2-core test machine) must not be declared DOWN, which would end the jobs the test follows.
+    cluster = BridgeCluster(
+        root, conf_extra=f'[auth]\nbroker_socket = "{root / "auth.sock"}"\n', node_timeout_secs=15
+    )
     try:
         hosts.create(2)
         cluster.listen_host = hosts.bridge_ip
@@ -254,6 +258,9 @@ def test_spurctld_runs_as_a_notify_service_in_its_sandbox(env: Env) -> None:
         assert host.unit_property("spurctld", "ActiveState") == "active"
         assert host.unit_property("spurctld", "StatusText") == "serving"
         assert host.run("sh", "-c", "ls /var/lib/spur/raft").stdout.strip()  # the WAL, in StateDirectory
+        # private WAL (UMask=0077), yet /var/lib/spur passable: spurd's jobs run from /var/lib/spur/agent
+        modes = host.run("stat", "-c", "%a %n", "/var/lib/spur", "/var/lib/spur/raft").stdout.split("\n")
+        assert modes[:2] == ["711 /var/lib/spur", "700 /var/lib/spur/raft"]
         sinfo = host.run("env", f"SPUR_CONTROLLER=127.0.0.1:{port}", str(BIN / "sinfo"), "-h", user=USER)
         assert "default" in sinfo.stdout
         host.systemctl("stop", "spurctld")
@@ -337,3 +344,19 @@ def test_job_steps_are_units_of_their_own_cancelled_one_by_one_and_with_the_job(
         wait_for(lambda u=unit: host.unit_property(u, "LoadState") == "not-found", what=f"{unit} gone")
     assert host.pids(f"{name}-s3") == [] and host.pids(f"{name}-stray") == []
     assert "not reached" not in out.read_text()
+
+
+def test_a_failed_unit_is_kept_until_spurd_has_read_how_it_ended(env: Env) -> None:
+    """Job units are not ``--collect``ed: a unit that ends ``failed`` stays until spurd has recorded its
+    ``Result=`` (``oom-kill`` is Slurm's OUT_OF_MEMORY; the host cannot enforce memory limits, so this
+    test fails the unit another way: ``kill -9`` of its main process, the job's supervisor) and reset
+    it. A unit that ends ``inactive`` goes at once (the other tests)."""
+    host = env.sd1
+    job, flag, out = _wait_flag_job(env, host, f"failed-{time.monotonic_ns()}")
+    unit = env.unit(job)
+    host.kill(int(host.unit_property(unit, "MainPID")))
+    info = env.cluster.wait_job(job, "FAILED")
+    assert "ended without recording an exit status" in info.reason or info.exit_code == 1
+    assert host.unit_property(unit, "LoadState") == "not-found", "reset once read"
+    assert f"{unit}: systemd ended the unit with Result=signal (ExecMainStatus=9)" in host.journal("spurd")
+    flag.touch()
