@@ -128,7 +128,7 @@ def test_a_job_is_a_unit_of_its_own_running_as_the_user_with_slurms_environment(
     assert lines["job"] == str(job) and lines["cluster"] == "itest" and lines["nodelist"] == "sd2"
     assert lines["cgroup"] == f"/system.slice/{unit}"
     assert out.stat().st_uid == UID  # written as alice, where she asked
-    # --collect: the ended unit is gone, not left "failed" or "inactive".
+    # an ended unit is gone (collected when inactive; reset by spurd once read when failed).
     wait_for(lambda: env.sd2.unit_property(unit, "LoadState") == "not-found", what=f"{unit} collected")
 
 
