@@ -151,6 +151,8 @@ class Cluster:
     conf_extra: str = ""
     # Extra lines for the [controller] section (``conf_extra`` goes after [scheduler]).
     controller_extra: str = ""
+    # [controller] node_timeout_secs: an agent silent this long is marked DOWN.
+    node_timeout_secs: int = 4
     port: int = field(default_factory=free_port)
     rest_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
@@ -186,7 +188,7 @@ class Cluster:
             f'rest_addr = "127.0.0.1:{self.rest_port}"\n'
             f'metrics_addr = "127.0.0.1:{self.metrics_port}"\n'
             "heartbeat_interval_secs = 1\n"
-            "node_timeout_secs = 4\n"
+            f"node_timeout_secs = {self.node_timeout_secs}\n"
             "kill_grace_secs = 2\n" + self.controller_extra + "[scheduler]\n"
             "interval_secs = 0.5\n" + with_private_broker(self.conf_extra, self.root / "auth.sock")
         )

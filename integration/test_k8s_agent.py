@@ -1,6 +1,9 @@
 """spurd's k0s unit ops (K0sAgent) against the k0s and systemctl doubles: a single node, a control
 plane + worker joining with a minted token, re-adoption across a spurd restart, reset purging the
-token so a stale one fails the next join, and the config rendered once."""
+token so a stale one fails the next join, and the config rendered once.
+
+The systemctl double keeps these runnable where no systemd container can run (no root, no rootfs); the
+same unit operations against a real systemd 252 are integration/test_systemd_k0s.py."""
 
 from __future__ import annotations
 

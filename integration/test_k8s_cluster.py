@@ -1,5 +1,8 @@
 """``spur k8s`` end to end: a real spurctld with [cluster] enabled, real spurd "hosts" on loopback
-(integration.k0s_harness) with the k0s and systemctl doubles, driven through the spur CLI."""
+(integration.k0s_harness) with the k0s and systemctl doubles, driven through the spur CLI.
+
+The systemctl double keeps these runnable where no systemd container can run (no root, no rootfs); the
+same unit operations against a real systemd 252 are integration/test_systemd_k0s.py."""
 
 from __future__ import annotations
 

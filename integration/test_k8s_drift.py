@@ -7,6 +7,9 @@ doubles, driven through the spur CLI.
   stops (and disables) its unit within two checks, without ``k0s reset``.
 - A k0s controller running outside the cluster is only reported.
 - ``[cluster] k8s_drift_correction = false`` makes it report-only, switched by ``scontrol reconfigure``.
+
+The systemctl double keeps these runnable where no systemd container can run (no root, no rootfs); the
+same unit operations against a real systemd 252 are integration/test_systemd_k0s.py.
 """
 
 from __future__ import annotations

@@ -77,6 +77,22 @@ def test_scancel_of_the_job_ends_a_running_step(cluster: Cluster, tmp_path: Path
     )
 
 
+def test_scancel_of_a_step_ends_that_step_only(cluster: Cluster, tmp_path: Path):
+    """``scancel <job>.<step>`` cancels the step (srun ends 128+SIGTERM); the batch script goes on."""
+    cluster.start_agent("node1", cpus=2)
+    cluster.wait_nodes("node1")
+    started, out = tmp_path / "step-started", tmp_path / "steps.out"
+    script = f"#!/bin/sh\nsrun sh -c 'touch {started}; exec sleep 300'\necho srun=$?\nexit 4\n"
+    job_id = int(cluster.cli("sbatch", "--parsable", "-o", str(out), "--wrap", script, cwd=tmp_path).stdout)
+    wait_for(started.exists, timeout=30, what="the step to start")
+    cluster.cli("scancel", f"{job_id}.7")  # no such step: nothing happens (an unknown id is no error)
+    assert [(s.step_id, s.state) for s in cluster.job(job_id).steps] == [(0, "RUNNING")]
+    cluster.cli("scancel", f"{job_id}.0")
+    job = cluster.wait_job(job_id, "FAILED", timeout=30)
+    assert job.exit_code == 4 and "srun=143" in out.read_text()
+    assert [(s.step_id, s.state) for s in job.steps] == [(0, "CANCELLED")]
+
+
 def test_srun_with_jobid_outside_the_allocation(cluster: Cluster, tmp_path: Path):
     cluster.start_agent("node1", cpus=2)
     cluster.wait_nodes("node1")

@@ -70,7 +70,11 @@ class Env:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     root = tmp_path_factory.mktemp("sdhosts")
     hosts = SystemdHosts(root)
-    cluster = BridgeCluster(root, conf_extra=f'[auth]\nbroker_socket = "{root / "auth.sock"}"\n')
+    # node_timeout 15 s, not 4: spurd restarted by systemd (RestartSec=2s, then its start on a loaded
+    # 2-core test machine) must not be declared DOWN, which would end the jobs the test follows.
+    cluster = BridgeCluster(
+        root, conf_extra=f'[auth]\nbroker_socket = "{root / "auth.sock"}"\n', node_timeout_secs=15
+    )
     try:
         hosts.create(2)
         cluster.listen_host = hosts.bridge_ip
@@ -124,7 +128,7 @@ def test_a_job_is_a_unit_of_its_own_running_as_the_user_with_slurms_environment(
     assert lines["job"] == str(job) and lines["cluster"] == "itest" and lines["nodelist"] == "sd2"
     assert lines["cgroup"] == f"/system.slice/{unit}"
     assert out.stat().st_uid == UID  # written as alice, where she asked
-    # --collect: the ended unit is gone, not left "failed" or "inactive".
+    # an ended unit is gone (collected when inactive; reset by spurd once read when failed).
     wait_for(lambda: env.sd2.unit_property(unit, "LoadState") == "not-found", what=f"{unit} collected")
 
 
@@ -254,6 +258,9 @@ def test_spurctld_runs_as_a_notify_service_in_its_sandbox(env: Env) -> None:
         assert host.unit_property("spurctld", "ActiveState") == "active"
         assert host.unit_property("spurctld", "StatusText") == "serving"
         assert host.run("sh", "-c", "ls /var/lib/spur/raft").stdout.strip()  # the WAL, in StateDirectory
+        # private WAL (UMask=0077), yet /var/lib/spur passable: spurd's jobs run from /var/lib/spur/agent
+        modes = host.run("stat", "-c", "%a %n", "/var/lib/spur", "/var/lib/spur/raft").stdout.split("\n")
+        assert modes[:2] == ["711 /var/lib/spur", "700 /var/lib/spur/raft"]
         sinfo = host.run("env", f"SPUR_CONTROLLER=127.0.0.1:{port}", str(BIN / "sinfo"), "-h", user=USER)
         assert "default" in sinfo.stdout
         host.systemctl("stop", "spurctld")
@@ -274,3 +281,82 @@ def test_scontrol_show_node_says_what_the_host_cannot_enforce(env: Env) -> None:
         "env", f"SPUR_CONTROLLER={env.cluster.address}", str(BIN / "scontrol"), "show", "node", "sd2", user=USER
     ).stdout
     assert "Comment=job memory limits not enforced: the cgroup v1 memory hierarchy is read-only" in out
+
+
+def test_job_steps_are_units_of_their_own_cancelled_one_by_one_and_with_the_job(env: Env) -> None:
+    """srun inside an sbatch allocation: each step runs in its own transient unit
+    ``spur-itest-job-<id>-step-<step>.service`` beside the batch unit; a step's exit code is the
+    step's; ``scancel <job>.<step>`` ends that step's unit alone; ``scancel <job>`` ends every step
+    unit and the batch unit, strays included."""
+    host, name = env.sd2, f"steps-{time.monotonic_ns()}"
+    work = env.hosts.work
+    out = work / f"{name}.out"
+    srun = BIN / "srun"
+    job = env.sbatch(
+        env.sd1,
+        "#!/bin/bash\n"
+        f"{srun} bash -c 'echo \"step=$SLURM_STEP_ID cgroup=$(sed -n \"s/^0:://p\" /proc/self/cgroup)\"'\n"
+        f"{srun} bash -c 'exit 5'\n"
+        'echo "step1-srun=$?"\n'
+        f"{srun} bash -c 'touch {work}/{name}.s2; exec -a {name}-s2 sleep 1000'\n"
+        'echo "step2-srun=$?"\n'
+        f"{srun} bash -c 'setsid bash -c \"trap \\\"\\\" TERM; exec -a {name}-stray sleep 1000\" & "
+        f"touch {work}/{name}.s3; exec -a {name}-s3 sleep 1000'\n"
+        'echo "not reached"\n',
+        "-w",
+        host.name,
+        "-o",
+        str(out),
+    )
+    batch = env.unit(job)
+
+    def step_unit(step: int) -> str:
+        return f"spur-itest-job-{job}-step-{step}.service"
+
+    wait_for((work / f"{name}.s2").exists, what="step 2 to start")
+    assert host.unit_property(step_unit(2), "ActiveState") == "active"
+    assert host.unit_property(batch, "ActiveState") == "active"
+    steps = {s.step_id: s for s in env.cluster.job(job).steps}
+    assert steps[1].exit_code == 5 and steps[1].state == "FAILED"
+    assert steps[0].state == "COMPLETED"
+    text = out.read_text()
+    assert f"step=0 cgroup=/system.slice/{step_unit(0)}" in text and "step1-srun=5" in text
+    assert host.unit_property(step_unit(0), "LoadState") == "not-found"  # ended and collected
+
+    # scancel <job>.2: that step's unit ends; the batch script goes on to step 3
+    env.sd1.run("env", f"SPUR_CONTROLLER={env.cluster.address}", str(BIN / "scancel"), f"{job}.2", user=USER)
+    wait_for((work / f"{name}.s3").exists, what="step 3 to start after step 2's cancel")
+    assert host.unit_property(step_unit(2), "LoadState") == "not-found"
+    assert host.pids(f"{name}-s2") == []
+    assert env.cluster.job(job).state == "RUNNING"
+    assert {s.step_id: s for s in env.cluster.job(job).steps}[2].state == "CANCELLED"
+    wait_for(lambda: "step2-srun=143" in out.read_text(), what="srun of step 2 to end (SIGTERM: 128+15)")
+    wait_for(lambda: host.pids(f"{name}-stray"), what="step 3's stray (own session, ignores SIGTERM)")
+    assert host.unit_property(step_unit(3), "ActiveState") == "active"
+
+    # scancel <job>: every step unit and the batch unit end, with everything in them
+    env.sd1.run("env", f"SPUR_CONTROLLER={env.cluster.address}", str(BIN / "scancel"), str(job), user=USER)
+    env.cluster.wait_job(job, "CANCELLED")
+    wait_for(
+        lambda: all(s.state != "RUNNING" for s in env.cluster.job(job).steps), what="every step ended"
+    )
+    for unit in (step_unit(3), batch):
+        wait_for(lambda u=unit: host.unit_property(u, "LoadState") == "not-found", what=f"{unit} gone")
+    assert host.pids(f"{name}-s3") == [] and host.pids(f"{name}-stray") == []
+    assert "not reached" not in out.read_text()
+
+
+def test_a_failed_unit_is_kept_until_spurd_has_read_how_it_ended(env: Env) -> None:
+    """Job units are not ``--collect``ed: a unit that ends ``failed`` stays until spurd has recorded its
+    ``Result=`` (``oom-kill`` is Slurm's OUT_OF_MEMORY; the host cannot enforce memory limits, so this
+    test fails the unit another way: ``kill -9`` of its main process, the job's supervisor) and reset
+    it. A unit that ends ``inactive`` goes at once (the other tests)."""
+    host = env.sd1
+    job, flag, out = _wait_flag_job(env, host, f"failed-{time.monotonic_ns()}")
+    unit = env.unit(job)
+    host.kill(int(host.unit_property(unit, "MainPID")))
+    info = env.cluster.wait_job(job, "FAILED")
+    assert "ended without recording an exit status" in info.reason or info.exit_code == 1
+    assert host.unit_property(unit, "LoadState") == "not-found", "reset once read"
+    assert f"{unit}: systemd ended the unit with Result=signal (ExecMainStatus=9)" in host.journal("spurd")
+    flag.touch()

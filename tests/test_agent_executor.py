@@ -21,6 +21,7 @@ from spur.agent.executor import Executor, UnknownJob
 from spur.agent.jobdir import JobDir
 from spur.agent.launchspec import LaunchError
 from spur.agent.output import stream_output
+from spur.agent.systemd import UNIT_END_FILE
 from spur.core.clock import Clock, MockWallClock
 from spur.rpc.proto import spur_pb2 as pb
 
@@ -147,6 +148,29 @@ async def test_batch_script_output_and_exit_code(harness: Harness) -> None:
     assert (harness.work / "slurm-1.out").read_text() == "hello from 1 on n1\noops\n"
     assert harness.reports[1] == report
     assert (harness.state_dir / "jobs" / "1" / "report.json").exists()
+
+
+class UnitEndBackend(ProcessBackend):
+    """The process backend, plus the record the systemd backend's finish() writes from ``systemctl
+    show`` of the job's unit: here, a unit systemd ended with ``Result=oom-kill``."""
+
+    async def finish(self, jobdir: JobDir) -> None:
+        await super().finish(jobdir)
+        jobdir.write(UNIT_END_FILE, {"Result": "oom-kill", "ExecMainCode": "2", "ExecMainStatus": "15"})
+
+
+async def test_a_unit_ended_by_the_oom_killer_is_reported_out_of_memory(harness: Harness) -> None:
+    executor = harness.make()
+    executor.backend = UnitEndBackend()
+    with trio.fail_after(TIMEOUT):
+        async with running(executor) as ex:
+            await ex.launch(make_request(1, harness.work, script="#!/bin/sh\nkill -TERM $$\n"))
+            report = await ex.wait_finished(1)
+    assert report.out_of_memory and (report.signal, report.cancelled) == (15, False)
+    assert "killed by the OOM killer (systemd: Result=oom-kill)" in report.message
+    async with running(harness.make()) as ex:  # the process backend alone records no unit end
+        await ex.launch(make_request(2, harness.work, script="#!/bin/sh\nkill -TERM $$\n"))
+        assert not (await ex.wait_finished(2)).out_of_memory
 
 
 async def test_a_missed_pidfd_wakeup_does_not_strand_the_job(harness: Harness, monkeypatch) -> None:

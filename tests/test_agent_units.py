@@ -18,9 +18,11 @@ from spur.agent.reporter import Reporter
 from spur.agent.systemd import (
     SystemdBackend,
     memory_limit_support,
+    parse_show,
     systemd_is_pid1,
     systemd_run_command,
     unit_name,
+    unit_out_of_memory,
 )
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
@@ -56,7 +58,8 @@ def test_systemd_run_command_line(tmp_path: Path) -> None:
     cmd = systemd_run_command(jd, spec, systemd_run="/usr/bin/systemd-run")
     assert cmd[0] == "/usr/bin/systemd-run"
     assert "--unit=spur-lab_a-job-77.service" in cmd
-    assert "--collect" in cmd
+    # a failed unit (Result=oom-kill) is kept until finish() has read it; an inactive one goes at once
+    assert "--property=CollectMode=inactive" in cmd and "--collect" not in cmd
     assert "--service-type=exec" in cmd
     assert "--property=KillMode=control-group" in cmd
     assert "--property=MemoryMax=2048M" in cmd
@@ -65,6 +68,17 @@ def test_systemd_run_command_line(tmp_path: Path) -> None:
     assert all(not a.startswith("--setenv=") or "=" in a[9:] for a in cmd[:sep])
     spec.mem_mb = 0
     assert not any("MemoryMax" in a for a in systemd_run_command(jd, spec))
+
+
+def test_out_of_memory_from_systemctl_show() -> None:
+    """``systemctl show -p Result,ExecMainCode,ExecMainStatus`` of job units as systemd 252 prints them
+    (its own property order): only ``Result=oom-kill`` is Slurm's OUT_OF_MEMORY."""
+    oom = parse_show("Result=oom-kill\nExecMainCode=1\nExecMainStatus=0\n")
+    assert oom == {"Result": "oom-kill", "ExecMainCode": "1", "ExecMainStatus": "0"}
+    assert unit_out_of_memory(oom)
+    for result in ("success", "exit-code", "signal", "core-dump", "timeout", "resources", ""):
+        assert not unit_out_of_memory({"Result": result, "ExecMainCode": "2", "ExecMainStatus": "9"}), result
+    assert not unit_out_of_memory(None) and not unit_out_of_memory({})
 
 
 def test_unit_names_are_named_by_cluster_and_job() -> None:

@@ -11,7 +11,7 @@ from spur.cli.client import CliError
 from spur.cli.formats import parse_format, render, render_header
 from spur.cli.jobfields import scontrol_job
 from spur.cli.sbatch import estimate_start
-from spur.cli.scancel import CancelError, parse_targets
+from spur.cli.scancel import CancelError, parse_ids, parse_targets
 from spur.cli.scontrol import ScontrolError, build_update_job, job_action_requests, parse_key_values
 from spur.cli.sinfo import HEADERS, default_format, reason_rows, sinfo_json, summary_rows
 from spur.core.job import JobSpec
@@ -103,7 +103,12 @@ def test_scancel_targets(ids: list[str], expected: list) -> None:
     assert parse_targets(ids) == expected
 
 
-@pytest.mark.parametrize("bad", ["abc", "1_[3-1]", "1_x", "0"])
+def test_scancel_step_ids() -> None:
+    assert parse_ids(["12.3", "7", "1_[1-2].0"]) == [(12, None, 3), (7, None, None), (1, 1, 0), (1, 2, 0)]
+    assert parse_targets(["12.3"]) == [(12, None)]
+
+
+@pytest.mark.parametrize("bad", ["abc", "1_[3-1]", "1_x", "0", "12.batch", "12.x"])
 def test_scancel_bad_ids(bad: str) -> None:
     with pytest.raises(CancelError, match="Invalid job id"):
         parse_targets([bad])

@@ -12,6 +12,7 @@ from spur.agent.k0s import (
     parse_show,
     render_unit,
     require_root,
+    unit_detail,
     unit_owned,
     unit_role,
 )
@@ -55,3 +56,24 @@ def test_cdi_specs_per_vendor():
     nv = specs["spur-nvidia-gpu.json"]
     assert nv["kind"] == "nvidia.com/gpu" and [d["name"] for d in nv["devices"]] == ["0"]
     assert cdi_specs([]) == {}
+
+
+def test_unit_detail_from_systemd_252_show_output():
+    """Readings as systemd 252 gives them (integration/test_systemd_k0s.py): a Restart=always k0s
+    that exited waits as activating/auto-restart, never failed; its exit is in Result/ExecMainStatus."""
+    restarting = parse_show(
+        "Result=exit-code\nExecMainStatus=1\nNRestarts=2\nActiveState=activating\nSubState=auto-restart\n"
+    )
+    assert unit_detail(restarting) == "k0s exited (exit-code, exit status 1); systemd restarts it (restart 2)"
+    exec_failed = {"ActiveState": "activating", "SubState": "auto-restart", "Result": "exit-code",
+                   "ExecMainStatus": "203", "NRestarts": "0"}
+    assert "exit status 203" in unit_detail(exec_failed)
+    assert unit_detail({"ActiveState": "failed", "SubState": "failed", "Result": "start-limit-hit"}) == (
+        "k0s unit failed (start-limit-hit)"
+    )
+    assert unit_detail({"ActiveState": "failed", "Result": "exit-code", "ExecMainStatus": "1"}) == (
+        "k0s unit failed (exit-code, exit status 1)"
+    )
+    # a clean stop (SIGTERM: ExecMainStatus=15, Result=success) and a running unit say nothing
+    assert unit_detail({"ActiveState": "inactive", "SubState": "dead", "Result": "success", "ExecMainStatus": "15"}) == ""
+    assert unit_detail({"ActiveState": "active", "SubState": "running", "Result": "success"}) == ""

@@ -243,8 +243,11 @@ def serve_join_api(ddir: Path, config: dict) -> str:
     host = api.get("address") or os.environ.get("FAKE_K0S_ADDRESS") or "127.0.0.1"
     port = int(os.environ.get("FAKE_K0S_JOIN_PORT", api.get("k0sApiPort", 9443)))
     handler = type("Handler", (JoinApi,), {"ddir": ddir})
+    # SO_REUSEADDR, as Go's listeners (k0s's) set it: a controller restarted on its fixed port must not
+    # find it held by the TIME_WAIT connections of the joins its previous run answered.
+    server_class = type("JoinServer", (socketserver.ThreadingTCPServer,), {"allow_reuse_address": True})
     try:
-        server = socketserver.ThreadingTCPServer((host, port), handler)
+        server = server_class((host, port), handler)
     except OSError as exc:
         fail(f"failed to listen on {host}:{port} for the k0s join API: {exc.strerror}")
     server.daemon_threads = True

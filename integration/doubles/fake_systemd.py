@@ -15,6 +15,23 @@ real unit outlives spurd) that runs ``ExecStart=`` with ``Environment=`` applied
 ``Restart=`` (``always``/``on-failure``, ``RestartSec=``), and on ``stop`` sends SIGTERM, then SIGKILL
 after ``TimeoutStopSec=`` (default 10 s). The main process's output goes to ``state/<unit>/output``.
 :func:`shutdown` stops every unit under a root (test cleanup).
+
+Where real systemd 252 answers otherwise (measured side by side; integration/test_systemd_k0s.py runs
+spurd's k0s units on the real one), the double is simpler, and no spurd code relies on the difference:
+
+- ``start``/``enable`` of a unit file written after the last ``daemon-reload``: real systemd loads it
+  on demand (exit 0); the double refuses (exit 5, "not found").
+- ``start`` of a unit whose process cannot exec or exits at once: real systemd returns 0 (the fork
+  worked; ``Type=simple``) and, with ``Restart=``, the unit waits as ``activating``/``auto-restart``
+  with ``Result=exit-code`` (``ExecMainStatus=203`` for a missing binary); the double fails the start
+  (exit 1) and reads ``failed``.
+- ``stop``/``disable`` of an unknown unit: real exit 5 ("not loaded") / 1 ("does not exist"); the
+  double exits 0. ``is-enabled`` of an unknown unit: real exit 1, the double 4.
+- A main process killed by ``stop``'s SIGTERM: real ``ExecMainStatus=15``; the double keeps 0. One that
+  exits non-zero on SIGTERM leaves the real unit ``failed`` (``Result=exit-code``); the double
+  ``inactive``. Units without ``[Install]`` are ``static`` in real systemd, ``disabled`` here.
+- Real units get systemd's environment; the double's supervisor passes on its caller's.
+- ``show -p A,B`` prints in systemd's own property order, not the order asked.
 """
 
 from __future__ import annotations

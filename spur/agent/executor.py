@@ -72,6 +72,7 @@ from spur.agent.launchspec import (
     resolve_user,
 )
 from spur.agent.suspension import SuspensionBook
+from spur.agent.systemd import UNIT_END_FILE, unit_out_of_memory
 from spur.core.clock import Clock
 from spur.rpc.proto import spur_pb2
 from spur.trace import span
@@ -767,6 +768,9 @@ class Executor:
             report.launch_failed = bool(exit_status.get("launch_failed", False))
         report.timed_out = reason == "timeout"
         report.cancelled = reason == "cancel"
+        if unit_out_of_memory(job.jobdir.read(UNIT_END_FILE)):  # the systemd backend's record
+            report.out_of_memory = True
+            report.message = report.message or "a process of the job was killed by the OOM killer (systemd: Result=oom-kill)"
         if reason == "requeue":
             report.message = REQUEUED
         return report

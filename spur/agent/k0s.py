@@ -16,7 +16,7 @@ Only used when ``[cluster] enabled = true``; spurd must then run as root (:func:
 
 Join tokens and kubeconfigs are secrets: they are never logged or put in error messages.
 The pure helpers (:func:`render_unit`, :func:`unit_owned`, :func:`unit_role`, :func:`parse_show`,
-:func:`component_state`, :func:`cdi_specs`) do no I/O.
+:func:`unit_detail`, :func:`component_state`, :func:`cdi_specs`) do no I/O.
 """
 
 from __future__ import annotations
@@ -129,6 +129,22 @@ def parse_show(text: str) -> dict[str, str]:
         if sep:
             props[key] = value
     return props
+
+
+def unit_detail(props: dict[str, str]) -> str:
+    """Why the unit is not running, from its ``systemctl show`` properties ("" when nothing to say).
+
+    Under ``Restart=always`` a k0s that exits is not ``failed`` on a real systemd: ``systemctl start``
+    returned 0 after the fork, and the unit waits out ``RestartSec=`` as ``activating`` /
+    ``auto-restart``, so the exit is only visible in ``Result=`` and ``ExecMainStatus=``."""
+    active, sub = props.get("ActiveState", ""), props.get("SubState", "")
+    result, status = props.get("Result", "") or "unknown", props.get("ExecMainStatus", "")
+    how = f"{result}, exit status {status}" if result == "exit-code" and status else result
+    if active == "failed":
+        return f"k0s unit failed ({how})"
+    if active == "activating" and sub == "auto-restart":
+        return f"k0s exited ({how}); systemd restarts it (restart {props.get('NRestarts', '?')})"
+    return ""
 
 
 def component_state(unit_present: bool, active_state: str, k0s_answers: bool) -> str:
@@ -273,18 +289,18 @@ class K0sManager:
         if text is None:
             return Status(installed, False, False, "inactive", False, "", "absent", 0)
         props = parse_show(
-            await self._systemctl("show", UNIT_NAME, "-p", "ActiveState,SubState,MainPID,UnitFileState,Result")
+            await self._systemctl(
+                "show", UNIT_NAME, "-p", "ActiveState,SubState,MainPID,UnitFileState,Result,ExecMainStatus,NRestarts"
+            )
         )
         active = props.get("ActiveState", "inactive")
         answers = False
-        detail = ""
+        detail = unit_detail(props)
         if active == "active" and installed:
             out = await self._run(
                 [self._k0s(), "status", "--data-dir", str(self.cluster.k0s_data_dir)], "k0s status", check=False
             )
             answers = "Role:" in out
-        elif active == "failed":
-            detail = f"k0s unit failed ({props.get('Result', 'unknown')})"
         return Status(
             installed=installed,
             unit_present=True,

@@ -7,6 +7,12 @@ kills whatever is left in the unit (strays that left the process group: ``setsid
 waits until the unit is gone, so no process of a job outlives its final report. The unit belongs to
 systemd, not to spurd: it keeps running through an agent restart or ``kill -9``, and the next spurd
 finds it through the job dir (``shim.json``, ``unit.json``).
+
+A unit ends ``inactive`` when its shim exits 0 and is collected at once; one that ends ``failed`` (the
+kernel's OOM killer hit a process of the job: ``Result=oom-kill``; the shim itself died) is kept by
+systemd (``CollectMode=inactive``) until :meth:`finish` has read how it ended into the job dir
+(:data:`UNIT_END_FILE`, read by the executor through :func:`unit_out_of_memory`) and reset it. So the
+reason survives an agent restart too: the failed unit waits for the next spurd.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +38,15 @@ __all__ = [
     "systemd_run_command",
     "systemd_run_path",
     "unit_name",
+    "unit_out_of_memory",
 ]
 
 log = logging.getLogger("spur.agent.systemd")
 
 UNIT_FILE = "unit.json"
+#: How the unit ended (``systemctl show`` properties :data:`END_PROPERTIES`), written by :meth:`finish`.
+UNIT_END_FILE = "unit-end.json"
+END_PROPERTIES = ("Result", "ExecMainCode", "ExecMainStatus")
 
 
 def systemd_is_pid1(proc: Path = Path("/proc")) -> bool:
@@ -64,6 +74,18 @@ def spec_unit_name(spec: LaunchSpec) -> str:
     return unit_name(cluster, spec.job_id, spec.step_id if spec.is_step else None)
 
 
+def parse_show(text: str) -> dict[str, str]:
+    """``systemctl show`` output (``Key=Value`` lines, in systemd's order) as a dict."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def unit_out_of_memory(props: Mapping[str, Any] | None) -> bool:
+    """Whether the unit ended because of the OOM killer, from its ``systemctl show`` properties:
+    ``Result=oom-kill`` (the kernel's OOM killer, or systemd-oomd, killed a process in the unit's
+    cgroup and systemd's ``OOMPolicy=stop`` ended the unit). Slurm calls that OUT_OF_MEMORY."""
+    return bool(props) and props.get("Result") == "oom-kill"
+
+
 def systemd_run_command(
     jobdir: JobDir, spec: LaunchSpec, *, systemd_run: str = "systemd-run", unit: str | None = None
 ) -> list[str]:
@@ -71,7 +93,8 @@ def systemd_run_command(
     cmd = [
         systemd_run,
         f"--unit={unit or spec_unit_name(spec)}",
-        "--collect",
+        # Not --collect: a failed unit (Result=oom-kill) must stay until finish() has read its Result.
+        "--property=CollectMode=inactive",
         "--quiet",
         "--service-type=exec",
         "--property=KillMode=control-group",
@@ -156,17 +179,31 @@ class SystemdBackend:
             raise BackendError(f"systemd-run failed for {unit}: {err}")
         return None, None
 
-    async def _stop(self, unit: str) -> None:
-        """Kill everything left in ``unit`` and return once systemd has stopped it (or it is gone)."""
+    async def _stop(self, unit: str) -> dict[str, str] | None:
+        """Kill everything left in ``unit``, return once systemd has stopped it (or it is gone) and
+        reset it; how it ended (:data:`END_PROPERTIES`), or None when it was already gone."""
         rc, out = await self._systemctl("show", "-p", "LoadState", "--value", unit)
         if rc != 0 or out in ("not-found", ""):
-            return
+            return None
         await self._systemctl("kill", "--kill-who=all", "--signal=SIGKILL", unit)
         rc, out = await self._systemctl("stop", unit)
         if rc != 0 and "not loaded" not in out:
             log.warning("%s: stopping the unit failed: %s", unit, out)
+        rc, out = await self._systemctl("show", "-p", ",".join(END_PROPERTIES), unit)
+        end = parse_show(out) if rc == 0 else {}
+        await self._systemctl("reset-failed", unit)  # a failed unit is kept (CollectMode=inactive)
+        return {k: end[k] for k in END_PROPERTIES if k in end} or None
 
     async def finish(self, jobdir: JobDir) -> None:
         data = jobdir.read(UNIT_FILE)
         if data and isinstance(data.get("unit"), str):
-            await self._stop(data["unit"])
+            end = await self._stop(data["unit"])
+            if end is not None:
+                jobdir.write(UNIT_END_FILE, end)
+                if unit_out_of_memory(end):
+                    log.warning("%s: ended by the OOM killer (Result=oom-kill)", data["unit"])
+                elif end.get("Result", "success") != "success":
+                    log.info(
+                        "%s: systemd ended the unit with Result=%s (ExecMainStatus=%s)",
+                        data["unit"], end.get("Result"), end.get("ExecMainStatus", "?"),
+                    )

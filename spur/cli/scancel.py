@@ -13,7 +13,7 @@ import sys
 from spur.cli.client import CliError, with_controller
 from spur.cli.slurmargs import SlurmArgParser, split_list
 
-_ID = re.compile(r"(\d+)(?:_(\d+|\[[\d,\-]+\]))?(?:\.\w+)?")
+_ID = re.compile(r"(\d+)(?:_(\d+|\[[\d,\-]+\]))?(?:\.(\w+))?")
 
 
 class CancelError(ValueError):
@@ -46,19 +46,26 @@ def _expand_tasks(text: str, whole: str) -> list[int]:
     return out
 
 
-def parse_targets(values: list[str]) -> list[tuple[int, int | None]]:
-    """Command-line ids -> (job or array job id, task id or None) per element, in order."""
-    out: list[tuple[int, int | None]] = []
+def parse_ids(values: list[str]) -> list[tuple[int, int | None, int | None]]:
+    """Command-line ids -> (job or array job id, task id or None, step id or None) per element, in
+    order. A step is a number (``12.3``); other step names are refused."""
+    out: list[tuple[int, int | None, int | None]] = []
     for text in values:
         m = _ID.fullmatch(text.strip())
-        if not m or int(m.group(1)) == 0:
+        if not m or int(m.group(1)) == 0 or (m.group(3) is not None and not m.group(3).isdigit()):
             raise CancelError(f"scancel: error: Invalid job id {text}")
         job_id = int(m.group(1))
+        step = int(m.group(3)) if m.group(3) is not None else None
         if m.group(2) is None:
-            out.append((job_id, None))
+            out.append((job_id, None, step))
         else:
-            out.extend((job_id, t) for t in _expand_tasks(m.group(2), text))
+            out.extend((job_id, t, step) for t in _expand_tasks(m.group(2), text))
     return out
+
+
+def parse_targets(values: list[str]) -> list[tuple[int, int | None]]:
+    """Command-line ids -> (job or array job id, task id or None) per element, in order."""
+    return [(job, task) for job, task, _step in parse_ids(values)]
 
 
 def build_parser() -> SlurmArgParser:
@@ -115,7 +122,8 @@ def main(argv: list[str]) -> int:
 
     try:
         sig = parse_signal(args.signal) if args.signal else 0
-        targets = parse_targets(split_list(args.job_ids))
+        ids = parse_ids(split_list(args.job_ids))
+        targets = [(job, task) for job, task, _step in ids]
     except CancelError as exc:
         print(str(exc), file=sys.stderr)
         return 1
@@ -128,7 +136,7 @@ def main(argv: list[str]) -> int:
         return 1
 
     async def body(stub) -> int:
-        todo = targets
+        todo: list[tuple[int, int | None, int | None]] = ids
         if filters:
             users = split_list([args.user]) if args.user else []
             if args.me:
@@ -143,18 +151,22 @@ def main(argv: list[str]) -> int:
                 ),
                 timeout=30,
             )
-            todo = filter_jobs(resp.jobs, args, targets)
+            todo = [(job, task, None) for job, task in filter_jobs(resp.jobs, args, targets)]
         rc = 0
-        for job_id, task in todo:
+        for job_id, task, step in todo:
             req = pb.CancelJobRequest(job_id=job_id, signal=sig, batch_only=args.batch, full=args.full)
             if task is not None:
                 req.array_task_id = task
+            if step is not None:
+                req.step_id = step
             try:
                 await stub.CancelJob(req, timeout=30)
             except RpcError as exc:
                 if exc.code.name == "NOT_FOUND":
                     continue  # Slurm 22.05: an unknown job id is not an error for scancel
-                shown = f"{job_id}_{task}" if task is not None else str(job_id)
+                shown = (f"{job_id}_{task}" if task is not None else str(job_id)) + (
+                    f".{step}" if step is not None else ""
+                )
                 if not args.quiet:
                     print(f"scancel: error: Kill job error on job id {shown}: {exc.message}", file=sys.stderr)
                 rc = 1

@@ -171,6 +171,10 @@ class ControllerService:
         targets = self.ctl.state.resolve_targets(request.job_id, task)
         if not targets:
             raise RpcError(StatusCode.NOT_FOUND, f"Invalid job id specified: {request.job_id}")
+        if request.HasField("step_id"):
+            for job in targets:
+                await self._signal_step(job, request.step_id, request.signal, ident)
+            return pb.CancelJobResponse(state=targets[0].state.value)
         if request.signal:
             for job in targets:
                 await self._signal(job, request.signal, ident, batch_only=request.batch_only, full=request.full)
@@ -194,6 +198,20 @@ class ControllerService:
         await self._tell_agents(
             job, pb.SignalJobRequest(job_id=job.job_id, signal=signal, batch_only=batch_only, full=full)
         )
+
+    async def _signal_step(self, job, step_id: int, signal: int, ident: Identity) -> None:
+        """``scancel <job>.<step>``: cancel (signal 0: SIGTERM, SIGKILL after the grace time) or signal
+        that running step on every node of the job; the job and its other steps go on."""
+        if not is_admin(ident, self.ctl.state) and ident.uid != job.uid:
+            raise RpcError(
+                StatusCode.PERMISSION_DENIED, permission_denied(f"cancelling a step of job {job.job_id} of another user")
+            )
+        step = next((s for s in job.steps if s.step_id == step_id), None)
+        if step is None:
+            raise RpcError(StatusCode.NOT_FOUND, f"Invalid job id specified: {job.job_id}.{step_id}")
+        if job.state is not JobState.RUNNING or step.state is not JobState.RUNNING:
+            raise RpcError(StatusCode.FAILED_PRECONDITION, f"Job step {job.job_id}.{step_id} is not running")
+        await self._tell_agents(job, pb.SignalJobRequest(job_id=job.job_id, signal=signal, step_id=step_id))
 
     async def _tell_agents(self, job, request: pb.SignalJobRequest) -> None:
         """Send ``request`` to every agent of the job's allocation; unknown-job answers are fine."""

@@ -363,18 +363,20 @@ class GetJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[JobInfo, _Mapping]]] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
-    __slots__ = ("job_id", "signal", "array_task_id", "batch_only", "full")
+    __slots__ = ("job_id", "signal", "array_task_id", "batch_only", "full", "step_id")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     ARRAY_TASK_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_ONLY_FIELD_NUMBER: _ClassVar[int]
     FULL_FIELD_NUMBER: _ClassVar[int]
+    STEP_ID_FIELD_NUMBER: _ClassVar[int]
     job_id: int
     signal: int
     array_task_id: int
     batch_only: bool
     full: bool
-    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., array_task_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., full: _Optional[bool] = ...) -> None: ...
+    step_id: int
+    def __init__(self, job_id: _Optional[int] = ..., signal: _Optional[int] = ..., array_task_id: _Optional[int] = ..., batch_only: _Optional[bool] = ..., full: _Optional[bool] = ..., step_id: _Optional[int] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
     __slots__ = ("job_id", "array_task_id", "time_limit_secs", "partition", "priority", "nice", "name", "comment", "action")
