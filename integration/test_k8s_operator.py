@@ -365,6 +365,6 @@ def test_a_spurjob_that_cannot_be_submitted_says_why(tmp_path: Path, kube_backen
         env.wait_state("badopt", "FAILED")
         assert "submission refused" in env.spurjob("nowhere")["status"]["message"]
         assert "partition" in env.spurjob("nowhere")["status"]["message"].lower()
-        assert "--nodes" in env.spurjob("badopt")["status"]["message"]
+        assert "\"zero\" is not a valid node count" in env.spurjob("badopt")["status"]["message"]
         assert "jobId" not in env.spurjob("badopt")["status"]
         assert _squeue(env) == []

@@ -59,7 +59,7 @@ def test_an_account_namespace_gives_the_account() -> None:
     [
         ("", "spec.script is required"),
         ("echo no shebang\n", "This does not look like a batch script"),
-        ("#!/bin/sh\n#SBATCH --nodes=zero\ntrue\n", "--nodes"),
+        ("#!/bin/sh\n#SBATCH --nodes=zero\ntrue\n", "\"zero\" is not a valid node count"),  # sbatch's words
     ],
 )
 def test_a_bad_script_is_one_clear_error(script: str, message: str) -> None:

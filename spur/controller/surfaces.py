@@ -47,6 +47,9 @@ async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: An
         rest = ctl.cfg.rest
         limits = Limits(rest.max_body_bytes, rest.max_json_depth, rest.max_string_length)
         api = RestApi(ctl, service, limits)
+        from spur.rest.routes_v004x import register_all
+
+        register_all(api)  # slurmrestd v0.0.40-42 beside v0.0.38
         if rest.ui:
             from spur.ui import mount
 

@@ -12,9 +12,7 @@ status (5xx only when no controller leader can be reached); a refused request ch
 from __future__ import annotations
 
 import functools
-import gc
 import logging
-import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +38,7 @@ from spur.rest.errors import (
     from_rpc_error,
 )
 from spur.rest.limits import Limits, decode_body, too_large
+from spur.rest.offload import off_loop
 from spur.rest.openapi import SENT_AS_NULL, VERSIONS, document, document_bytes, yaml_text
 from spur.rest.preauth import PreAuthGate
 from spur.rest.shape import SchemaShapers
@@ -54,46 +53,6 @@ log = logging.getLogger("spur.rest")
 
 Body = dict[str, Any] | tuple[dict[str, Any], int] | Response
 View = Callable[..., Awaitable[Body]]
-_THREAD_JOBS = 1000  # job lists longer than this are rendered off the event loop
-
-
-class _GcPause:
-    """Cyclic GC off while big answers are built (refcounting still frees everything): building
-    10,000 job objects otherwise triggers dozens of full collections. Nested uses share one pause."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._depth = 0
-        self._was_enabled = False
-
-    def __enter__(self) -> None:
-        with self._lock:
-            if self._depth == 0:
-                self._was_enabled = gc.isenabled()
-                gc.disable()
-            self._depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0 and self._was_enabled:
-                gc.enable()
-
-
-_GC_PAUSE = _GcPause()
-
-
-async def off_loop(fn: Callable[[], Any], size: int) -> Any:
-    """``fn()`` for an answer of ``size`` items: in a worker thread (so Raft and the scheduler keep
-    their turns) with the GC paused when it is big, inline otherwise."""
-    if size <= _THREAD_JOBS:
-        return fn()
-
-    def run() -> Any:
-        with _GC_PAUSE:
-            return fn()
-
-    return await trio.to_thread.run_sync(run)
 
 
 def _json(data: dict[str, Any], status: int = 200) -> Response:
@@ -432,10 +391,6 @@ class RestApi:
             return body(True, statistics=stats)
 
         self._entity_routes()
-        from spur.rest import routes_v004x
-
-        for version in VERSIONS[1:]:
-            routes_v004x.register(self, version)
 
     async def config_entities(self, source: str) -> dict[str, Any]:
         """The standard TRES and every accounting entity the backend lists (empty lists without

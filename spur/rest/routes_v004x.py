@@ -9,21 +9,29 @@ from typing import TYPE_CHECKING, Any
 from quart import request
 
 from spur.rest import mapping, slurmdb, v004x
-from spur.rest.app import off_loop
 from spur.rest.auth import home_of
 from spur.rest.errors import (
-        ESLURM_INVALID_NODE_NAME,
+    ESLURM_INVALID_NODE_NAME,
     ESLURM_NOT_SUPPORTED,
     ESLURM_REST_EMPTY_RESULT,
     ESLURM_REST_INVALID_QUERY,
     RestError,
 )
+from spur.rest.offload import off_loop
 from spur.rpc.proto import spur_pb2 as pb
 
 if TYPE_CHECKING:
     from spur.rest.app import RestApi
 
 Body = dict[str, Any] | tuple[dict[str, Any], int]
+
+
+def register_all(api: RestApi) -> None:
+    """Every v0.0.4x version's views on ``api`` (spurctld calls it once the v0.0.38 views exist)."""
+    from spur.rest.openapi import VERSIONS
+
+    for version in VERSIONS[1:]:
+        register(api, version)
 
 
 def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that lists every route
