@@ -172,3 +172,39 @@ def test_a_failing_rank_with_kill_on_bad_exit_ends_the_step_on_every_host(mpi_cl
     sacct = cluster.cli("sacct", "-j", str(job_id), "-n", "-P", "--format=JobID,State,ExitCode").stdout
     rows = [line.split("|")[:2] for line in sacct.splitlines()]
     assert [f"{job_id}.0", "FAILED"] in rows and [f"{job_id}.1", "COMPLETED"] in rows, sacct
+
+
+DIRECT = """#!/bin/sh
+srun --mpi=pmi2 -N2 -n4 {exe} {args}
+echo srun-rc=$?
+"""
+
+
+def direct_launch(cluster, tmp_path: Path, exe: Path, args: str, name: str) -> tuple[object, str]:
+    """sbatch a script that direct-launches ``exe args`` with srun --mpi=pmi2 on 2 hosts x 2 ranks."""
+    (tmp_path / f"{name}.sh").write_text(DIRECT.format(exe=exe, args=args))
+    out = cluster.cli(
+        "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", f"{name}.out", f"{name}.sh", cwd=tmp_path
+    )
+    job = cluster.wait_job(int(out.stdout), "COMPLETED", "FAILED", "CANCELLED", timeout=90)
+    return job, (tmp_path / f"{name}.out").read_text()
+
+
+def test_srun_mpi_pmi2_direct_launch_runs_the_ring_across_hosts(mpi_cluster, tmp_path):
+    """MPICH's PMI client over PMI_FD: 4 ranks on 2 hosts wire up through the fences and pass the token."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    job, text = direct_launch(cluster, tmp_path, exe, "--exit 7", "direct")
+    first, second = [a.node for a in job.allocation]
+    ranks = sorted(line for line in text.splitlines() if line.startswith("rank "))
+    assert ranks == [
+        f"rank 0 of 4 on {first}",
+        f"rank 1 of 4 on {first}",
+        f"rank 2 of 4 on {second}",
+        f"rank 3 of 4 on {second}",
+    ], text
+    assert "ring sum 10 over 4 ranks" in text, text
+    assert f"srun: error: {first}: tasks 0-1: Exited with exit code 7" in text, text
+    assert "srun-rc=7" in text.splitlines(), text
+    steps = {s.step_id: s for s in cluster.job(job.job_id).steps}
+    assert (steps[0].spec.mpi, steps[0].state, steps[0].exit_code) == ("pmi2", "FAILED", 7)

@@ -90,6 +90,12 @@ class LaunchSpec:
     warn_secs: int = 0
     suspended_secs: float = 0.0  # time the job had spent suspended when this was resolved
     kill_on_bad_exit: bool = False  # step -K: the first task that fails ends this node's other tasks
+    # PMI direct launch (step --mpi=pmi2): srun's fence server and token, the step's rank count and
+    # its tasks on each node in order (for PMI_process_mapping). No server: no PMI.
+    pmi_server: str = ""
+    pmi_token: str = ""
+    pmi_size: int = 0
+    pmi_tasks_per_node: list[int] = field(default_factory=list)
 
     @property
     def is_step(self) -> bool:
@@ -394,7 +400,21 @@ def build_step_launch_spec(
         warn_secs=warn.secs if warn else 0,
         suspended_secs=job.suspended_secs,
         kill_on_bad_exit=sspec.kill_on_bad_exit,
+        **_pmi_fields(request, environment),
     )
+
+
+def _pmi_fields(request: spur_pb2.LaunchStepRequest, environment: Mapping[str, str]) -> dict[str, Any]:
+    """The PMI part of a step's launch spec: only for a pmi2 step whose srun serves the fences."""
+    if environment.get("SLURM_MPI_TYPE") != "pmi2" or not request.pmi_server or not request.pmi_token:
+        return {}
+    tasks = [a.tasks for a in request.step.allocation]
+    return {
+        "pmi_server": request.pmi_server,
+        "pmi_token": request.pmi_token,
+        "pmi_size": sum(tasks),
+        "pmi_tasks_per_node": tasks,
+    }
 
 
 def check_paths(spec: LaunchSpec) -> None:

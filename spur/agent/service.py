@@ -98,6 +98,8 @@ class AgentServicer:
                 f"LaunchStep for node {node} reached node {self.node_name}",
             )
         launch = await self._authorized_step(job_id, request.step.step_id, context)
+        # srun's own PMI fence server for this step: only the caller's step talks to it.
+        launch.pmi_server, launch.pmi_token = request.pmi_server, request.pmi_token
         try:
             known = await self.executor.launch_step(launch)
         except LaunchError as e:

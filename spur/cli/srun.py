@@ -426,8 +426,35 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
             )
             stubs[name] = agent_stub(channel)
 
+        pmi = None
+        aborted: list[tuple[int, int]] = []  # (rank, exit code) of a PMI abort
+        if step.spec.mpi == "pmi2":
+            from spur.cli.srun_pmi import PmiServer, local_address_towards
+
+            def on_abort(rank: int, code: int, _message: str) -> None:
+                if aborted:
+                    return
+                aborted.append((rank, code))
+                # Slurm kills the step (SIGKILL) when a rank aborts; the aborting node ends its own.
+                origin = next(n for n, first, count in placements if first <= rank < first + count)
+                print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
+                pmi_nursery.start_soon(cancel_step, [n for n in names if n != origin])
+
+            pmi = PmiServer(sum(a.tasks for a in step.allocation), on_abort)
+            pmi_nursery = await stack.enter_async_context(trio.open_nursery())
+            stack.callback(pmi_nursery.cancel_scope.cancel)
+            try:
+                host = local_address_towards(nodes[names[0]].address)
+                await pmi_nursery.start(pmi.serve, host)
+            except OSError as exc:
+                raise CliError(
+                    f"srun: error: cannot open the PMI server of step {job_id}.{step.step_id}: {exc}"
+                ) from None
+
         async def launch(name: str, first: int) -> None:
             request = pb.LaunchStepRequest(job=job, step=step, node=name, first_task=first)
+            if pmi is not None:
+                request.pmi_server, request.pmi_token = pmi.address, pmi.token
             try:
                 await stubs[name].LaunchStep(request, timeout=30)
             except RpcError as exc:
@@ -435,10 +462,10 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
                     f"srun: error: {name}: cannot launch step {job_id}.{step.step_id}: {exc.message}"
                 )
 
-        async def cancel_step() -> None:
+        async def cancel_step(which: list[str] | None = None) -> None:
             with trio.move_on_after(10):
                 async with trio.open_nursery() as nursery:
-                    for name in names:
+                    for name in names if which is None else which:
                         nursery.start_soon(_signal_step, stubs[name], job_id, step.step_id)
 
         async with trio.open_nursery() as nursery:
@@ -458,7 +485,8 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
                 async for chunk in stubs[name].StreamOutput(request):
                     if chunk.stream == "exit":
                         results[name] = (chunk.exit_code, chunk.signal)
-                        if spec.kill_on_bad_exit and (chunk.exit_code or chunk.signal) and not aborting:
+                        failed = chunk.exit_code or chunk.signal
+                        if spec.kill_on_bad_exit and failed and not aborting and not aborted:
                             # -K: one failed task ends the step on every node (Slurm's words).
                             aborting.append(name)
                             print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
@@ -487,13 +515,15 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     exit_code, sig = 0, 0
     for name, first, count in placements:
         code, node_sig = results.get(name, (1, 0))
-        if node_sig and not (code and name in aborting):
+        if node_sig and not (code and (name in aborting or aborted)):
             print(f"srun: error: {name}: {_ranks(first, count)}: {_signal_name(node_sig)}", file=sys.stderr)
         elif code:
             print(
                 f"srun: error: {name}: {_ranks(first, count)}: Exited with exit code {code}", file=sys.stderr
             )
         exit_code, sig = max(exit_code, code), sig or node_sig
+    if aborted:  # PMI abort: the code the rank gave, as the task that failed under -K
+        return aborted[0][1]
     if aborting:  # -K: the task that failed decides, not the ones the abort killed
         code, node_sig = results[aborting[0]]
         return code or 128 + node_sig
