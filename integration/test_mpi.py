@@ -208,3 +208,38 @@ def test_srun_mpi_pmi2_direct_launch_runs_the_ring_across_hosts(mpi_cluster, tmp
     assert "srun-rc=7" in text.splitlines(), text
     steps = {s.step_id: s for s in cluster.job(job.job_id).steps}
     assert (steps[0].spec.mpi, steps[0].state, steps[0].exit_code) == ("pmi2", "FAILED", 7)
+
+
+def test_mpi_abort_in_a_direct_launched_step_kills_every_rank_with_its_code(mpi_cluster, tmp_path):
+    """MPI_Abort -> PMI abort: Slurm kills the step on both hosts with SIGKILL (MPICH's aborting rank
+    and the others, which would wait in the ring forever) and srun exits with MPI_Abort's code."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    job, text = direct_launch(cluster, tmp_path, exe, "--abort 3 5", "abort")
+    first, second = [a.node for a in job.allocation]
+    assert f"srun: Terminating StepId={job.job_id}.0" in text, text
+    assert "application called MPI_Abort(MPI_COMM_WORLD, 5) - process 3" in text, text
+    assert f"srun: error: {first}: tasks 0-1: Killed" in text, text
+    assert f"srun: error: {second}: tasks 2-3: Killed" in text, text
+    assert "srun-rc=5" in text.splitlines(), text
+    assert "ring sum" not in text, text
+    steps = {s.step_id: s for s in cluster.job(job.job_id).steps}
+    # The step's tasks all died of SIGKILL (ExitCode 0:9); srun alone knows the code MPI_Abort gave.
+    assert (steps[0].state, steps[0].exit_code, steps[0].signal) == ("FAILED", 0, 9)
+
+
+def test_a_rank_that_exits_without_finalize_ends_a_kill_on_bad_exit_step(mpi_cluster, tmp_path):
+    """A rank dying before MPI_Finalize leaves its peers blocked; with -K the step ends, as in Slurm."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    (tmp_path / "die.sh").write_text(f"#!/bin/sh\nsrun -K --mpi=pmi2 -N2 -n4 {exe} --die 1 4\necho srun-rc=$?\n")
+    out = cluster.cli(
+        "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", "die.out", "die.sh", cwd=tmp_path
+    )
+    job = cluster.wait_job(int(out.stdout), "COMPLETED", "FAILED", "CANCELLED", timeout=90)
+    text = (tmp_path / "die.out").read_text()
+    first, second = [a.node for a in job.allocation]
+    assert f"srun: Terminating StepId={job.job_id}.0" in text, text
+    assert f"srun: error: {first}: tasks 0-1: Exited with exit code 4" in text, text
+    assert f"srun: error: {second}: tasks 2-3: Terminated" in text, text
+    assert "srun-rc=4" in text.splitlines(), text

@@ -145,11 +145,9 @@ class NodePmi:
                         puts.update(rank_puts)
                     self._send({"fence": self._fence, "ranks": len(self.sessions), "puts": puts})
             elif isinstance(action, Abort):
+                # MPICH's aborting rank waits to be killed, as Slurm does to the whole step.
                 self._send({"abort": action.code, "rank": rank, "message": action.message})
-                for other, pid in self._pids.items():
-                    if other != rank:
-                        with contextlib.suppress(OSError):
-                            os.kill(pid, signal.SIGKILL)
+                self._kill_all()
 
     def _from_server(self, data: bytes) -> None:
         self._link_buffer += data
@@ -180,6 +178,9 @@ class NodePmi:
         """The step cannot go on without its fence server: end this node's ranks and say why."""
         self.error = message
         print(f"spur: error: {message}", file=sys.stderr)
+        self._kill_all()
+
+    def _kill_all(self) -> None:
         for pid in self._pids.values():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

@@ -160,6 +160,14 @@ def main(argv: list[str]) -> int:
         except KeyboardInterrupt:
             return 130
 
+    if opts.mpi == "pmi2":
+        # The PMI fence server lives in srun's step launch; an interactive job's tasks are the
+        # controller's launch and would each start as a lone MPI singleton.
+        print(
+            "srun: error: --mpi=pmi2 needs an allocation: run it in an sbatch script or under salloc",
+            file=sys.stderr,
+        )
+        return 1
     if opts.test_only:
         from spur.cli.sbatch import dry_run_message
 
@@ -435,10 +443,9 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
                 if aborted:
                     return
                 aborted.append((rank, code))
-                # Slurm kills the step (SIGKILL) when a rank aborts; the aborting node ends its own.
-                origin = next(n for n, first, count in placements if first <= rank < first + count)
+                # Slurm kills the step with SIGKILL when a rank aborts (the aborting node did already).
                 print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
-                pmi_nursery.start_soon(cancel_step, [n for n in names if n != origin])
+                pmi_nursery.start_soon(cancel_step, signal.SIGKILL)
 
             pmi = PmiServer(sum(a.tasks for a in step.allocation), on_abort)
             pmi_nursery = await stack.enter_async_context(trio.open_nursery())
@@ -462,11 +469,11 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
                     f"srun: error: {name}: cannot launch step {job_id}.{step.step_id}: {exc.message}"
                 )
 
-        async def cancel_step(which: list[str] | None = None) -> None:
+        async def cancel_step(signum: int = 0) -> None:
             with trio.move_on_after(10):
                 async with trio.open_nursery() as nursery:
-                    for name in names if which is None else which:
-                        nursery.start_soon(_signal_step, stubs[name], job_id, step.step_id)
+                    for name in names:
+                        nursery.start_soon(_signal_step, stubs[name], job_id, step.step_id, signum)
 
         async with trio.open_nursery() as nursery:
             for name, first, _count in placements:
@@ -530,12 +537,13 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     return 128 + sig if sig else exit_code
 
 
-async def _signal_step(stub, job_id: int, step_id: int) -> None:
+async def _signal_step(stub, job_id: int, step_id: int, signum: int = 0) -> None:
+    """Cancel the step on one node (``signum`` 0), or send it ``signum``."""
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
 
     try:
-        await stub.SignalJob(pb.SignalJobRequest(job_id=job_id, signal=0, step_id=step_id), timeout=10)
+        await stub.SignalJob(pb.SignalJobRequest(job_id=job_id, signal=signum, step_id=step_id), timeout=10)
     except RpcError:
         pass  # gone already, or unreachable: the controller's cancel of the job still reaches it
 
