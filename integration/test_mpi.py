@@ -9,6 +9,7 @@ rank 0 prints the sum. ``mpirun`` inside an allocation starts its remote daemons
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -241,5 +242,7 @@ def test_a_rank_that_exits_without_finalize_ends_a_kill_on_bad_exit_step(mpi_clu
     first, second = [a.node for a in job.allocation]
     assert f"srun: Terminating StepId={job.job_id}.0" in text, text
     assert f"srun: error: {first}: tasks 0-1: Exited with exit code 4" in text, text
-    assert f"srun: error: {second}: tasks 2-3: Terminated" in text, text
+    # Ranks 2-3 end by srun's cancel (SIGTERM), or by SIGKILL when MPICH aborts first because its
+    # peer vanished; either way the rank that failed first decides srun's exit code.
+    assert re.search(f"srun: error: {second}: tasks 2-3: (Terminated|Killed)\n", text), text
     assert "srun-rc=4" in text.splitlines(), text

@@ -78,7 +78,12 @@ class Harness:
         self.report_count += 1
 
     def make(
-        self, *, clock: Clock | None = None, grace: float = 0.5, shim_recheck_secs: float | None = None
+        self,
+        *,
+        clock: Clock | None = None,
+        grace: float = 0.5,
+        shim_recheck_secs: float | None = None,
+        gpu_ordinals: dict[int, GpuOrdinal] | None = None,
     ) -> Executor:
         return Executor(
             shim_recheck_secs=shim_recheck_secs,
@@ -87,7 +92,7 @@ class Harness:
             backend=ProcessBackend(),
             on_final=self.on_final,
             kill_grace=grace,
-            gpu_ordinals={i: GpuOrdinal("nvidia", i) for i in range(4)},
+            gpu_ordinals=gpu_ordinals or {i: GpuOrdinal("nvidia", i) for i in range(4)},
             cluster_name=lambda: "testcluster",
             clock=clock,
         )
@@ -193,6 +198,25 @@ async def test_separate_stderr_truncate_and_stdin(harness: Harness) -> None:
     assert report.exit_code == 0
     assert (harness.work / "out-2.log").read_text() == "from stdin\n"
     assert (harness.work / "err-2.log").read_text() == "err\n"
+
+
+async def test_gpus_per_task_gives_each_task_its_own_gpu_on_the_amd_fixture(harness: Harness) -> None:
+    """--gpus-per-task=1 on the MI250X fixture node: each task sees one GPU as ROCR_VISIBLE_DEVICES."""
+    from spur.agent.discovery import discover_gpus
+    from spur.agent.executor import gpu_ordinals_from
+
+    ordinals = gpu_ordinals_from(discover_gpus(Path(__file__).parent / "fixtures" / "sysfs" / "amd-mi250x"))
+    show = (
+        'echo "$SLURM_LOCALID ${ROCR_VISIBLE_DEVICES-none} ${CUDA_VISIBLE_DEVICES-none}" > gpu-$SLURM_PROCID'
+    )
+    request = make_request(5, harness.work, argv=["sh", "-c", show], tasks=3, gpus=[0, 1, 2], gpus_per_task=1)
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make(gpu_ordinals=ordinals)) as ex:
+            await ex.launch(request)
+            report = await ex.wait_finished(5)
+    assert report.exit_code == 0, report
+    seen = [(harness.work / f"gpu-{rank}").read_text().strip() for rank in range(3)]
+    assert seen == ["0 0 none", "1 1 none", "2 2 none"]
 
 
 async def test_job_environment_reaches_the_script(harness: Harness) -> None:

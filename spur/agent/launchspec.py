@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spur.agent.environment import GpuOrdinal, build_job_environment, build_step_environment
+from spur.agent.environment import (
+    GpuOrdinal,
+    build_job_environment,
+    build_step_environment,
+    task_gpu_bindings,
+)
 from spur.core.serde import from_plain, to_plain
 
 if TYPE_CHECKING:
@@ -96,6 +101,8 @@ class LaunchSpec:
     pmi_token: str = ""
     pmi_size: int = 0
     pmi_tasks_per_node: list[int] = field(default_factory=list)
+    # --gpus-per-task: each local task's own GPU variables (empty: every task sees the node's GPUs).
+    task_gpus: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def is_step(self) -> bool:
@@ -289,6 +296,11 @@ def build_launch_spec(
         environment=environment,
         first_task=request.first_task,
         ntasks=max(1, alloc.tasks) if spec.interactive else 1,
+        task_gpus=task_gpu_bindings(
+            list(alloc.gpus), gpu_ordinals or {}, ntasks=max(1, alloc.tasks), gpus_per_task=spec.gpus_per_task
+        )
+        if spec.interactive
+        else [],
         start_time=job.start_time or received_at,
         time_limit_secs=_time_limit(job),
         mem_mb=alloc.mem_mb,
@@ -387,6 +399,12 @@ def build_step_launch_spec(
         environment=environment,
         first_task=request.first_task,
         ntasks=ntasks,
+        task_gpus=task_gpu_bindings(
+            list(mine.gpus) or _job_gpus(job, node),
+            gpu_ordinals or {},
+            ntasks=ntasks,
+            gpus_per_task=job.spec.gpus_per_task,
+        ),
         start_time=job.start_time or received_at,
         time_limit_secs=_time_limit(job),
         mem_mb=mine.mem_mb,
@@ -402,6 +420,10 @@ def build_step_launch_spec(
         kill_on_bad_exit=sspec.kill_on_bad_exit,
         **_pmi_fields(request, environment),
     )
+
+
+def _job_gpus(job: spur_pb2.JobInfo, node: str) -> list[int]:
+    return next((list(a.gpus) for a in job.allocation if a.node == node), [])
 
 
 def _pmi_fields(request: spur_pb2.LaunchStepRequest, environment: Mapping[str, str]) -> dict[str, Any]:

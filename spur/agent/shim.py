@@ -189,7 +189,8 @@ class _Tasks:
         try:
             for localid, rank in enumerate(spec.ranks):
                 out, err = files[localid]
-                env = task_environment(spec.environment, procid=rank, localid=localid)
+                gpus = spec.task_gpus[localid] if localid < len(spec.task_gpus) else None
+                env = task_environment(spec.environment, procid=rank, localid=localid, gpus=gpus)
                 pass_fds: tuple[int, ...] = ()
                 if self.pmi is not None:
                     pmi_env, fd = self.pmi.task_environment(rank)

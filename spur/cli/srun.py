@@ -435,12 +435,13 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
             stubs[name] = agent_stub(channel)
 
         pmi = None
+        aborting: list[str] = []  # -K: the node whose task failed first
         aborted: list[tuple[int, int]] = []  # (rank, exit code) of a PMI abort
         if step.spec.mpi == "pmi2":
             from spur.cli.srun_pmi import PmiServer, local_address_towards
 
             def on_abort(rank: int, code: int, _message: str) -> None:
-                if aborted:
+                if aborted or aborting:  # the step is ending already: the first failure decides
                     return
                 aborted.append((rank, code))
                 # Slurm kills the step with SIGKILL when a rank aborts (the aborting node did already).
@@ -483,8 +484,6 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
                 print(line, file=sys.stderr)
             await cancel_step()
             return 1
-
-        aborting: list[str] = []
 
         async def stream(name: str) -> None:
             request = pb.StreamOutputRequest(job_id=job_id, step_id=step.step_id, follow=True)
