@@ -233,7 +233,9 @@ def test_a_rank_that_exits_without_finalize_ends_a_kill_on_bad_exit_step(mpi_clu
     """A rank dying before MPI_Finalize leaves its peers blocked; with -K the step ends, as in Slurm."""
     cluster, _hosts = mpi_cluster
     exe = ring(MPICH, tmp_path)
-    (tmp_path / "die.sh").write_text(f"#!/bin/sh\nsrun -K --mpi=pmi2 -N2 -n4 {exe} --die 1 4\necho srun-rc=$?\n")
+    (tmp_path / "die.sh").write_text(
+        f"#!/bin/sh\nsrun -K --mpi=pmi2 -N2 -n4 {exe} --die 1 4\necho srun-rc=$?\n"
+    )
     out = cluster.cli(
         "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", "die.out", "die.sh", cwd=tmp_path
     )
@@ -246,3 +248,18 @@ def test_a_rank_that_exits_without_finalize_ends_a_kill_on_bad_exit_step(mpi_clu
     # peer vanished; either way the rank that failed first decides srun's exit code.
     assert re.search(f"srun: error: {second}: tasks 2-3: (Terminated|Killed)\n", text), text
     assert "srun-rc=4" in text.splitlines(), text
+
+
+def test_srun_mpi_pmi2_outside_an_allocation_takes_one_and_runs_the_ring_as_its_step(mpi_cluster, tmp_path):
+    """As with Slurm, srun --mpi=pmi2 from a login host (here the bridge's namespace) allocates, runs
+    the program as step 0 with srun serving the fences, and releases the allocation."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    out = cluster.cli("srun", "--mpi=pmi2", "-N2", "-n4", str(exe), "--exit", "3", cwd=tmp_path, check=False)
+    assert out.returncode == 3, out.stderr
+    assert "ring sum 10 over 4 ranks" in out.stdout, out.stdout
+    assert len([line for line in out.stdout.splitlines() if line.startswith("rank ")]) == 4, out.stdout
+    [job] = [j for j in cluster.jobs().values() if j.spec.allocation_only]
+    job = cluster.wait_job(job.job_id, "COMPLETED", "FAILED", timeout=30)
+    assert (job.state, job.exit_code) == ("FAILED", 3)
+    assert [(s.step_id, s.spec.mpi) for s in job.steps] == [(0, "pmi2")]

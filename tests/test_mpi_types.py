@@ -60,15 +60,6 @@ def test_tasks_see_the_step_mpi_type() -> None:
         assert env["SLURM_MPI_TYPE"] == shown
 
 
-def test_direct_launch_outside_an_allocation_is_one_clear_error(capsys, monkeypatch) -> None:
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    monkeypatch.delenv("SLURM_JOBID", raising=False)
-    assert srun.main(["--mpi=pmi2", "-n2", "./ring"]) == 1
-    assert capsys.readouterr().err == (
-        "srun: error: --mpi=pmi2 needs an allocation: run it in an sbatch script or under salloc\n"
-    )
-
-
 def test_a_pmi2_step_launch_carries_srun_s_fence_server_to_the_shim() -> None:
     from spur.agent.launchspec import _pmi_fields
 

@@ -160,14 +160,17 @@ def main(argv: list[str]) -> int:
         except KeyboardInterrupt:
             return 130
 
-    if opts.mpi == "pmi2":
-        # The PMI fence server lives in srun's step launch; an interactive job's tasks are the
-        # controller's launch and would each start as a lone MPI singleton.
-        print(
-            "srun: error: --mpi=pmi2 needs an allocation: run it in an sbatch script or under salloc",
-            file=sys.stderr,
-        )
-        return 1
+    if opts.mpi == "pmi2" and not opts.test_only:
+        # Direct launch needs srun's step launch (it serves the PMI fences): as Slurm does, take an
+        # allocation first, then run the command as its step 0.
+        spec.allocation_only = True
+        try:
+            return trio.run(_run_in_own_allocation, spec, argv, environ)
+        except CliError as exc:
+            print(exc.message, file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            return 130
     if opts.test_only:
         from spur.cli.sbatch import dry_run_message
 
@@ -226,6 +229,91 @@ async def _run(spec, label: bool) -> int:
             return codes[0] if codes else 1
     except RpcError as exc:
         raise CliError(f"srun: error: {exc.message}") from None
+
+
+async def _run_in_own_allocation(spec, argv: list[str], environ: dict[str, str]) -> int:
+    """Submit ``spec`` as an allocation, run ``argv`` as its first step, then release it with the
+    step's exit code (the job ends COMPLETED or FAILED like salloc's)."""
+    import signal
+    import time
+
+    import trio
+
+    from spur.cli.busy import submit_retrying
+    from spur.core.nurseries import helper_nursery
+    from spur.rpc.channel import open_channel
+    from spur.rpc.convert import spec_to_proto
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError
+    from spur.rpc.stub import controller_stub
+
+    call_metadata()
+    try:
+        async with open_channel(
+            controller_targets()[0], metadata_provider=call_metadata, tls=client_tls()
+        ) as ch:
+            ctl = controller_stub(ch)
+            try:
+                resp = await submit_retrying(
+                    lambda: ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30), PROG
+                )
+            except RpcError as exc:
+                from spur.cli.client import submit_failure
+
+                raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
+            job_id = resp.job_id
+            phase = {"allocated": False, "revoked": False}
+            allocated: list = []
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async with helper_nursery() as nursery:
+                    nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope, phase)
+                    allocated.append(await _wait_allocated(ctl, job_id, phase))
+                    nursery.cancel_scope.cancel()
+            if phase["revoked"] or not allocated or allocated[0] is None:
+                return 1
+            rc = 1
+            try:
+                step_spec, _opts = prepare_step(argv, {**environ, "SLURM_JOB_ID": str(job_id)}, os.getcwd())
+                rc = await run_step(job_id, step_spec, new_allocation=True)
+            finally:  # the allocation ends with the step, whatever became of it
+                report = pb.JobStatusReport(
+                    job_id=job_id, node=allocated[0].allocation[0].node, exit_code=rc, end_time=time.time()
+                )
+                with trio.CancelScope(shield=True), trio.move_on_after(30):
+                    try:
+                        await ctl.ReportJobStatus(report, timeout=30)
+                    except RpcError as exc:
+                        print(
+                            f"srun: error: could not release job allocation {job_id}: {exc.message}",
+                            file=sys.stderr,
+                        )
+            return rc
+    except RpcError as exc:
+        raise CliError(f"srun: error: {exc.message}") from None
+
+
+async def _wait_allocated(ctl, job_id: int, phase: dict[str, bool]):  # -> pb.JobInfo | None
+    """Follow the job until it holds its allocation (None if it ended first), saying what Slurm's
+    srun says while it waits."""
+    from spur.rpc.proto import spur_pb2 as pb
+
+    said_waiting = False
+    async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
+        if info.state == "PENDING" and not said_waiting and info.reason not in ("", "None"):
+            if info.reason in PARTITION_LIMIT_REASONS:
+                print("srun: Requested partition configuration not available now", file=sys.stderr)
+            print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
+            said_waiting = True
+        if info.state == "RUNNING" and info.allocation:
+            phase["allocated"] = True
+            if said_waiting:
+                print(f"srun: job {job_id} has been allocated resources", file=sys.stderr)
+            return info
+        if info.state not in ("PENDING", "RUNNING", "COMPLETING"):
+            if phase.get("revoked"):
+                return None
+            raise CliError(f"srun: error: job {job_id} ended {info.state} before it started: {info.reason}")
+    return None
 
 
 # Pending reasons for which Slurm's srun says the partition cannot take the job as it stands.
@@ -376,8 +464,11 @@ def _ranks(first: int, count: int) -> str:
     return f"task {first}" if count == 1 else f"tasks {first}-{first + count - 1}"
 
 
-async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
-    """Create the step, launch it on its nodes, forward its output; returns srun's exit code."""
+async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  # spec: pb.StepSpec
+    """Create the step, launch it on its nodes, forward its output; returns srun's exit code.
+
+    ``new_allocation``: srun took the allocation itself a moment ago, so the controller may not count
+    the job as launched yet; creating the step is retried for up to LAUNCH_WAIT_SECS meanwhile."""
     import contextlib
     import signal
 
@@ -386,7 +477,7 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
-    from spur.rpc.status import RpcError
+    from spur.rpc.status import RpcError, StatusCode
     from spur.rpc.stub import agent_stub, controller_stub
 
     call_metadata()  # a credential problem is one clear error before anything starts
@@ -394,12 +485,20 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     try:
         async with open_channel(target, metadata_provider=call_metadata, tls=client_tls()) as ch:
             ctl = controller_stub(ch)
-            try:
-                resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
-            except RpcError as exc:
-                raise CliError(
-                    f"srun: error: Unable to create step for job {job_id}: {exc.message}"
-                ) from None
+            deadline = trio.current_time() + (LAUNCH_WAIT_SECS if new_allocation else 0.0)
+            delay = 0.05
+            while True:
+                try:
+                    resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
+                    break
+                except RpcError as exc:
+                    if exc.code == StatusCode.FAILED_PRECONDITION and trio.current_time() + delay < deadline:
+                        await trio.sleep(delay)
+                        delay = min(delay * 2, 1.0)
+                        continue
+                    raise CliError(
+                        f"srun: error: Unable to create step for job {job_id}: {exc.message}"
+                    ) from None
             step, job = resp.step, resp.job
             names = [a.node for a in step.allocation]
             nodes = {
