@@ -161,7 +161,10 @@ def test_a_failing_rank_with_kill_on_bad_exit_ends_the_step_on_every_host(mpi_cl
     first, second = [a.node for a in job.allocation]
     assert "srun-rc=5" in text.splitlines(), text
     assert f"srun: Terminating StepId={job_id}.0" in text, text
-    assert f"srun: error: {second}: tasks 2-3: Exited with exit code 5" in text, text
+    # Each failed task is named as Slurm does: rank 3 failed, the shim's -K killed rank 2 next to it,
+    # srun's cancel ended ranks 0-1 on the other host.
+    assert f"srun: error: {second}: task 3: Exited with exit code 5" in text, text
+    assert f"srun: error: {second}: task 2: Killed" in text, text
     assert f"srun: error: {first}: tasks 0-1: Terminated" in text, text
     for rank in range(3):
         host, pid = (tmp_path / "pids" / str(rank)).read_text().split()
@@ -205,24 +208,25 @@ def test_srun_mpi_pmi2_direct_launch_runs_the_ring_across_hosts(mpi_cluster, tmp
         f"rank 3 of 4 on {second}",
     ], text
     assert "ring sum 10 over 4 ranks" in text, text
-    assert f"srun: error: {first}: tasks 0-1: Exited with exit code 7" in text, text
+    assert f"srun: error: {first}: task 0: Exited with exit code 7" in text, text
+    assert "task 1:" not in text, text  # rank 1 ended well: no line for it
     assert "srun-rc=7" in text.splitlines(), text
     steps = {s.step_id: s for s in cluster.job(job.job_id).steps}
     assert (steps[0].spec.mpi, steps[0].state, steps[0].exit_code) == ("pmi2", "FAILED", 7)
 
 
 def test_mpi_abort_in_a_direct_launched_step_kills_every_rank_with_its_code(mpi_cluster, tmp_path):
-    """MPI_Abort -> PMI abort: Slurm kills the step on both hosts with SIGKILL (MPICH's aborting rank
-    and the others, which would wait in the ring forever) and srun exits with MPI_Abort's code."""
+    """MPI_Abort -> PMI abort: as Slurm 22.05 does (integration/conformance srun/mpi_pmi2_abort), the
+    step is killed on both hosts with SIGKILL, MPICH's aborting rank included, and srun exits 137."""
     cluster, _hosts = mpi_cluster
     exe = ring(MPICH, tmp_path)
     job, text = direct_launch(cluster, tmp_path, exe, "--abort 3 5", "abort")
     first, second = [a.node for a in job.allocation]
-    assert f"srun: Terminating StepId={job.job_id}.0" in text, text
+    assert "srun: Job step aborted: Waiting up to 32 seconds for job step to finish." in text, text
     assert "application called MPI_Abort(MPI_COMM_WORLD, 5) - process 3" in text, text
     assert f"srun: error: {first}: tasks 0-1: Killed" in text, text
     assert f"srun: error: {second}: tasks 2-3: Killed" in text, text
-    assert "srun-rc=5" in text.splitlines(), text
+    assert "srun-rc=137" in text.splitlines(), text  # 128 + SIGKILL, as Slurm's srun
     assert "ring sum" not in text, text
     steps = {s.step_id: s for s in cluster.job(job.job_id).steps}
     # The step's tasks all died of SIGKILL (ExitCode 0:9); srun alone knows the code MPI_Abort gave.
@@ -242,12 +246,18 @@ def test_a_rank_that_exits_without_finalize_ends_a_kill_on_bad_exit_step(mpi_clu
     job = cluster.wait_job(int(out.stdout), "COMPLETED", "FAILED", "CANCELLED", timeout=90)
     text = (tmp_path / "die.out").read_text()
     first, second = [a.node for a in job.allocation]
-    assert f"srun: Terminating StepId={job.job_id}.0" in text, text
-    assert f"srun: error: {first}: tasks 0-1: Exited with exit code 4" in text, text
-    # Ranks 2-3 end by srun's cancel (SIGTERM), or by SIGKILL when MPICH aborts first because its
-    # peer vanished; either way the rank that failed first decides srun's exit code.
-    assert re.search(f"srun: error: {second}: tasks 2-3: (Terminated|Killed)\n", text), text
-    assert "srun-rc=4" in text.splitlines(), text
+    assert f"srun: error: {first}: task 1: Exited with exit code 4" in text, text
+    assert f"srun: error: {first}: task 0: Killed" in text, text
+    # Two ways the step can end, both Slurm's: usually -K ends it (srun says so, cancels the other host
+    # and exits with rank 1's code). But MPICH ranks that lose a peer may call MPI_Abort first, and a
+    # PMI abort kills the step with SIGKILL (srun exits 137).
+    if f"srun: Terminating StepId={job.job_id}.0" in text:
+        assert re.search(f"srun: error: {second}: tasks 2-3: (Terminated|Killed)\n", text), text
+        assert "srun-rc=4" in text.splitlines(), text
+    else:
+        assert "srun: Job step aborted: Waiting up to 32 seconds for job step to finish." in text, text
+        assert f"srun: error: {second}: tasks 2-3: Killed" in text, text
+        assert "srun-rc=137" in text.splitlines(), text
 
 
 def test_srun_mpi_pmi2_outside_an_allocation_takes_one_and_runs_the_ring_as_its_step(mpi_cluster, tmp_path):

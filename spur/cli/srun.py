@@ -409,6 +409,8 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
                 async for chunk in agent_stub(ch).StreamOutput(
                     pb.StreamOutputRequest(job_id=job_id, follow=True)
                 ):
+                    if chunk.stream == "task_exit":
+                        continue  # the node's exit chunk decides an interactive job's code
                     if chunk.stream == "exit":
                         results.append((chunk.exit_code, chunk.signal))
                         continue
@@ -535,7 +537,7 @@ async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  
 
         pmi = None
         aborting: list[str] = []  # -K: the node whose task failed first
-        aborted: list[tuple[int, int]] = []  # (rank, exit code) of a PMI abort
+        aborted: list[tuple[int, int]] = []  # (rank, exit code) of a PMI abort: the step dies of SIGKILL
         if step.spec.mpi == "pmi2":
             from spur.cli.srun_pmi import PmiServer, local_address_towards
 
@@ -544,7 +546,11 @@ async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  
                     return
                 aborted.append((rank, code))
                 # Slurm kills the step with SIGKILL when a rank aborts (the aborting node did already).
-                print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
+                # Slurm's words; it waits KillWait + 2 seconds (30 by default, Spur's kill grace too).
+                print(
+                    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+                    file=sys.stderr,
+                )
                 pmi_nursery.start_soon(cancel_step, signal.SIGKILL)
 
             pmi = PmiServer(sum(a.tasks for a in step.allocation), on_abort)
@@ -584,11 +590,15 @@ async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  
             await cancel_step()
             return 1
 
+        task_results: dict[str, list[tuple[int, int, int]]] = {}  # node -> (rank, exit code, signal)
+
         async def stream(name: str) -> None:
             request = pb.StreamOutputRequest(job_id=job_id, step_id=step.step_id, follow=True)
             try:
                 async for chunk in stubs[name].StreamOutput(request):
-                    if chunk.stream == "exit":
+                    if chunk.stream == "task_exit":
+                        task_results.setdefault(name, []).append((chunk.task, chunk.exit_code, chunk.signal))
+                    elif chunk.stream == "exit":
                         results[name] = (chunk.exit_code, chunk.signal)
                         failed = chunk.exit_code or chunk.signal
                         if spec.kill_on_bad_exit and failed and not aborting and not aborted:
@@ -620,19 +630,42 @@ async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  
     exit_code, sig = 0, 0
     for name, first, count in placements:
         code, node_sig = results.get(name, (1, 0))
-        if node_sig and not (code and (name in aborting or aborted)):
+        if name in task_results:
+            for line in task_failure_lines(name, task_results[name]):
+                print(line, file=sys.stderr)
+        elif node_sig and not (code and (name in aborting or aborted)):
             print(f"srun: error: {name}: {_ranks(first, count)}: {_signal_name(node_sig)}", file=sys.stderr)
         elif code:
             print(
                 f"srun: error: {name}: {_ranks(first, count)}: Exited with exit code {code}", file=sys.stderr
             )
         exit_code, sig = max(exit_code, code), sig or node_sig
-    if aborted:  # PMI abort: the code the rank gave, as the task that failed under -K
-        return aborted[0][1]
     if aborting:  # -K: the task that failed decides, not the ones the abort killed
         code, node_sig = results[aborting[0]]
         return code or 128 + node_sig
     return 128 + sig if sig else exit_code
+
+
+def task_failure_lines(node: str, tasks: list[tuple[int, int, int]]) -> list[str]:
+    """srun's error lines for the failed tasks of one node, ``(rank, exit code, signal)`` each: the
+    tasks that ended the same way share a line (``tasks 0,2-3: Killed``), in rank order."""
+    groups: dict[str, list[int]] = {}
+    for rank, code, sig in sorted(tasks):
+        if sig:
+            groups.setdefault(_signal_name(sig), []).append(rank)
+        elif code:
+            groups.setdefault(f"Exited with exit code {code}", []).append(rank)
+    lines = []
+    for what, ranks in sorted(groups.items(), key=lambda item: item[1][0]):
+        spans: list[list[int]] = []
+        for rank in ranks:
+            if spans and spans[-1][1] == rank - 1:
+                spans[-1][1] = rank
+            else:
+                spans.append([rank, rank])
+        text = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+        lines.append(f"srun: error: {node}: {'task' if len(ranks) == 1 else 'tasks'} {text}: {what}")
+    return lines
 
 
 async def _signal_step(stub, job_id: int, step_id: int, signum: int = 0) -> None:
