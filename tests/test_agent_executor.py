@@ -360,8 +360,13 @@ async def test_interactive_tasks_stream_output_and_exit(harness: Harness) -> Non
             await ex.launch(request)
             chunks = [c async for c in stream_output(ex.get(20), follow=True, poll_interval=0.02)]
     data: dict[tuple[int, str], bytes] = {}
-    for c in chunks[:-1]:
+    for c in chunks[:-3]:
         data[(c.task, c.stream)] = data.get((c.task, c.stream), b"") + c.data
+    # Each task's own status precedes the node's (srun names every failed task, as Slurm does).
+    assert [(c.stream, c.task, c.exit_code, c.signal) for c in chunks[-3:-1]] == [
+        ("task_exit", 4, 6, 0),
+        ("task_exit", 5, 7, 0),
+    ]
     assert data == {
         (4, "stdout"): b"out-4-0\n",
         (4, "stderr"): b"err-4\n",
@@ -549,6 +554,6 @@ async def test_interactive_output_kept_until_streamed(harness: Harness) -> None:
             ex.mark_reported(65)
             assert (harness.state_dir / "jobs" / "65" / "task-0.out").read_bytes() == b"hi\n"
             chunks = [c async for c in stream_output(ex.get(65), follow=True)]
-            assert [c.stream for c in chunks] == ["stdout", "exit"]
+            assert [c.stream for c in chunks] == ["stdout", "task_exit", "exit"]
             ex.mark_streamed(65)
             assert not (harness.state_dir / "jobs" / "65").exists()
