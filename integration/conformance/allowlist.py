@@ -35,6 +35,11 @@ ALLOWED: dict[str, str] = {
     ),
     "env/env_timelimit/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
     "env/time5/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
+    "srun/mpi_pmi2_abort": (
+        "After MPI_Abort in a direct-launched step, Spur prints the same srun lines and exit code (137) as "
+        "Slurm, but its figure in `Waiting up to N seconds` is always 32 (Slurm: KillWait + 2, here 4), and "
+        "it has no slurmstepd to print `*** STEP J.S ON NODE CANCELLED AT TIME ***`."
+    ),
     # Found by the suite and not fixed yet (error texts and exit codes of sbatch, scancel -b/--full):
     "sbatch/open_mode_bad": "Not fixed yet: Spur adds the bad value to `Invalid --open-mode specification`.",
     "sbatch/bad_time": "Not fixed yet: Spur adds the bad value to `Invalid --time specification`.",
