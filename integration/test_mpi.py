@@ -159,13 +159,15 @@ def test_a_failing_rank_with_kill_on_bad_exit_ends_the_step_on_every_host(mpi_cl
     job = cluster.wait_job(job_id, "COMPLETED", "FAILED", timeout=60)
     text = (tmp_path / "k.out").read_text()
     first, second = [a.node for a in job.allocation]
-    assert "srun-rc=5" in text.splitlines(), text
-    assert f"srun: Terminating StepId={job_id}.0" in text, text
-    # Each failed task is named as Slurm does: rank 3 failed, the shim's -K killed rank 2 next to it,
-    # srun's cancel ended ranks 0-1 on the other host.
-    assert f"srun: error: {second}: task 3: Exited with exit code 5" in text, text
-    assert f"srun: error: {second}: task 2: Killed" in text, text
-    assert f"srun: error: {first}: tasks 0-1: Terminated" in text, text
+    # Slurm 22.05's -K (conformance case srun/mpi_pmi2_die_kill_on_bad_exit): the failed task first,
+    # then the step is terminated (SIGTERM) everywhere, and srun exits 128 + SIGTERM.
+    lines = text.splitlines()
+    assert lines.index(f"srun: error: {second}: task 3: Exited with exit code 5") < lines.index(
+        f"srun: launch/slurm: _step_signal: Terminating StepId={job_id}.0"
+    ), text
+    assert f"srun: error: {second}: task 2: Terminated" in lines, text
+    assert f"srun: error: {first}: tasks 0-1: Terminated" in lines, text
+    assert lines[lines.index("srun-rc=143") - 1] == f"srun: Force Terminated StepId={job_id}.0", text
     for rank in range(3):
         host, pid = (tmp_path / "pids" / str(rank)).read_text().split()
         assert host == (first if rank < 2 else second)
@@ -247,13 +249,14 @@ def test_a_rank_that_exits_without_finalize_ends_a_kill_on_bad_exit_step(mpi_clu
     text = (tmp_path / "die.out").read_text()
     first, second = [a.node for a in job.allocation]
     assert f"srun: error: {first}: task 1: Exited with exit code 4" in text, text
-    assert f"srun: error: {first}: task 0: Killed" in text, text
-    # Two ways the step can end, both Slurm's: usually -K ends it (srun says so, cancels the other host
-    # and exits with rank 1's code). But MPICH ranks that lose a peer may call MPI_Abort first, and a
-    # PMI abort kills the step with SIGKILL (srun exits 137).
-    if f"srun: Terminating StepId={job.job_id}.0" in text:
+    # Two ways the step can end, both Slurm's: usually -K ends it (srun says so and terminates the
+    # step everywhere: 143). But MPICH ranks that lose a peer may call MPI_Abort first, and a PMI abort
+    # kills the step with SIGKILL (srun exits 137).
+    if f"srun: launch/slurm: _step_signal: Terminating StepId={job.job_id}.0" in text:
+        assert f"srun: error: {first}: task 0: Terminated" in text, text
         assert re.search(f"srun: error: {second}: tasks 2-3: (Terminated|Killed)\n", text), text
-        assert "srun-rc=4" in text.splitlines(), text
+        assert f"srun: Force Terminated StepId={job.job_id}.0" in text, text
+        assert "srun-rc=143" in text.splitlines(), text
     else:
         assert "srun: Job step aborted: Waiting up to 32 seconds for job step to finish." in text, text
         assert f"srun: error: {second}: tasks 2-3: Killed" in text, text

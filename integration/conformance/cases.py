@@ -236,6 +236,7 @@ SNIPPETS: tuple[Snippet, ...] = (
     # ---- MPI direct launch (srun --mpi=pmi2, MPICH's PMI client over PMI_FD)
     Snippet("srun", "mpi_pmi2_ring", _RING + 'sub -o o -n 2 --wrap "srun --mpi=pmi2 -n 2 ./ring --exit 3; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
     Snippet("srun", "mpi_pmi2_abort", _RING + 'sub -o o -n 2 --wrap "srun --mpi=pmi2 -n 2 ./ring --abort 1 5; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
+    Snippet("srun", "mpi_pmi2_die_kill_on_bad_exit", _RING + 'sub -o o -n 2 --wrap "srun -K --mpi=pmi2 -n 2 ./ring --die 1 4; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
     Snippet("srun", "step_ntasks_env", 'sub -o o -n 2 --wrap "srun -n 2 printenv SLURM_NTASKS SLURM_NPROCS | sort" >/dev/null; cat o'),
 )
 

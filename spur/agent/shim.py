@@ -228,13 +228,16 @@ class _Tasks:
                 os.killpg(self.pgid, signum)
 
     def _reap_killing_on_bad_exit(self) -> None:
-        """Reap tasks as they end; the first that fails (or never started) kills the others (-K)."""
+        """Reap tasks as they end; the first that fails (or never started) ends the others (-K) with
+        SIGTERM, as Slurm's srun does (a task that ignores it is killed by the step's cancel)."""
         live = {p.pid: p for _r, p, _c, _m in self.procs if p is not None}
         bad = any(p is None for _r, p, _c, _m in self.procs)
+        terminated = False
         while True:
-            if bad and self.pgid:
+            if bad and self.pgid and not terminated:
+                terminated = True
                 with contextlib.suppress(OSError):
-                    os.killpg(self.pgid, signal.SIGKILL)
+                    os.killpg(self.pgid, signal.SIGTERM)
             if not live:
                 return
             try:

@@ -602,9 +602,23 @@ async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  
                         results[name] = (chunk.exit_code, chunk.signal)
                         failed = chunk.exit_code or chunk.signal
                         if spec.kill_on_bad_exit and failed and not aborting and not aborted:
-                            # -K: one failed task ends the step on every node (Slurm's words).
+                            # -K: one failed task ends the step on every node, in Slurm 22.05's words
+                            # and order (integration/conformance srun/mpi_pmi2_die_kill_on_bad_exit).
                             aborting.append(name)
-                            print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
+                            # The tasks that failed first; the ones -K ended here follow the banner.
+                            tasks = task_results.get(name, [])
+                            cause = (
+                                [t for t in tasks if not t[2]]
+                                if any(t[1] and not t[2] for t in tasks)
+                                else tasks
+                            )
+                            for line in task_failure_lines(name, cause):
+                                print(line, file=sys.stderr)
+                            task_results[name] = [t for t in tasks if t not in cause]
+                            print(
+                                f"srun: launch/slurm: _step_signal: Terminating StepId={job_id}.{step.step_id}",
+                                file=sys.stderr,
+                            )
                             await cancel_step()
                     else:
                         writer.write(chunk.task, chunk.stream, chunk.data)
@@ -640,9 +654,9 @@ async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  
                 f"srun: error: {name}: {_ranks(first, count)}: Exited with exit code {code}", file=sys.stderr
             )
         exit_code, sig = max(exit_code, code), sig or node_sig
-    if aborting:  # -K: the task that failed decides, not the ones the abort killed
-        code, node_sig = results[aborting[0]]
-        return code or 128 + node_sig
+    if aborting:
+        print(f"srun: Force Terminated StepId={job_id}.{step.step_id}", file=sys.stderr)
+    # As Slurm's srun: a task killed by a signal (the ones -K or an abort ended too) outweighs exit codes.
     return 128 + sig if sig else exit_code
 
 
