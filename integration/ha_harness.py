@@ -248,12 +248,12 @@ class HACluster:
     def stop(self) -> None:
         for proc in self.agents.values():
             with contextlib.suppress(Exception):
-                proc.kill()
+                proc.stop()
         for m in self.members:
             if m.alive():
                 with contextlib.suppress(OSError):
                     os.kill(m.pid, signal.SIGCONT)
-                m.proc.kill()  # type: ignore[union-attr]
+                m.proc.stop()  # type: ignore[union-attr]
         self._teardown_network()
 
     # ------------------------------------------------------------------ agents

@@ -201,7 +201,7 @@ class OperatorEnv:
 
     def stop(self) -> None:
         if self.operator:
-            self.operator.kill()
+            self.operator.stop()
 
 
 @contextlib.contextmanager

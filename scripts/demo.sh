@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$SECONDS
 say() { echo "demo: [$((SECONDS - t0))s] $*" >&2; }
-say "setting up .venv (scripts/setup.sh)"
-bash scripts/setup.sh
+# Only what running Spur needs (Spur and the scheduler plugin); scripts/test.sh installs the rest.
+say "setting up .venv (scripts/setup.sh --runtime)"
+bash scripts/setup.sh --runtime
 export PATH="$PWD/.venv/bin:$PATH"
 work=$(mktemp -d /tmp/spur-demo.XXXXXX)
 cleanup() { kill "${agent_pid:-}" "${ctl_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; }
@@ -41,6 +42,6 @@ echo "\$ squeue"; squeue
 echo "\$ sinfo"; sinfo
 while [ -n "$(squeue -h -j 1 -t PD,R,CG 2>/dev/null)" ]; do sleep 0.2; done
 echo "\$ scontrol show job 1 | grep JobState"; scontrol show job 1 | grep JobState
-echo "\$ cat spur-1.out"; cat spur-1.out
+echo "\$ cat slurm-1.out"; cat slurm-1.out
 echo "\$ spur run -- hostname"; spur run -- hostname
 say "done (state and logs in $work)"

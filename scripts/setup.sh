@@ -2,9 +2,21 @@
 # Create .venv and install Spur, its plugins and the development tools into it; generate the man
 # pages (.venv/share/man) and shell completion (.venv/share/spur). Idempotent. Shows each step with
 # its elapsed time (and, on a terminal, what pip is fetching); the full log is .venv/install.log.
+#
+#   bash scripts/setup.sh             everything the tests need: Spur with its dev extras, every plugin,
+#                                     and as root the system tools (wireguard-go, ping, nftables,
+#                                     tcpdump, man-db, PostgreSQL, the kube-apiserver build)
+#   bash scripts/setup.sh --runtime   what running Spur needs (scripts/demo.sh): Spur, its dependencies
+#                                     and the scheduler plugin; run without --runtime later for the rest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+mode=full
+case "${1:-}" in
+  "") ;;
+  --runtime) mode=runtime ;;
+  *) echo "usage: bash scripts/setup.sh [--runtime]" >&2; exit 2 ;;
+esac
 t_start=$SECONDS
 say() { echo "setup: $*" >&2; }
 if ! "$PY" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
@@ -44,18 +56,39 @@ if [ ! -x .venv/bin/python ]; then
   say "creating the virtual environment .venv"
   "$PY" -m venv .venv
 fi
+# The stamp holds the hash of the project files and what was installed for it (runtime or full).
 stamp=.venv/.spur-installed
-want=$(cat pyproject.toml plugins/*/pyproject.toml | sha1sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+hash=$(cat pyproject.toml plugins/*/pyproject.toml | sha1sum | cut -d' ' -f1)
+have=$(cat "$stamp" 2>/dev/null || true)
+if [ "$have" != "$hash full" ] && { [ "$mode" = full ] || [ "$have" != "$hash runtime" ]; }; then
   : >"$log"
-  say "installing Spur into .venv (log: $log)"
-  step "upgrading pip" .venv/bin/python -m pip install --progress-bar off --upgrade pip
-  step "installing Spur and its dependencies (trio, h2, protobuf, marshmallow, cyclopts, pluggy) and the dev tools" \
-    .venv/bin/python -m pip install --progress-bar off -e '.[dev]'
-  for plugin in plugins/*/; do
-    step "installing plugin $(basename "$plugin")" .venv/bin/python -m pip install --progress-bar off --no-deps -e "$plugin"
-  done
-  echo "$want" >"$stamp"
+  say "installing Spur into .venv ($mode; log: $log)"
+  # Editable installs of a pyproject.toml project need pip 21.3 (PEP 660); upgrade only an older one.
+  if ! .venv/bin/python -c 'import sys, pip; sys.exit(tuple(map(int, pip.__version__.split(".")[:2])) < (21, 3))' 2>/dev/null; then
+    step "upgrading pip" .venv/bin/python -m pip install --progress-bar off --upgrade pip
+  fi
+  if [ "$mode" = runtime ]; then
+    # One pip run (one resolution); modules are compiled when first imported, not all up front.
+    step "installing Spur, its dependencies (trio, h2, protobuf, marshmallow, cyclopts, pluggy, ...) and the scheduler plugin" \
+      .venv/bin/python -m pip install --progress-bar off --no-compile -e . -e plugins/spur-sched-backfill
+  else
+    step "installing Spur and its dependencies (trio, h2, protobuf, marshmallow, cyclopts, pluggy) and the dev tools" \
+      .venv/bin/python -m pip install --progress-bar off -e '.[dev]'
+    for plugin in plugins/*/; do
+      step "installing plugin $(basename "$plugin")" .venv/bin/python -m pip install --progress-bar off --no-deps -e "$plugin"
+    done
+  fi
+  echo "$hash $mode" >"$stamp"
+fi
+
+.venv/bin/python -m spur.cli.manpages .venv/share/man >/dev/null
+mkdir -p .venv/share/spur
+.venv/bin/spur completion bash >.venv/share/spur/completion.bash
+.venv/bin/spur completion zsh >.venv/share/spur/_spur
+if [ "$mode" = runtime ]; then
+  command -v man >/dev/null 2>&1 || say "note: no 'man' command here (bash scripts/setup.sh installs man-db as root); the pages are in .venv/share/man"
+  say "runtime ready in $((SECONDS - t_start))s (bash scripts/setup.sh without --runtime adds the dev tools, the other plugins and the test prerequisites)"
+  exit 0
 fi
 
 # The WireGuard mesh (spur net join) uses kernel WireGuard where the module exists, else wireguard-go.
@@ -82,6 +115,12 @@ if { ! command -v mpicc.mpich >/dev/null 2>&1 || ! command -v mpiexec.hydra >/de
   mpi_pkgs='mpich libmpich-dev openmpi-bin libopenmpi-dev'
   step "installing MPICH and Open MPI (the MPI tests: $mpi_pkgs)" sh -c "DEBIAN_FRONTEND=noninteractive apt-get install -y $mpi_pkgs || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $mpi_pkgs; }"
 fi
+# Test-only: the dashboard's browser tests (integration/test_dashboard_browser.py) drive Debian's chromium
+# headless through chromium-driver (selenium, in the dev extras); nothing is downloaded at test time.
+if { ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; } \
+  && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "installing chromium and chromium-driver (the dashboard's browser tests)" sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 chromium chromium-driver || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=600 chromium chromium-driver; }'
+fi
 command -v wireguard-go >/dev/null 2>&1 || say "note: no wireguard-go here (as root, setup installs it); spur net join then needs the kernel WireGuard module"
 
 # `man sbatch`: man-db searches .venv/share/man by itself when .venv/bin is on PATH.
@@ -89,10 +128,6 @@ if ! command -v man >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get 
   step "installing man-db (the man command)" sh -c 'apt-get install -y man-db || { apt-get update && apt-get install -y man-db; }'
 fi
 command -v man >/dev/null 2>&1 || say "note: no 'man' command here (as root, setup installs man-db); the pages are in .venv/share/man"
-.venv/bin/python -m spur.cli.manpages .venv/share/man >/dev/null
-mkdir -p .venv/share/spur
-.venv/bin/spur completion bash >.venv/share/spur/completion.bash
-.venv/bin/spur completion zsh >.venv/share/spur/_spur
 # PostgreSQL (the accounting tests and benchmarks start a private server with its initdb/pg_ctl).
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

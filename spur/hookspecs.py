@@ -14,7 +14,8 @@ from typing import Any
 
 import pluggy
 
-from spur.core.scheduling import Plan, SchedSnapshot
+from spur.core.job import NodeAllocation
+from spur.core.scheduling import PendingView, Plan, SchedSnapshot
 
 PROJECT = "spur"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -25,6 +26,16 @@ class SchedulerSpec:
     @hookspec(firstresult=True)
     def spur_schedule(self, snapshot: SchedSnapshot, options: dict[str, Any]) -> Plan:
         """Plan which pending jobs start now and where. Pure: must not mutate ``snapshot``."""
+
+    @hookspec(firstresult=True)
+    def spur_place_now(
+        self, snapshot: SchedSnapshot, job: PendingView, options: dict[str, Any]
+    ) -> tuple[NodeAllocation, ...] | None:
+        """Where ``job`` (not yet submitted) would start right now on the snapshot's free resources,
+        or None when it does not fit now; ``snapshot.pending`` is empty and ``snapshot.nodes`` may hold
+        only the nodes it could use now (available members of its partition with a free CPU). This is the immediate grant at
+        submission (spur.state.immediate decides when it is asked). Pure. A plugin without this hook
+        leaves every job to ``spur_schedule``."""
 
 
 @dataclass(frozen=True)

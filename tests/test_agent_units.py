@@ -8,11 +8,11 @@ import pytest
 import trio
 import trio.testing
 
-from spur.agent.backends import ProcessBackend, select_backend
+from spur.agent.backends import ProcessBackend
 from spur.agent.controller_link import ControllerLink, local_address_towards, normalize_controller
 from spur.agent.jobdir import JobDir, proc_starttime, process_identity, process_matches
 from spur.agent.launchspec import LaunchSpec
-from spur.agent.main import UsageError, main, parse_args
+from spur.agent.main import UsageError, main, parse_args, select_backend
 from spur.agent.registration import Registrar
 from spur.agent.reporter import Reporter
 from spur.agent.systemd import (

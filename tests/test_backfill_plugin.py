@@ -432,3 +432,19 @@ def test_the_plugin_is_found_by_entry_point_and_plans():
 def test_a_missing_scheduler_plugin_names_its_package():
     with pytest.raises(PluginNotFound, match="spur-sched-nope"):
         load_plugin_manager("scheduler", "nope")
+
+
+def test_place_now_hook_places_a_new_job_as_a_pass_would_or_says_none() -> None:
+    pm = load_plugin_manager("scheduler", "backfill")
+    nodes = [node("n2", cpus=4, cpus_free=1), node("n10", cpus=4)]
+    view = snap(nodes, [])
+    new = job(7, num_tasks=2)
+    placed = pm.hook.spur_place_now(snapshot=view, job=new, options={})
+    assert placed == plan(snap(nodes, [new])).assignments[0].allocation
+    assert [(a.node, a.cpus) for a in placed] == [("n10", 2)]
+    assert pm.hook.spur_place_now(snapshot=view, job=job(8, num_tasks=5), options={}) is None
+    assert pm.hook.spur_place_now(snapshot=view, job=job(9, nodelist=("n2",), num_tasks=2), options={}) is None
+    assert pm.hook.spur_place_now(snapshot=view, job=job(10, partition="nope"), options={}) is None
+    # Resources a running job holds until later are not free now, whatever its end time.
+    busy = snap([node("n1", cpus=2, cpus_free=0)], [], [running(1, NOW + 10, NodeAllocation("n1", 2, 0))])
+    assert pm.hook.spur_place_now(snapshot=busy, job=job(11, time_limit_secs=5), options={}) is None

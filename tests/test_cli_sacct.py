@@ -106,7 +106,7 @@ def test_elapsed_and_times() -> None:
 
 
 def test_selectors_states_and_times() -> None:
-    assert parse_job_selectors(["12", "218_3", "14.batch"]) == [(12, None), (218, 3), (14, None)]
+    assert parse_job_selectors(["12", "218_3", "14.batch"]) == [(12, None, None), (218, 3, None), (14, None, "batch")]
     with pytest.raises(SacctError):
         parse_job_selectors(["x1"])
     assert parse_state_list(["cd", "F", "cancelled"]) == {"COMPLETED", "FAILED", "CANCELLED"}

@@ -250,6 +250,7 @@ mode = "token"
 
 [rest]
 enabled = false
+ui = false
 max_body_bytes = 4096
 max_json_depth = 8
 max_string_length = 128

@@ -21,7 +21,7 @@ def decayed(usage: float, since: float, now: float, half_life: float) -> float:
     """``usage`` recorded at ``since`` as seen at ``now`` (no decay backwards or with half-life 0)."""
     if half_life <= 0 or now <= since or usage == 0:
         return usage
-    return usage * 2.0 ** (-(now - since) / half_life)
+    return usage * float(2.0 ** (-(now - since) / half_life))
 
 
 def add_usage(

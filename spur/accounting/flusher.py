@@ -14,17 +14,36 @@ pinged every ``health_interval`` seconds so sdiag shows an outage before records
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from spur.accounting.pgstore import StoreError
 from spur.accounting.runtime import CONNECTED, UNAVAILABLE
 from spur.rpc.status import RpcError
-from spur.state.outbox import OutboxFlushed, SetAccountingStorage
+from spur.state.outbox import OutboxDomain, OutboxFlushed, SetAccountingStorage
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.accounting.runtime import AccountingRuntime
+    from spur.core.clock import Clock
+    from spur.state.machine import ClusterState
+
+
+class FlusherHost(Protocol):
+    """What the flusher needs of the leader's controller (``spur.controller.app.Controller``)."""
+
+    @property
+    def accounting(self) -> AccountingRuntime: ...
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    async def raft_propose_quiet(self, cmd: Any) -> Any: ...
+
+    async def wait_change(self) -> None: ...
 
 __all__ = ["AccountingFlusher"]
 
@@ -36,7 +55,7 @@ class AccountingFlusher:
 
     def __init__(
         self,
-        ctl: Controller,
+        ctl: FlusherHost,
         *,
         batch_size: int = 5000,
         backoff_initial: float = 0.5,
@@ -53,7 +72,7 @@ class AccountingFlusher:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         ctl = self.ctl
         runtime = ctl.accounting
-        outbox = ctl.state.domains["outbox"]
+        outbox = ctl.state.domain(OutboxDomain)
         if outbox.enabled != runtime.configured:
             # Replicated, so every controller's outbox records the same finished jobs from here on.
             await ctl.raft_propose_quiet(SetAccountingStorage(runtime.configured))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from spur.accounting.model import UNSET, Limits
 
@@ -274,7 +275,7 @@ def _slot_checks(
     return tuple(out)
 
 
-def _add(table: dict, key: object, inc: tuple[int, ...]) -> None:
+def _add(table: dict[Any, list[int]], key: object, inc: tuple[int, ...]) -> None:
     row = table.get(key)
     if row is None:
         table[key] = list(inc)

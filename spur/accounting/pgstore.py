@@ -24,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import trio
 
@@ -311,7 +311,7 @@ class PgStore:
             if isinstance(exc, StoreError):
                 raise exc
             raise self._error(exc) from None
-        return outcome["value"]
+        return cast(T, outcome["value"])
 
     # ------------------------------------------------------------------ schema
 

@@ -9,7 +9,7 @@ FAILED_PRECONDITION, and sacct reads the embedded history instead.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.accounting.pgstore import JobQuery, StoreError
 from spur.accounting.records import key_text, record_job
@@ -19,9 +19,32 @@ from spur.core.job import JobState
 from spur.rpc.proto import accounting_db_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
+from spur.state.outbox import OutboxDomain
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.accounting.runtime import AccountingRuntime
+    from spur.config import SpurConfig
+    from spur.core.clock import Clock
+    from spur.state.machine import ClusterState
+
+
+class AccountingDbHost(Protocol):
+    """What the service needs of spurctld's controller (``spur.controller.app.Controller``)."""
+
+    @property
+    def accounting(self) -> AccountingRuntime: ...
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def cfg(self) -> SpurConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def started_wall(self) -> float: ...
 
 __all__ = ["AccountingDbService", "SERVICE"]
 
@@ -33,7 +56,7 @@ _leader_only = served_by_leader(SERVICE)
 
 
 class AccountingDbService:
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: AccountingDbHost) -> None:
         self.ctl = ctl
 
     def _store(self) -> Any:
@@ -68,7 +91,7 @@ class AccountingDbService:
             raise RpcError(StatusCode.UNAVAILABLE, f"Problem talking to the database: {exc}") from None
         jobs = {key_text(r["job_id"], r["submit_time"]): record_job(r) for r in records}
         # Newer than the database: records waiting in the outbox, then jobs still queued or running.
-        for key, rec in self.ctl.state.domains["outbox"].records.items():
+        for key, rec in self.ctl.state.domain(OutboxDomain).records.items():
             job = record_job(rec)
             if job_matches(job, query):
                 jobs[key] = job
@@ -121,7 +144,7 @@ class AccountingDbService:
         ctl = self.ctl
         state = ctl.state
         status = ctl.accounting.status
-        outbox = state.domains["outbox"]
+        outbox = state.domain(OutboxDomain)
         counts = {s: 0 for s in JobState}
         for job in state.jobs.values():
             counts[job.state] += 1

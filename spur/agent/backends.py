@@ -17,7 +17,7 @@ import spur
 from spur.agent.jobdir import JobDir, process_identity
 from spur.agent.launchspec import LaunchSpec
 
-__all__ = ["Backend", "BackendError", "ProcessBackend", "select_backend", "shim_command", "shim_environment"]
+__all__ = ["Backend", "BackendError", "ProcessBackend", "shim_command", "shim_environment"]
 
 
 class BackendError(Exception):
@@ -83,19 +83,3 @@ class ProcessBackend:
     async def finish(self, jobdir: JobDir) -> None:
         """Nothing beyond the shim's own sweep of the job's process group is reachable here."""
         return None
-
-
-def select_backend(choice: str, *, euid: int | None = None, proc: Path = Path("/proc")) -> Backend:
-    """``auto`` picks systemd when systemd is PID 1, systemd-run exists and spurd is root."""
-    from spur.agent import systemd
-
-    if choice == "process":
-        return ProcessBackend()
-    if choice == "systemd":
-        return systemd.SystemdBackend()
-    if choice != "auto":
-        raise ValueError(f"unknown backend {choice!r} (expected auto, process or systemd)")
-    euid = os.geteuid() if euid is None else euid
-    if euid == 0 and systemd.systemd_is_pid1(proc) and systemd.systemd_run_path():
-        return systemd.SystemdBackend()
-    return ProcessBackend()

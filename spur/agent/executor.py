@@ -74,6 +74,7 @@ from spur.agent.launchspec import (
 from spur.agent.suspension import SuspensionBook
 from spur.core.clock import Clock
 from spur.rpc.proto import spur_pb2
+from spur.trace import span
 
 __all__ = ["Executor", "TrackedJob", "UnitKey", "UnknownJob"]
 
@@ -318,6 +319,7 @@ class Executor:
 
         Raises LaunchError (user-caused, final status recorded) or BackendError (agent-side, recorded).
         """
+        span(request.job.job_id, "agent.launch-received")
         script = "" if request.job.spec.interactive else request.job.spec.script
         return await self._start_unit(
             request.job.job_id,
@@ -387,6 +389,7 @@ class Executor:
             self._finish(job, self._failure_report(job, str(e), launch_failed=True))
             raise
         log.info("%s: started (%s backend)", job.name, self.backend.name)
+        span(job_id, "agent.started")
         with trio.CancelScope(shield=True):
             await self._nursery.start(self._supervise, job)
         return False
@@ -748,6 +751,7 @@ class Executor:
         return report
 
     def _finish(self, job: TrackedJob, report: spur_pb2.JobStatusReport) -> None:
+        span(report.job_id, "agent.finished")
         job.report = report
         if job.jobdir.exists():
             job.jobdir.write(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
@@ -27,9 +28,10 @@ import trio
 from spur.sdnotify import notify
 
 if TYPE_CHECKING:
+    from spur.agent.backends import Backend
     from spur.agent.discovery import NodeHardware
 
-__all__ = ["AgentOptions", "main", "parse_args", "run_agent"]
+__all__ = ["AgentOptions", "main", "parse_args", "run_agent", "select_backend"]
 
 log = logging.getLogger("spur.agent")
 
@@ -257,6 +259,23 @@ def parse_args(argv: list[str] | None = None) -> AgentOptions:
     return opts
 
 
+def select_backend(choice: str, *, euid: int | None = None, proc: Path = Path("/proc")) -> Backend:
+    """The job backend spurd runs jobs with: ``auto`` picks systemd when systemd is PID 1, systemd-run exists and spurd is root."""
+    from spur.agent import systemd
+    from spur.agent.backends import ProcessBackend
+
+    if choice == "process":
+        return ProcessBackend()
+    if choice == "systemd":
+        return systemd.SystemdBackend()
+    if choice != "auto":
+        raise ValueError(f"unknown backend {choice!r} (expected auto, process or systemd)")
+    euid = os.geteuid() if euid is None else euid
+    if euid == 0 and systemd.systemd_is_pid1(proc) and systemd.systemd_run_path():
+        return systemd.SystemdBackend()
+    return ProcessBackend()
+
+
 async def run_agent(
     opts: AgentOptions,
     hardware: NodeHardware | None = None,
@@ -268,7 +287,7 @@ async def run_agent(
     ``hardware`` defaults to discovering it under ``opts.sysfs_root``. Raises StartupError when the
     agent port cannot be bound or the state dir cannot be used.
     """
-    from spur.agent.backends import BackendError, select_backend
+    from spur.agent.backends import BackendError
     from spur.agent.controller_link import local_address_towards, open_controller_link
     from spur.agent.discovery import discover
     from spur.agent.executor import SHIM_RECHECK_SECS, Executor, gpu_ordinals_from
@@ -518,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG if isinstance(e, ConfigFileError) else EXIT_USAGE
     if opts.verbose:
         logging.getLogger().setLevel(logging.DEBUG)
+    from spur.trace import enable_from_environment
+
+    enable_from_environment()
     from spur.auth.keys import AuthConfigError, load_settings
     from spur.rpc.tls import TlsConfigError, TlsContexts, load_tls_settings
 

@@ -24,6 +24,7 @@ import os
 import pwd
 import socket
 import struct
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ async def serve_broker(
     listener = trio.SocketListener(sock)
     try:
         task_status.started(path)
-        await trio.serve_listeners(lambda stream: _answer(auth, stream), [listener])
+        await trio.serve_listeners(partial(_answer, auth), [listener])
     finally:
         try:
             if path.stat().st_ino == inode:

@@ -123,7 +123,7 @@ def find_credential(
     found = _token_file(home_dir)
     if found is not None:
         return found
-    path = env.get("SPUR_AUTH_SOCKET")
+    path: str | Path | None = env.get("SPUR_AUTH_SOCKET")
     if not path:
         path = (broker_socket() if callable(broker_socket) else broker_socket) or DEFAULT_BROKER_SOCKET
     token = broker_token(path)

@@ -29,15 +29,18 @@ class SystemGroups:
         hit = self._groups.get(user)
         if hit is not None and now - hit[0] < self.ttl:
             return hit[1], hit[2]
+        primary: int | None
+        groups: frozenset[int]
         try:
-            primary: int | None = pwd.getpwnam(user).pw_gid
+            gid = pwd.getpwnam(user).pw_gid
         except KeyError:
             primary, groups = None, frozenset()
         else:
+            primary = gid
             try:
-                groups = frozenset(os.getgrouplist(user, primary))
+                groups = frozenset(os.getgrouplist(user, gid))
             except OSError:
-                groups = frozenset({primary})
+                groups = frozenset({gid})
         if len(self._groups) > 4096:
             self._groups.clear()
         self._groups[user] = (now, primary, groups)

@@ -21,7 +21,7 @@ Contracts:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = [
     "ALGORITHM",
@@ -220,5 +220,5 @@ def _claims(payload: dict[str, Any], now: float) -> Claims:
     )
 
 
-def _number(value: object) -> bool:
+def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)

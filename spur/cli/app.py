@@ -13,7 +13,7 @@ from typing import Annotated
 from cyclopts import App, Parameter
 
 from spur.cli.cmdinfo import handle_meta, version_line
-from spur.cli.main import SLURM_NAMES, VERBS, run_verb, verb_args
+from spur.cli.verbs import SLURM_NAMES, VERBS, run_verb, verb_args
 
 HELP = (
     "Spur: a Slurm-compatible scheduler. Each verb is a Slurm command under a plain name; the Slurm "

@@ -99,7 +99,7 @@ def version_line() -> str:
 
 
 def _module(verb: str) -> ModuleType:
-    from spur.cli.main import VERBS
+    from spur.cli.verbs import VERBS
 
     return importlib.import_module(VERBS[verb][0])
 
@@ -110,7 +110,7 @@ def _first_paragraph(text: str | None) -> str:
 
 def describe(verb: str) -> CommandDoc:
     """The CommandDoc of ``verb`` (a key of VERBS), read from its module's hooks."""
-    from spur.cli.main import VERBS
+    from spur.cli.verbs import VERBS
 
     _mod, slurm, summary = VERBS[verb]
     module = _module(verb)
@@ -267,8 +267,9 @@ def handle_meta(verb: str, flag: str) -> int:
 
 def verb_of(prog: str) -> str:
     """The VERBS key of a Slurm command name (``sbatch`` -> ``submit``) or of a verb itself."""
-    from spur.cli.main import SLURM_NAMES, VERBS
+    from spur.cli.verbs import SLURM_NAMES, VERBS
 
+    prog = prog.removeprefix("spur ")  # a verb's own parser may be named "spur VERB"
     return prog if prog in VERBS else SLURM_NAMES[prog]
 
 

@@ -42,7 +42,7 @@ def _words(values) -> str:
 def bash_script() -> str:
     """The bash completion script (also sourced by the zsh one)."""
     from spur.cli.cmdinfo import describe
-    from spur.cli.main import SLURM_NAMES, VERBS
+    from spur.cli.verbs import SLURM_NAMES, VERBS
 
     statics: list[str] = []
     lines = [

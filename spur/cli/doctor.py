@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
         print(f"spur doctor: error: unexpected argument '{argv[0]}'\n{USAGE}", file=sys.stderr)
         return 1
     from spur.cli.client import CliError, controller_targets, with_controller
-    from spur.cli.main import SLURM_NAMES
+    from spur.cli.verbs import SLURM_NAMES
 
     environ = os.environ
     print(f"version: {version_line()}")

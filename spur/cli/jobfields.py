@@ -419,8 +419,10 @@ def _tres(job) -> str:
     return ",".join(parts)
 
 
-def scontrol_job(job, now: float) -> str:
-    """``scontrol show job`` layout (Slurm 22.05's slurm_sprint_job_info, multi-line form)."""
+def scontrol_job(job, now: float, *, one_liner: bool = False) -> str:
+    """``scontrol show job`` layout (Slurm 22.05's slurm_sprint_job_info): each group of fields on
+    its own indented line, or with ``one_liner`` (``scontrol -o``) the whole record on one line with
+    a single space where a line break was."""
     spec = job.spec
     ts = format_timestamp
     first = f"JobId={job.job_id} "
@@ -497,7 +499,15 @@ def scontrol_job(job, now: float) -> str:
         lines.append(f"TresPerNode={','.join('gres:' + g for g in spec.gres)}")
     if spec.gpus_per_task:
         lines.append(f"TresPerTask=gres:gpu:{spec.gpus_per_task}")
-    return "\n   ".join(lines) + "\n   \n\n"
+    return record_text(lines + [""], one_liner)
+
+
+def record_text(lines: list[str], one_liner: bool) -> str:
+    """One ``scontrol show`` record from its lines: joined by Slurm's line end (a newline and three
+    spaces, or one space for ``-o``), ended by a blank line (one newline for ``-o``)."""
+    if one_liner:
+        return " ".join(lines) + "\n"
+    return "\n   ".join(lines) + "\n\n"
 
 
 def group_array_tasks(jobs, *, expand: bool) -> list[tuple[object, ArrayGroup | None]]:

@@ -85,7 +85,7 @@ def page_name(doc: CommandDoc) -> str:
 
 def spur_page() -> str:
     """spur.1: the multi-call command and its verbs."""
-    from spur.cli.main import VERBS
+    from spur.cli.verbs import VERBS
 
     lines = [
         f'.TH "SPUR" "1" "{DATE}" "Spur {spur_version()}" "Spur Commands"',
@@ -179,7 +179,7 @@ def conf_page() -> str:
 
 def all_pages() -> dict[str, str]:
     """Relative path (``man1/sbatch.1``) -> page text, for every command, daemon and the config file."""
-    from spur.cli.main import VERBS
+    from spur.cli.verbs import VERBS
 
     pages = {"man1/spur.1": spur_page()}
     for verb in VERBS:

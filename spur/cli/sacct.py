@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from spur.cli.client import CliError, with_controller
 from spur.cli.jobfields import LONG_STATE, SHORT_STATE, has_task, num_cpus, num_nodes, num_tasks
@@ -154,15 +155,40 @@ def parse_columns(fmt: str) -> list[Column]:
     return cols
 
 
-def parse_job_selectors(values: Sequence[str]) -> list[tuple[int, int | None]]:
-    """-j values: ``123``, ``123_4``, ``123.batch``/``123.0`` (step part ignored) -> (id, task)."""
-    out: list[tuple[int, int | None]] = []
+class JobSelector(NamedTuple):
+    """One ``-j`` item: a job (or a whole array), an array task, and optionally one step of it."""
+
+    job_id: int
+    task: int | None = None
+    step: str | None = None  # None: the job with all its steps; else "batch", "extern", "3", ...
+
+    def matches(self, job) -> bool:
+        """Whether ``job`` (a JobInfo) is this selector's job: by id, or as a task of its array."""
+        if self.task is None:
+            return job.job_id == self.job_id or job.array_job_id == self.job_id
+        return job.array_job_id == self.job_id and has_task(job) and job.array_task_id == self.task
+
+
+NAMED_STEPS = ("batch", "extern", "interactive")
+
+
+def parse_job_selectors(values: Sequence[str]) -> list[JobSelector]:
+    """-j values: ``123``, ``123_4``, ``123.batch``, ``123.extern``, ``123_4.0`` -> selectors."""
+    out: list[JobSelector] = []
     for text in values:
-        head = text.split(".", 1)[0]
+        head, dot, step = text.partition(".")
         base, sep, task = head.partition("_")
         if not base.isdigit() or (sep and not task.isdigit()):
             raise SacctError(f"sacct: fatal: Bad job/step specified: {text}")
-        out.append((int(base), int(task) if sep else None))
+        if dot and step not in NAMED_STEPS and not step.isdigit():
+            raise SacctError(f"sacct: fatal: Bad job/step specified: {text}")
+        out.append(
+            JobSelector(
+                int(base),
+                int(task) if sep else None,
+                (step if not step.isdigit() else str(int(step))) if dot else None,
+            )
+        )
     return out
 
 
@@ -375,14 +401,27 @@ def in_window(job, start: float, end: float) -> bool:
     return not (finished and finished < start)
 
 
-def build_rows(jobs, now: float, *, allocations_only: bool) -> list[dict[str, str]]:
-    """Job lines (sorted by job id) each followed by its step lines unless ``allocations_only``."""
+def build_rows(
+    jobs, now: float, *, allocations_only: bool, selectors: Sequence[JobSelector] = ()
+) -> list[dict[str, str]]:
+    """Job lines (sorted by job id) each followed by its step lines unless ``allocations_only``.
+
+    With ``selectors`` only the jobs they name are shown. As in Slurm, a job picked only by ``-j ID.STEP`` selectors shows just those steps' lines (no job
+    line, and nothing with ``-X``); one picked by a plain ``-j ID`` as well shows everything.
+    """
     rows: list[dict[str, str]] = []
     for job in sorted(jobs, key=lambda j: j.job_id):
+        picked = [s for s in selectors if s.matches(job)]
+        if selectors and not picked:
+            continue
+        steps = {s.step for s in picked}
         base = _job_values(job, now)
-        rows.append(base)
-        if not allocations_only:
-            rows.extend(step_records(job, base, now))
+        if not selectors or None in steps:
+            rows.append(base)
+            if not allocations_only:
+                rows.extend(step_records(job, base, now))
+        elif not allocations_only:
+            rows.extend(r for r in step_records(job, base, now) if r["JobIDRaw"].rsplit(".", 1)[1] in steps)
     return rows
 
 
@@ -450,11 +489,7 @@ def select(jobs, args, *, selectors, states, start: float, end: float, users: se
     accounts = set(split_list(args.accounts))
     partitions = set(split_list(args.partition))
     for job in jobs:
-        if selectors and not any(
-            (task is None and (job.job_id == jid or job.array_job_id == jid))
-            or (task is not None and job.array_job_id == jid and has_task(job) and job.array_task_id == task)
-            for jid, task in selectors
-        ):
+        if selectors and not any(s.matches(job) for s in selectors):
             continue
         if users and job.user not in users:
             continue
@@ -489,11 +524,11 @@ def fetch_body(args, *, selectors, states, start: float, end: float, users: set[
         names=sorted(set(split_list(args.name))),
         states=sorted(states),
         jobs=[
-            apb.JobSelector(job_id=jid, has_task=task is not None, array_task_id=task or 0)
-            for jid, task in selectors
+            apb.JobSelector(job_id=s.job_id, has_task=s.task is not None, array_task_id=s.task or 0)
+            for s in selectors
         ],
     )
-    req = pb.GetJobsRequest(job_ids=sorted({jid for jid, _ in selectors}), include_finished=True)
+    req = pb.GetJobsRequest(job_ids=sorted({s.job_id for s in selectors}), include_finished=True)
 
     async def body(stub):
         try:
@@ -560,7 +595,7 @@ def main(argv: list[str]) -> int:
         print(f"sacct: error: {exc.message}", file=sys.stderr)
         return 1
     jobs = select(found, args, selectors=selectors, states=states, start=start, end=end, users=users)
-    rows = build_rows(jobs, now, allocations_only=args.allocations)
+    rows = build_rows(jobs, now, allocations_only=args.allocations, selectors=selectors)
     parsable = "plain" if args.parsable2 else ("trailing" if args.parsable else None)
     sys.stdout.write(render_table(cols, rows, header=not args.noheader, parsable=parsable))
     return 0
@@ -570,6 +605,7 @@ __all__ = [
     "DEFAULT_FORMAT",
     "FIELDS",
     "Column",
+    "JobSelector",
     "SacctError",
     "build_rows",
     "main",

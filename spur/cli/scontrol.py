@@ -93,7 +93,9 @@ def _err(message: str, code: int = 1) -> int:
     return code
 
 
-def show_node_text(n, now: float) -> str:
+def show_node_text(n, now: float, *, one_liner: bool = False) -> str:
+    """``scontrol show node`` record (Slurm 22.05's slurm_sprint_node_table); ``one_liner``: ``-o``."""
+    from spur.cli.jobfields import record_text
     from spur.core.timespec import format_timestamp
 
     gres = ",".join(f"gpu:{g.model}:1" if g.model else "gpu:1" for g in n.gpus[:1])
@@ -113,30 +115,31 @@ def show_node_text(n, now: float) -> str:
         state = "DOWN+NOT_RESPONDING"
     lines = [
         f"NodeName={n.name} Arch={n.arch or 'x86_64'} CoresPerSocket={n.cores_per_socket} ",
-        f"   CPUAlloc={n.alloc_cpus} CPUEfctv={n.cpus} CPUTot={n.cpus} CPULoad=0.00",
-        f"   AvailableFeatures={','.join(n.features) or '(null)'}",
-        f"   ActiveFeatures={','.join(n.features) or '(null)'}",
-        f"   Gres={gres or '(null)'}",
-        f"   NodeAddr={n.address} NodeHostName={n.name} Version={n.version or 'spur'}",
-        f"   OS={n.os} ",
-        f"   RealMemory={n.memory_mb} AllocMem={n.alloc_mem_mb} FreeMem=N/A Sockets={n.sockets} Boards=1",
-        f"   State={state} ThreadsPerCore={n.threads_per_core} TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
-        f"   Partitions={','.join(n.partitions)} ",
-        f"   BootTime={format_timestamp(n.boot_time) if n.boot_time else 'None'} "
+        f"CPUAlloc={n.alloc_cpus} CPUEfctv={n.cpus} CPUTot={n.cpus} CPULoad=0.00",
+        f"AvailableFeatures={','.join(n.features) or '(null)'}",
+        f"ActiveFeatures={','.join(n.features) or '(null)'}",
+        f"Gres={gres or '(null)'}",
+        f"NodeAddr={n.address} NodeHostName={n.name} Version={n.version or 'spur'}",
+        f"OS={n.os} ",
+        f"RealMemory={n.memory_mb} AllocMem={n.alloc_mem_mb} FreeMem=N/A Sockets={n.sockets} Boards=1",
+        f"State={state} ThreadsPerCore={n.threads_per_core} TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A",
+        f"Partitions={','.join(n.partitions)} ",
+        f"BootTime={format_timestamp(n.boot_time) if n.boot_time else 'None'} "
         f"SlurmdStartTime={format_timestamp(n.registered_time)}",
-        f"   CfgTRES=cpu={n.cpus},mem={n.memory_mb}M,billing={n.cpus}"
+        f"CfgTRES=cpu={n.cpus},mem={n.memory_mb}M,billing={n.cpus}"
         + (f",gres/gpu={len(n.gpus)}" if n.gpus else ""),
-        f"   AllocTRES={'cpu=' + str(n.alloc_cpus) if n.alloc_cpus else ''}",
+        f"AllocTRES={'cpu=' + str(n.alloc_cpus) if n.alloc_cpus else ''}",
     ]
     if n.comment:
         lines.append(f"   Comment={n.comment}")
     if n.reason:
-        lines.append(f"   Reason={n.reason}")
-    return "\n".join(lines) + "\n\n"
+        lines.append(f"Reason={n.reason}")
+    return record_text(lines, one_liner)
 
 
-def show_partition_text(p, nodes_by_name) -> str:
-    from spur.cli.jobfields import format_time_limit_long
+def show_partition_text(p, nodes_by_name, *, one_liner: bool = False) -> str:
+    """``scontrol show partition`` record (Slurm 22.05's slurm_sprint_partition_info); ``one_liner``: ``-o``."""
+    from spur.cli.jobfields import format_time_limit_long, record_text
 
     members = [nodes_by_name[n] for n in p.nodes if n in nodes_by_name]
     cpus = sum(n.cpus for n in members)
@@ -144,25 +147,23 @@ def show_partition_text(p, nodes_by_name) -> str:
     from spur.core.hostlist import compress
 
     default_time = "NONE" if p.default_time_secs < 0 else format_time_limit_long(p.default_time_secs)
-    return (
-        "\n".join(
-            [
-                f"PartitionName={p.name}",
-                "   AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
-                f"   AllocNodes=ALL Default={'YES' if p.is_default else 'NO'} QoS=N/A",
-                f"   DefaultTime={default_time} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
-                f"   MaxNodes=UNLIMITED MaxTime={format_time_limit_long(p.max_time_secs)} MinNodes=0 LLN=NO "
-                "MaxCPUsPerNode=UNLIMITED",
-                f"   Nodes={compress(p.nodes) if p.nodes else '(null)'}",
-                "   PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO",
-                "   OverTimeLimit=NONE PreemptMode=OFF",
-                f"   State={p.state} TotalCPUs={cpus} TotalNodes={len(members)} SelectTypeParameters=NONE",
-                "   JobDefaults=(null)",
-                "   DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
-                f"   TRES=cpu={cpus},mem={mem}M,node={len(members)},billing={cpus}",
-            ]
-        )
-        + "\n\n"
+    return record_text(
+        [
+            f"PartitionName={p.name}",
+            "AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
+            f"AllocNodes=ALL Default={'YES' if p.is_default else 'NO'} QoS=N/A",
+            f"DefaultTime={default_time} DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO",
+            f"MaxNodes=UNLIMITED MaxTime={format_time_limit_long(p.max_time_secs)} MinNodes=0 LLN=NO "
+            "MaxCPUsPerNode=UNLIMITED",
+            f"Nodes={compress(p.nodes) if p.nodes else '(null)'}",
+            "PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO",
+            "OverTimeLimit=NONE PreemptMode=OFF",
+            f"State={p.state} TotalCPUs={cpus} TotalNodes={len(members)} SelectTypeParameters=NONE",
+            "JobDefaults=(null)",
+            "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
+            f"TRES=cpu={cpus},mem={mem}M,node={len(members)},billing={cpus}",
+        ],
+        one_liner,
     )
 
 
@@ -235,10 +236,24 @@ META_FLAGS = ("-h", "--help", "--usage", "-V", "--version")
 
 def option_docs():  # -> list[OptionDoc]
     """scontrol's options besides its commands (documentation hook, see spur.cli.main)."""
-    return []
+    from spur.cli.cmdinfo import OptionDoc
+
+    return [OptionDoc("oneliner", "o", help="print information one line per record")]
+
+
+ONELINER_FLAGS = ("-o", "--oneliner")
+
+
+def split_oneliner(argv: list[str]) -> tuple[bool, list[str]]:
+    """Take ``-o``/``--oneliner`` out of ``argv`` wherever it stands (scontrol's getopt permutes its
+    arguments, so ``scontrol show job 5 -o`` counts too; nothing after ``--`` is an option)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    head = [a for a in argv[:end] if a not in ONELINER_FLAGS]
+    return len(head) < end, head + argv[end + 1 :]
 
 
 def main(argv: list[str]) -> int:
+    one_liner, argv = split_oneliner(argv)
     meta = next((a for a in argv if a in META_FLAGS), None)
     if not argv or argv[0] == "help" or meta is not None:
         from spur.cli.cmdinfo import handle_meta
@@ -255,7 +270,7 @@ def main(argv: list[str]) -> int:
         print(version_line())
         return 0
     if cmd == "show":
-        return show(rest)
+        return show(rest, one_liner=one_liner)
     if cmd == "update":
         return update(rest)
     if cmd == "delete":
@@ -323,7 +338,9 @@ def reconfigure_lines(resp) -> list[str]:  # resp: spur_pb2.ReconfigureResponse
     return lines
 
 
-def show(rest: list[str]) -> int:
+def show(rest: list[str], *, one_liner: bool = False) -> int:
+    """``scontrol show ENTITY [NAME]``; ``one_liner`` (``-o``) prints each job, node and partition
+    record on one line (Slurm ignores it for the other entities, so does this)."""
     from spur.core.hostlist import HostlistError, compress, expand
 
     if not rest:
@@ -373,7 +390,7 @@ def show(rest: list[str]) -> int:
             if not jobs:
                 print("No jobs in the system")
             for job in sorted(jobs, key=lambda j: j.job_id):
-                sys.stdout.write(scontrol_job(job, now))
+                sys.stdout.write(scontrol_job(job, now, one_liner=one_liner))
             return 0
         if what in ("node", "nodes"):
             try:
@@ -383,7 +400,7 @@ def show(rest: list[str]) -> int:
             except CliError as exc:
                 return _err(f"Node {arg} not found" if "not found" in exc.message else exc.message)
             for n in resp.nodes:
-                sys.stdout.write(show_node_text(n, now))
+                sys.stdout.write(show_node_text(n, now, one_liner=one_liner))
             return 0
         if what in ("controllers", "controller"):
             return ping()
@@ -411,7 +428,7 @@ def show(rest: list[str]) -> int:
                 return _err(f"Partition {arg} not found" if "not found" in exc.message else exc.message)
             by_name = {n.name: n for n in nodes.nodes}
             for p in parts.partitions:
-                sys.stdout.write(show_partition_text(p, by_name))
+                sys.stdout.write(show_partition_text(p, by_name, one_liner=one_liner))
             return 0
     except CliError as exc:
         return _err(f"scontrol: error: {exc.message}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 from spur.cli.client import CliError, with_controller
 from spur.cli.formats import parse_format, render, render_header
@@ -301,6 +302,12 @@ def default_format(rows: list[Row], node_oriented: bool, long: bool) -> str:
     return f"%-{pwidth}P %.5a %.10l %.6D %.6t %N"
 
 
+def date_line(now: float) -> str:
+    """The line ``sinfo -l`` prints above its header: the local time as Slurm's ``slurm_ctime``
+    writes it (``Fri Dec 04 13:57:35 2026``: day of month zero-padded)."""
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now))
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     bad_state = check_states(split_list(args.states))
@@ -351,6 +358,8 @@ def main(argv: list[str]) -> int:
         fmt = args.format or default_format(rows, args.node_oriented, args.long)
     spec = parse_format(fmt)
     out = [render_header(spec, HEADERS)] if not args.noheader else []
+    if args.long and not args.noheader:  # as Slurm: the date line goes with the header
+        out.insert(0, date_line(time.time()))
     out += [render(spec, r.value) for r in rows]
     sys.stdout.write("".join(line + "\n" for line in out))
     return 0

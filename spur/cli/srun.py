@@ -19,6 +19,7 @@ import sys
 
 from spur.cli.client import CliError, call_metadata, client_tls, controller_targets
 from spur.cli.option_layers import parse_option_layers
+from spur.trace import enable_from_environment, span
 
 PROG = "srun"
 # How long srun waits for an allocated node's agent to receive the job's launch before giving up.
@@ -136,6 +137,7 @@ def _mpi_list_asked(argv: list[str]) -> bool:
 def main(argv: list[str]) -> int:
     import trio
 
+    enable_from_environment(stderr=True)
     environ = dict(os.environ)
     if _mpi_list_asked(argv):
         from spur.core.mpi import mpi_list_text
@@ -217,6 +219,7 @@ async def _run(spec, label: bool) -> int:
 
                 raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
             job_id = resp.job_id
+            span(job_id, "cli.submitted")
             phase = {"allocated": False, "revoked": False}
             codes: list[int] = []
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -360,6 +363,7 @@ async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> 
             print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
             said_waiting = True
         if info.state in ("RUNNING", "COMPLETING") and info.allocation:
+            span(job_id, "cli.running-seen")
             phase["allocated"] = True
             if said_waiting:
                 print(f"srun: job {job_id} has been allocated resources", file=sys.stderr)
@@ -376,6 +380,7 @@ async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> 
     final = None
     async for update in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
         final = update
+    span(job_id, "cli.end-seen")
     exit_code = max((code for code, _ in results), default=0)
     sig = max((s for _, s in results), default=0)
     if final is not None and final.state == "TIMEOUT":
@@ -412,6 +417,7 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
                     if chunk.stream == "task_exit":
                         continue  # the node's exit chunk decides an interactive job's code
                     if chunk.stream == "exit":
+                        span(job_id, "cli.exit-seen")
                         results.append((chunk.exit_code, chunk.signal))
                         continue
                     stream = out if chunk.stream == "stdout" else err

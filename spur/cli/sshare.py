@@ -2,7 +2,8 @@
 
 Columns as Slurm 22.05 prints them; ``-l`` adds NormUsage, LevelFS, GrpTRESMins and TRESRunMins,
 ``-o`` picks fields, ``-n`` drops the header, ``-P``/``-p`` print parsable output. Without ``-a``
-only the caller's own user associations are listed (with every account), as in Slurm.
+only the caller's own user associations are listed (with every account), as in Slurm; ``-U`` drops
+the account lines.
 """
 
 from __future__ import annotations
@@ -58,7 +59,14 @@ def option_docs():  # -> list[OptionDoc]
         OptionDoc("parsable", "p", help="'|' delimited output with a trailing '|'"),
         OptionDoc("parsable2", "P", help="'|' delimited output without a trailing '|'"),
         OptionDoc("users", "u", "required", "USERS", "comma separated list of users to show"),
+        OptionDoc("Users", "U", help="display only user information (no account lines)"),
     ]
+
+
+def users_only(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``-U``: the user associations alone. As in Slurm, whose tree indentation comes from the account
+    lines printed above, their Account column is then the bare parent account name."""
+    return [dict(r, account=r.get("account", "").lstrip(" ")) for r in rows if r.get("user")]
 
 
 def columns(spec: str) -> list[Column]:
@@ -86,7 +94,7 @@ def main(argv: list[str]) -> int:
     from spur.auth.identity import current_identity
     from spur.rpc.proto import accounting_pb2 as apb
 
-    all_users = long = noheader = False
+    all_users = long = noheader = only_users = False
     parsable = 0
     accounts: list[str] = []
     users: list[str] = []
@@ -100,6 +108,8 @@ def main(argv: list[str]) -> int:
                 all_users = True
             elif arg in ("-l", "--long"):
                 long = True
+            elif arg in ("-U", "--Users"):
+                only_users = True
             elif arg in ("-n", "--noheader"):
                 noheader = True
             elif arg in ("-P", "--parsable2"):
@@ -131,6 +141,7 @@ def main(argv: list[str]) -> int:
     except CliError as exc:
         print(f"sshare: error: {exc.message}", file=sys.stderr)
         return exc.exit_code
-    for line in render(records(resp), cols, noheader=noheader, parsable=parsable):
+    rows = records(resp)
+    for line in render(users_only(rows) if only_users else rows, cols, noheader=noheader, parsable=parsable):
         print(line)
     return 0

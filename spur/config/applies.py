@@ -171,6 +171,7 @@ APPLIES: dict[str, Mark] = {
     "agent.wg_endpoint": SPURD,
     # [rest]
     "rest.enabled": CTLD,
+    "rest.ui": CTLD,
     "rest.max_body_bytes": CTLD,
     "rest.max_json_depth": CTLD,
     "rest.max_string_length": CTLD,

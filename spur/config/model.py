@@ -243,6 +243,7 @@ class RestConfig:
     """``[rest]``: the slurmrestd-compatible REST API served by spurctld on ``controller.rest_addr``."""
 
     enabled: bool = True
+    ui: bool = True  # the web dashboard under /ui/ (spur.ui)
     max_body_bytes: int = 8 * 1024 * 1024
     max_json_depth: int = 32
     max_string_length: int = 1024 * 1024

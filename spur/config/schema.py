@@ -518,6 +518,7 @@ class RestSchema(SectionSchema):
     model = RestConfig
 
     enabled = f.Bool(metadata=doc("Serve the REST API on controller.rest_addr."))
+    ui = f.Bool(metadata=doc("Serve the web dashboard under /ui/ on the REST listener (docs/dashboard.md)."))
     max_body_bytes = f.Int(
         validate=f.at_least(1024), metadata=doc("Largest request body accepted (bytes); larger -> 413.")
     )

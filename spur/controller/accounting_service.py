@@ -25,7 +25,7 @@ from spur.state.accounting import (
 )
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 SERVICE = apb.DESCRIPTOR.services_by_name["Accounting"]
 
@@ -37,8 +37,8 @@ def may_administer(ident: Identity, domain: AccountingDomain) -> bool:
 
 
 def _caller(context: CallContext) -> Identity:
-    """The verified caller (see ``spur.controller.service._caller``)."""
-    from spur.controller.service import _caller as verified_caller
+    """The verified caller (see ``spur.controller.callers.caller``)."""
+    from spur.controller.callers import caller as verified_caller
 
     return verified_caller(context)
 
@@ -47,7 +47,7 @@ def _caller(context: CallContext) -> Identity:
 _leader_only = served_by_leader(SERVICE, read_barrier=True)
 
 
-def accounting_settings(ctl: Controller) -> ConfigureAccounting:
+def accounting_settings(ctl: ControllerHost) -> ConfigureAccounting:
     """The ``ConfigureAccounting`` command for the leader's configuration."""
     host, _, port = ctl.client_address.rpartition(":")
     return ConfigureAccounting(
@@ -64,7 +64,7 @@ def _records(rows: list[dict[str, str]]) -> apb.AcctRecords:
 
 
 class AccountingService:
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
 
     @property

@@ -42,7 +42,7 @@ from spur.state.admission import (
 )
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 log = logging.getLogger("spur.controller.admission")
 
@@ -52,13 +52,13 @@ _HOW_TO_JOIN = (
 )
 
 
-def _domain(ctl: Controller) -> AdmissionDomain:
+def _domain(ctl: ControllerHost) -> AdmissionDomain:
     domain = ctl.state.domains["admission"]
     assert isinstance(domain, AdmissionDomain)
     return domain
 
 
-def token_mode(ctl: Controller) -> bool:
+def token_mode(ctl: ControllerHost) -> bool:
     return ctl.cfg.admission.mode is AdmissionMode.TOKEN
 
 
@@ -67,7 +67,7 @@ def _refuse(node: str, peer: str, message: str) -> RpcError:
     return RpcError(StatusCode.PERMISSION_DENIED, message)
 
 
-async def admit_registration(ctl: Controller, name: str, join_token: str, context: CallContext) -> str:
+async def admit_registration(ctl: ControllerHost, name: str, join_token: str, context: CallContext) -> str:
     """Check a RegisterNode call (leader only); returns a new credential to hand out, or "".
 
     Raises RpcError(PERMISSION_DENIED) when the node may not register (see the module docstring).
@@ -99,7 +99,7 @@ async def admit_registration(ctl: Controller, name: str, join_token: str, contex
     return credential
 
 
-def check_node_credential(ctl: Controller, node: str, context: CallContext, what: str) -> None:
+def check_node_credential(ctl: ControllerHost, node: str, context: CallContext, what: str) -> None:
     """In token mode, refuse ``what`` (a heartbeat, a job report) from a node without a valid credential."""
     if not token_mode(ctl):
         return
@@ -139,11 +139,11 @@ MAX_TTL_SECS = 10 * 365 * 86400.0
 class AdmissionService:
     """``spur.admission.v1.Admission``: join tokens for ``[admission] mode = "token"`` (admin only)."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
 
     def _admin(self, context: CallContext, what: str = "managing node join tokens") -> Any:
-        from spur.controller.service import _require_admin
+        from spur.controller.callers import require_admin as _require_admin
 
         return _require_admin(context, what, self.ctl.state)
 

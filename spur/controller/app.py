@@ -130,6 +130,9 @@ class Controller:
         from spur.controller.intake import SubmitGate
 
         self.submit_gate = SubmitGate()  # bounded admission of submissions (spur/controller/intake.py)
+        from spur.controller.immediate import ImmediateGrants
+
+        self.immediate = ImmediateGrants(self)  # leader-only: grants decided at submission, in flight
         # Leader-only, not replicated: when each node last talked to us (trio clock).
         self.last_seen: dict[str, float] = {}
         from spur.controller.launch_watch import LaunchWatch
@@ -142,6 +145,7 @@ class Controller:
         self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
         self.rest_port: int | None = None
         self.accounting_backend: Any = None  # spur.rest.accounting_backend (slurmdb entities over REST)
+        self.k8s_reconciler: Any = None  # spur.k8s.cluster.task.K8sReconciler while the k8s duty runs
         self.metrics_port: int | None = None
         from spur.accounting.runtime import AccountingRuntime
 

@@ -14,7 +14,7 @@ from spur.controller.forwarding import served_by_leader
 from spur.rpc.proto import auth_pb2
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 __all__ = ["ControllerAuthService"]
 
@@ -22,7 +22,7 @@ _leader_only = served_by_leader(auth_pb2.DESCRIPTOR.services_by_name["Auth"])
 
 
 class ControllerAuthService(AuthService):
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         super().__init__(ctl.auth, state=ctl.state, propose=ctl.propose)
         self.ctl = ctl
 

@@ -14,13 +14,13 @@ from spur.rpc.proto import config_report_pb2 as cpb
 from spur.rpc.server import CallContext
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 SERVICE = cpb.DESCRIPTOR.services_by_name["ConfigReport"]
 
 
 class ConfigReportService:
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
 
     async def GetEffectiveConfig(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from spur.accounting.shares import weights_of
+from spur.controller.launch_batch import AGENT_CALL_TIMEOUT
 from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
 from spur.controller.pool import ChannelPool, agent_pool
 from spur.core.job import Job, JobState
@@ -20,20 +21,20 @@ from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
 from spur.state.sched_view import eligible_jobs, snapshot
+from spur.trace import span
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 log = logging.getLogger("spur.controller")
 
 LAUNCH_POLICY = LaunchPolicy()
-AGENT_CALL_TIMEOUT = 10.0
 
 
 class SchedulerLoop:
     """Every ``scheduler.interval_secs`` (or sooner when kicked by a submit/exit) plan and start jobs."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -131,7 +132,7 @@ class Dispatcher:
     duplicate launches of a job id).
     """
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
         self._busy: set[tuple[int, str]] = set()
         self._cancel_sent: set[tuple[int, int]] = set()  # (job id, restarts): one cancel per run
@@ -278,7 +279,9 @@ class Dispatcher:
             attempt += 1
             try:
                 stub = await pool.stub(address, port)
+                span(req.job.job_id, "ctl.launch-sent")
                 await stub.LaunchJob(req, timeout=AGENT_CALL_TIMEOUT)
+                span(req.job.job_id, "ctl.launch-acked")
                 return None
             except RpcError as exc:
                 step = next_step(
@@ -336,7 +339,7 @@ class Dispatcher:
 class HealthSweep:
     """Marks nodes DOWN (and their jobs NODE_FAIL) after ``node_timeout_secs`` without a heartbeat."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -21,7 +21,7 @@ from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 log = logging.getLogger("spur.controller.inventory")
 
@@ -29,14 +29,14 @@ SERVICE = inventory_pb2.DESCRIPTOR.services_by_name["Inventory"]
 
 
 class InventoryService:
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
 
     @served_by_leader(SERVICE)
     async def RemoveNodes(
         self, request: inventory_pb2.RemoveNodesRequest, context: CallContext
     ) -> inventory_pb2.RemoveNodesResponse:
-        from spur.controller.service import _require_admin
+        from spur.controller.callers import require_admin as _require_admin
 
         ident = _require_admin(context, "removing nodes (scontrol delete NodeName=...)", self.ctl.state)
         from spur.core.hostlist import HostlistError, expand

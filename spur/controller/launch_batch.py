@@ -11,7 +11,7 @@ gets its ``JobLaunched`` (proposed concurrently, so they share Raft entries).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -20,12 +20,31 @@ from spur.rpc.proto import batch_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
+from spur.trace import span
 
 if TYPE_CHECKING:
-    from spur.controller.duties import Dispatcher
+    from spur.controller.host import ControllerHost
     from spur.controller.pool import ChannelPool
 
-__all__ = ["batch_target", "launch_batch"]
+__all__ = ["AGENT_CALL_TIMEOUT", "BatchDispatcher", "batch_target", "launch_batch"]
+
+# Deadline of every call the dispatcher makes to an agent (launch, signal, time limit), in seconds.
+AGENT_CALL_TIMEOUT = 10.0
+
+
+class BatchDispatcher(Protocol):
+    """What a batch launch uses of ``spur.controller.duties.Dispatcher``, which starts it: the
+    single-launch path for what the batch cannot settle, and its busy marks."""
+
+    @property
+    def ctl(self) -> ControllerHost: ...
+
+    @property
+    def _busy(self) -> set[tuple[int, str]]: ...
+
+    async def _launch(self, pool: ChannelPool, job_id: int) -> None: ...
+
+    async def _send_time_limit(self, pool: ChannelPool, job: Job) -> None: ...
 
 
 def batch_target(state, job: Job) -> tuple[str, int] | None:
@@ -40,7 +59,7 @@ def batch_target(state, job: Job) -> tuple[str, int] | None:
 
 
 async def launch_batch(
-    dispatcher: Dispatcher, pool: ChannelPool, target: tuple[str, int], job_ids: list[int]
+    dispatcher: BatchDispatcher, pool: ChannelPool, target: tuple[str, int], job_ids: list[int]
 ) -> None:
     """Launch ``job_ids`` (all marked busy by the caller) on the agent at ``target`` in one call."""
     from spur.rpc.batching import AGENT_BATCH, outcome_error
@@ -70,8 +89,10 @@ async def launch_batch(
     errors: list[RpcError | None]
     try:
         agent = await pool.stub(*target)
+        for job_id, _, _ in sent:
+            span(job_id, "ctl.launch-sent")
         answer = await Stub(agent.channel, AGENT_BATCH).LaunchJobs(
-            batch_pb2.LaunchJobsRequest(launches=requests), timeout=dispatcher_timeout()
+            batch_pb2.LaunchJobsRequest(launches=requests), timeout=AGENT_CALL_TIMEOUT
         )
         errors = [outcome_error(o) for o in answer.outcomes]
         if len(errors) != len(sent):
@@ -88,14 +109,8 @@ async def launch_batch(
             nursery.start_soon(dispatcher._launch, pool, job_id)
 
 
-def dispatcher_timeout() -> float:
-    from spur.controller.duties import AGENT_CALL_TIMEOUT
-
-    return AGENT_CALL_TIMEOUT
-
-
 async def _launched(
-    dispatcher: Dispatcher, pool: ChannelPool, job_id: int, alloc_term: int, limit_sent: int
+    dispatcher: BatchDispatcher, pool: ChannelPool, job_id: int, alloc_term: int, limit_sent: int
 ) -> None:
     ctl = dispatcher.ctl
     try:

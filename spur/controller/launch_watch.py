@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from spur.core.job import Job, JobState
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
     from spur.rpc.proto import spur_pb2 as pb
     from spur.state.machine import ClusterState
 
@@ -75,7 +75,7 @@ class LaunchWatch:
     def __init__(self) -> None:
         self.missing: dict[str, dict[int, float]] = {}
 
-    async def heartbeat(self, ctl: Controller, request: pb.HeartbeatRequest, now: float) -> list[int]:
+    async def heartbeat(self, ctl: ControllerHost, request: pb.HeartbeatRequest, now: float) -> list[int]:
         """Check one heartbeat; requeue (or fail) the jobs it shows lost. Returns their ids."""
         from spur.state import commands as c
 

@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s spurctld %(levelname)s %(message)s",
         stream=sys.stderr,
     )
+    from spur.trace import enable_from_environment
+
+    enable_from_environment()
     if args.init_tls:
         from pathlib import Path
 

@@ -34,7 +34,7 @@ from spur.rpc.status import RpcError, StatusCode
 from spur.state.mesh import JoinMesh, LeaveMesh, MeshDomain, SetMeshPodCidr
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 log = logging.getLogger("spur.controller.mesh")
 
@@ -43,13 +43,13 @@ AGENT_SERVICE = mesh_pb2.DESCRIPTOR.services_by_name["MeshAgent"]
 PUSH_TIMEOUT = 10.0
 
 
-def mesh_domain(ctl: Controller) -> MeshDomain:
+def mesh_domain(ctl: ControllerHost) -> MeshDomain:
     domain = ctl.state.domains["mesh"]
     assert isinstance(domain, MeshDomain)
     return domain
 
 
-def member_set_for(ctl: Controller, node: str) -> mesh_pb2.MemberSet:
+def member_set_for(ctl: ControllerHost, node: str) -> mesh_pb2.MemberSet:
     domain = mesh_domain(ctl)
     net = ctl.cfg.network
     return build_member_set(
@@ -68,7 +68,7 @@ _leader_only = served_by_leader(MESH_SERVICE)
 class MeshService:
     """``spur.mesh.v1.Mesh`` on the controller port (see the module docstring)."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
 
     def _enabled(self) -> None:
@@ -121,7 +121,7 @@ class MeshService:
 
     @_leader_only
     async def SetPodCidr(self, request: mesh_pb2.SetPodCidrRequest, context: CallContext) -> mesh_pb2.Member:
-        from spur.controller.service import _require_admin
+        from spur.controller.callers import require_admin as _require_admin
 
         ident = _require_admin(context, "routing pod CIDRs over the mesh", self.ctl.state)
         entry = await self.ctl.propose(SetMeshPodCidr(request.node, request.pod_cidr))
@@ -139,7 +139,7 @@ class MeshService:
 class MeshReconcile:
     """Leader duty: keep every meshed agent's peers equal to the membership (module docstring)."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
         self.previous: dict[str, Member] = {}
         self.previous_version: int | None = None  # the domain version ``previous`` was taken at

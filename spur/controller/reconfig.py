@@ -20,7 +20,7 @@ from spur.config.model import SpurConfig
 from spur.rpc.status import RpcError, StatusCode
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 __all__ = ["Outcome", "apply_live", "load_for_reconfigure", "reread_for_leadership"]
 
@@ -82,7 +82,7 @@ def _needs_controller_restart(running: SpurConfig, new: SpurConfig) -> list[str]
     return [k for k in restart_needed(running, new) if mark_of(k.split(" ", 1)[0]).applies in wanted]
 
 
-def load_for_reconfigure(ctl: Controller) -> Outcome:
+def load_for_reconfigure(ctl: ControllerHost) -> Outcome:
     """Re-read ``ctl``'s file; a missing file, a bad one or a changed plugin is an RpcError and
     changes nothing."""
     from spur.config import ConfigError, load_config
@@ -100,7 +100,7 @@ def load_for_reconfigure(ctl: Controller) -> Outcome:
     return Outcome(cfg=cfg, applied=list(APPLIED_SECTIONS), not_applied=_needs_controller_restart(ctl.cfg, new))
 
 
-def reread_for_leadership(ctl: Controller) -> None:
+def reread_for_leadership(ctl: ControllerHost) -> None:
     """On becoming leader: take the live keys of the file as it is now (a follower may have started
     before the last reconfigure). A file that cannot be used is logged and the current settings kept."""
     if ctl.config_path is None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from spur.auth.admin import is_admin, permission_denied
-from spur.auth.identity import Identity, IdentityError, require_identity
+from spur.auth.identity import Identity
+from spur.controller.callers import caller as _caller
+from spur.controller.callers import require_admin as _require_admin
 from spur.core.job import JobState
 from spur.core.mpi import check_mpi_type
 from spur.rpc import convert
@@ -19,9 +22,10 @@ from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
+from spur.trace import span, span_at, spans_on
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 log = logging.getLogger("spur.controller")
 
@@ -31,14 +35,6 @@ MIN_JOB_AGE_SECS = 300.0
 _PENDING_NAMES = frozenset({JobState.PENDING.value, JobState.PENDING.short})
 # Metadata header asking for a read of this controller's own (possibly stale) state, not the leader's.
 LOCAL_READ_KEY = "x-spur-local-read"
-
-
-def _caller(context: CallContext) -> Identity:
-    """The verified identity the auth interceptor set (the claimed headers on a server without one)."""
-    try:
-        return require_identity(context.identity, context.metadata)
-    except IdentityError as exc:
-        raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
 
 
 def leader_only(method):
@@ -57,16 +53,8 @@ def leader_only(method):
     return serve
 
 
-def _require_admin(context: CallContext, what: str, state: Any = None) -> Identity:
-    """The verified caller if it is an administrator (see ``spur.auth.admin``), else PERMISSION_DENIED."""
-    ident = _caller(context)
-    if not is_admin(ident, state):
-        raise RpcError(StatusCode.PERMISSION_DENIED, permission_denied(what))
-    return ident
-
-
 class ControllerService:
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: ControllerHost) -> None:
         self.ctl = ctl
         self.job_infos = JobInfoCache()  # encoded JobInfo per job: GetJobs converts only changed jobs
 
@@ -86,16 +74,34 @@ class ControllerService:
         ident = _caller(context)
         spec = convert.spec_from_proto(request.spec)
         limits = self.ctl.cfg.controller
+        began = time.time()
         with self.ctl.submit_gate.admit(  # RESOURCE_EXHAUSTED when full: the client backs off
             self.ctl.state.live_job_count(),
             array_size(spec.array),
             max_in_flight=limits.max_submit_queue,
             max_job_count=limits.max_job_count,
         ):
-            job_id = await self.ctl.propose(
-                c.SubmitJob(spec, ident.user, ident.uid, ident.gid, ident.group, self.ctl.clock.wall())
-            )
+            now = self.ctl.clock.wall()
+            # slurmctld's quick path: a job that can run now starts in its submit entry (see
+            # spur.state.immediate); everything else waits for the scheduler pass.
+            decision = self.ctl.immediate.decide(spec, ident.user, now)
+            with self.ctl.immediate.flying(decision):
+                job_id = await self.ctl.propose(
+                    c.SubmitJob(
+                        spec,
+                        ident.user,
+                        ident.uid,
+                        ident.gid,
+                        ident.group,
+                        now,
+                        grant=list(decision.allocation),
+                        term=self.ctl.raft.term,
+                    )
+                )
         self.ctl.kick_scheduler()
+        if spans_on():
+            span_at(job_id, "ctl.submit-received", began)
+            span(job_id, "ctl.submit-committed")
         return pb.SubmitJobResponse(job_id=job_id)
 
     def _select_jobs(self, request: pb.GetJobsRequest) -> list:
@@ -382,6 +388,7 @@ class ControllerService:
         from spur.controller.admission import check_node_credential
 
         check_node_credential(self.ctl, request.node, context, "job report")
+        span(request.job_id, "ctl.report-received")
         if request.cluster_id and request.cluster_id != self.ctl.state.cluster_id:
             # A job this node ran for another cluster (an earlier state dir): not ours, acknowledge it.
             log.info(
@@ -490,7 +497,7 @@ class ControllerService:
         )
 
 
-def _revocation_version(ctl: Controller) -> int:
+def _revocation_version(ctl: ControllerHost) -> int:
     """The token deny-list's version (agents fetch the list when theirs differs)."""
     domain = ctl.state.domains.get("revocation")
     return int(getattr(domain, "version", 0))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.controller.host import ControllerHost
 
 log = logging.getLogger("spur.controller")
 
@@ -26,7 +26,7 @@ def _bind_error(exc: BaseException) -> OSError | None:
     return exc if isinstance(exc, OSError) else None
 
 
-def make_metrics(ctl: Controller) -> Any:
+def make_metrics(ctl: ControllerHost) -> Any:
     """The controller's metrics (None when ``[metrics] enabled = false``)."""
     if not ctl.cfg.metrics.enabled:
         return None
@@ -35,7 +35,7 @@ def make_metrics(ctl: Controller) -> Any:
     return ControllerMetrics(ctl)
 
 
-async def start_surfaces(ctl: Controller, nursery: trio.Nursery, service: Any) -> None:
+async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: Any) -> None:
     """Start REST and metrics in ``nursery`` (each only if enabled); sets ``ctl.rest_port`` and
     ``ctl.metrics_port`` to the bound ports (None when not serving)."""
     from spur.config import parse_addr

@@ -490,6 +490,7 @@ def _tables(command: str) -> tuple[dict[str, _Opt], dict[str, _Opt]]:
 def _parse_argv(args: Sequence[str], command: str) -> tuple[JobOptions, list[str]]:
     longs, shorts = _tables(command)
     opts = JobOptions()
+    opt: _Opt | None
     i = 0
     n = len(args)
     while i < n:

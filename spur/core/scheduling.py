@@ -89,7 +89,7 @@ class SchedSnapshot:
     nodes: tuple[NodeView, ...]
     running: tuple[RunningView, ...] = ()
     partitions: tuple[PartitionView, ...] = ()
-    reservations: tuple = ()
+    reservations: tuple[object, ...] = ()
     max_job_test: int = 0  # plugin may stop after this many pending jobs; 0 = no cap
     limits: LimitGate | None = None  # account/QOS limits of this pass; None = none enforced
 

@@ -106,10 +106,12 @@ def _compile_builder(tp: Any) -> Converter | None:
         if origin is tuple:
             if inner is None:
                 return tuple
-            return lambda value: tuple(None if v is None else inner(v) for v in value)
+            item: Converter = inner
+            return lambda value: tuple(None if v is None else item(v) for v in value)
         if inner is None:
             return list
-        return lambda value: [None if v is None else inner(v) for v in value]
+        element: Converter = inner
+        return lambda value: [None if v is None else element(v) for v in value]
     if origin is dict:
         _k, varg = typing.get_args(tp) or (Any, Any)
         inner = _builder(varg)
@@ -128,7 +130,7 @@ def _plan(cls: type) -> tuple[tuple[str, Converter | None], ...]:
     if plan is None:
         hints = typing.get_type_hints(cls)
         plan = _PLANS[cls] = tuple(
-            (f.name, _builder(hints[f.name])) for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            (f.name, _builder(hints[f.name])) for f in dataclasses.fields(cls)
         )
     return plan
 

@@ -223,6 +223,7 @@ def parse_begin_time(spec: str, now: float, *, past: bool = False) -> float:
     hour = minute = -1
     second = 0
     date: tuple[int, int, int | None] | None = None  # (month, mday, year-or-None)
+    year: int | None
     pos = 0
     n = len(s)
     while pos < n:
@@ -291,8 +292,7 @@ def parse_begin_time(spec: str, now: float, *, past: bool = False) -> float:
         mon, day = int(m.group(1)), int(m.group(2))
         if not (1 <= mon <= 12 and 1 <= day <= 31):
             raise _begin_error(spec)
-        year = 2000 + int(m.group(3)) if m.group(3) else None
-        date = (mon, day, year)
+        date = (mon, day, 2000 + int(m.group(3)) if m.group(3) else None)
         pos = m.end()
         # Slurm consumes one optional separator after the date.
         if pos < n and s[pos] in "./":

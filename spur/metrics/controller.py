@@ -12,14 +12,25 @@ accounting outbox depth (when the ``outbox`` state domain exists).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.raft.node import RaftNode
+    from spur.state.machine import ClusterState
+
+
+class MetricsHost(Protocol):
+    """What the metrics read of spurctld's controller (``spur.controller.app.Controller``)."""
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def raft(self) -> RaftNode: ...
 
 disable_created_metrics()  # no *_created series: counters are plain totals
 
@@ -28,7 +39,7 @@ _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 
 
 class _StateCollector(Collector):
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: MetricsHost) -> None:
         self.ctl = ctl
 
     def collect(self) -> Iterator[Metric]:
@@ -91,7 +102,7 @@ class _StateCollector(Collector):
 class ControllerMetrics:
     """One controller's registry (not the process-global one, so several can live in a process)."""
 
-    def __init__(self, ctl: Controller) -> None:
+    def __init__(self, ctl: MetricsHost) -> None:
         self.ctl = ctl
         self.registry = CollectorRegistry(auto_describe=False)
         self.rpc_requests = Counter(

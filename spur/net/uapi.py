@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from spur.net.model import PeerChange, PeerState
 
@@ -131,7 +132,7 @@ def decode_get(data: bytes) -> DeviceState:
         elif key == "endpoint":
             cur["endpoint"] = value
         elif key == "allowed_ip":
-            cur["allowed_ips"].append(value)  # type: ignore[union-attr]
+            cast(list[str], cur["allowed_ips"]).append(value)
         elif key == "last_handshake_time_sec":
             cur["sec"] = int(value)
         elif key == "last_handshake_time_nsec":

@@ -15,6 +15,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ import trio
 from spur.raft.faults import FaultSwitch
 from spur.raft.node import NotLeader, RaftNode, Role
 from spur.raft.storage import RaftStorage
+
+
+def _not_leader(node: RaftNode) -> bool:
+    return node.role is not Role.LEADER
 
 
 class KeyValue:
@@ -239,7 +244,7 @@ class Cluster:
             try:
                 return await node.propose(json.dumps(command).encode())
             except NotLeader:
-                await self.until(lambda n=node: n.role is not Role.LEADER)
+                await self.until(partial(_not_leader, node))
 
 
 @asynccontextmanager

@@ -16,9 +16,9 @@ refused with PERMISSION_DENIED before the member sees the request.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import trio
 from google.protobuf.message import Message
@@ -32,6 +32,9 @@ from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.stub import Stub
 
 RAFT_SERVICE = pb.DESCRIPTOR.services_by_name["Raft"]
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
 
 
 class RaftHandler(Protocol):
@@ -69,7 +72,9 @@ class RaftService:
     ) -> pb.InstallSnapshotResponse:
         return await self._serve(request.leader_id, self._handler.on_install_snapshot, request, context)
 
-    async def _serve(self, src: int, handler: Any, request: Message, context: CallContext) -> Any:
+    async def _serve(
+        self, src: int, handler: Callable[[Req], Awaitable[Resp]], request: Req, context: CallContext
+    ) -> Resp:
         sender = context.identity
         if isinstance(sender, RaftPeer) and sender.member != src:
             raise RpcError(

@@ -49,7 +49,7 @@ from spur.rest.slurmdb import (
 from spur.rpc.proto import accounting_pb2 as apb
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.rest.host import RestHost
 
 ACCOUNTING_PATH = "/spur.v1.Accounting/"
 Md = dict[str, str]
@@ -58,7 +58,7 @@ Md = dict[str, str]
 class AccountingBackend:
     """See the module docstring. ``service``: the controller's AccountingService instance."""
 
-    def __init__(self, ctl: Controller, service: Any) -> None:
+    def __init__(self, ctl: RestHost, service: Any) -> None:
         self.ctl = ctl
         self.adapter = ServiceAdapter(ctl, service, ACCOUNTING_PATH)
 

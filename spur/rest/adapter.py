@@ -18,7 +18,7 @@ from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.rest.host import RestHost
 
 SERVICE_PATH = "/spur.v1.Controller/"
 CALL_TIMEOUT_SECS = 30.0
@@ -33,7 +33,7 @@ def _unwrap(exc: BaseException) -> BaseException:
 class ServiceAdapter:
     """Calls ControllerService methods for REST views (see the module docstring)."""
 
-    def __init__(self, ctl: Controller, service: Any, service_path: str = SERVICE_PATH) -> None:
+    def __init__(self, ctl: RestHost, service: Any, service_path: str = SERVICE_PATH) -> None:
         """``service_path``: the gRPC service prefix of ``service`` (``/spur.v1.Accounting/`` for the
         accounting service), so the interceptor sees the method name gRPC would carry."""
         self.ctl = ctl

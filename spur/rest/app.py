@@ -45,7 +45,7 @@ from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError
 
 if TYPE_CHECKING:
-    from spur.controller.app import Controller
+    from spur.rest.host import RestHost
 
 log = logging.getLogger("spur.rest")
 
@@ -61,7 +61,7 @@ class RestApi:
     """The REST application of one controller. ``app`` is the quart-trio app; ``registered`` the
     (OpenAPI path, method) pairs served, from which the OpenAPI document is built."""
 
-    def __init__(self, ctl: Controller, service: Any, limits: Limits | None = None) -> None:
+    def __init__(self, ctl: RestHost, service: Any, limits: Limits | None = None) -> None:
         self.ctl = ctl
         self.adapter = ServiceAdapter(ctl, service)
         self.limits = limits or Limits()
@@ -82,6 +82,10 @@ class RestApi:
         from spur.rest.output import register_output_route
 
         register_output_route(self)
+        if getattr(ctl.cfg.rest, "ui", False):
+            from spur.ui import mount
+
+            mount(self)  # the web dashboard under /ui/ (spur.ui)
 
     # ------------------------------------------------------------------ plumbing
 

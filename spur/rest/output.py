@@ -20,7 +20,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -40,7 +40,19 @@ from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 
 if TYPE_CHECKING:
-    from spur.rest.app import RestApi
+    from quart_trio import QuartTrio
+
+    from spur.rest.adapter import ServiceAdapter
+
+
+class RestApi(Protocol):
+    """What the output route needs of ``spur.rest.app.RestApi``, which registers it."""
+
+    @property
+    def app(self) -> QuartTrio: ...
+
+    @property
+    def adapter(self) -> ServiceAdapter: ...
 
 ROUTE = "/spur/v1/job/<job_id>/output"
 SOURCE = "spur_job_output"

@@ -41,7 +41,7 @@ from spur.accounting.model import (
 )
 from spur.accounting.tres import TRES_DEFS
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import StateDomain
+from spur.state.domain import Rejected, StateDomain
 
 if TYPE_CHECKING:
     from spur.accounting.priority import PriorityFactors, PriorityWeights
@@ -486,7 +486,7 @@ class AccountingDomain(StateDomain):
                 ]
             return [self._account_record(a) for _, a in sorted(self.accounts.items())]
         if entity == "user":
-            out = []
+            out: list[dict[str, str]] = []
             for name, user in sorted(self.users.items()):
                 base = {
                     "user": name,
@@ -588,8 +588,6 @@ class AccountingDomain(StateDomain):
     # ------------------------------------------------------------------ apply: dispatch
 
     def apply(self, cmd: Any) -> Any:
-        from spur.state.machine import Rejected
-
         try:
             return super().apply(cmd)
         except AcctError as exc:
@@ -1117,7 +1115,8 @@ class JobLimitGate:
         hit = self._cache.get(job.job_id)
         if hit is not None and hit[0] == stamp:
             if hit[2] == generation:
-                return hit[3]
+                cached: tuple[str, str, str, Demand] | None = hit[3]
+                return cached
             demand = hit[1]
         else:
             demand = running_demand(job) if job.allocation else pending_demand(job)
@@ -1136,6 +1135,20 @@ class JobLimitGate:
         job = self._domain.state.jobs.get(job_id)
         found = self._lookup(job) if job is not None else None
         return self._tracker.check(*found) if found is not None else ""
+
+    def check_job(self, job: Job) -> str:
+        """``check`` for a job the state may not hold yet (the immediate grant's provisional job):
+        computed afresh, never cached under its id."""
+        if job.job_id in self._domain.state.jobs:
+            return self.check(job.job_id)
+        domain, spec = self._domain, job.spec
+        known = domain.users.get(job.user)
+        account = spec.account or (known.default_account if known is not None else "")
+        assoc = domain.assoc_for(account, job.user, job.partition) if account else None
+        if assoc is None:
+            return "InvalidAccount"  # the submission is refused or charged elsewhere: no quick start
+        qos = spec.qos or assoc.default_qos or ("normal" if "normal" in domain.effective_qos(assoc) else "")
+        return self._tracker.check(assoc.key, qos, job.user, pending_demand(job))
 
     def charge(self, job_id: int) -> None:
         """The plan starts the job: count it for the rest of the pass."""

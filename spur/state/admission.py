@@ -20,8 +20,7 @@ from typing import Any
 
 from spur.core.admission import secret_matches
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import StateDomain
-from spur.state.machine import Rejected
+from spur.state.domain import Rejected, StateDomain
 
 __all__ = [
     "AdmissionDomain",

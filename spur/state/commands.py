@@ -26,12 +26,18 @@ class ConfigurePartitions:
 
 @dataclass
 class SubmitJob:
+    """A new job (or array). ``grant`` is the leader's immediate grant (spur.state.immediate): the
+    allocation the job starts on in this same entry if it still fits; empty: it pends. ``term`` is the
+    leader's term, recorded as the allocation's term like ``StartJob.term``."""
+
     spec: JobSpec
     user: str
     uid: int
     gid: int
     group: str
     submit_time: float
+    grant: list[NodeAllocation] = field(default_factory=list)
+    term: int = 0
 
 
 @dataclass

@@ -12,7 +12,7 @@ Contract for a domain (subclass :class:`StateDomain` and list the class in ``spu
   class names must be unique across the whole state machine.
 - ``apply(cmd)``: pure and deterministic, like every apply: it reads only the command (the leader
   stamped times and identities into it), the domain's own data and read-only queries on
-  ``self.state``; it returns a result, or :class:`spur.state.machine.Rejected` for a client's mistake
+  ``self.state``; it returns a result, or :class:`Rejected` for a client's mistake
   (never raises for one), and on rejection it has changed nothing.
 - ``snapshot()`` returns JSON-ready data; ``restore(body)`` rebuilds from it, where ``body`` is None
   for a snapshot written before the domain existed (start empty).
@@ -26,11 +26,37 @@ jobs, nodes and partitions through their query methods.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from spur.core.job import Job
-    from spur.state.machine import ClusterState
+    from spur.core.job import Job, Node, Partition
+
+
+@dataclass
+class Rejected:
+    """A command the state refused; ``code`` is a gRPC status name, ``message`` is for the user."""
+
+    code: str
+    message: str
+
+
+class StateQueries(Protocol):
+    """What a domain may read of the dispatcher (``spur.state.machine.ClusterState``), never change."""
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def jobs(self) -> dict[int, Job]: ...
+
+    @property
+    def nodes(self) -> dict[str, Node]: ...
+
+    @property
+    def partitions(self) -> dict[str, Partition]: ...
+
+    def active_jobs(self) -> list[Job]: ...
 
 
 class StateDomain:
@@ -39,7 +65,7 @@ class StateDomain:
     name: ClassVar[str] = ""
     commands: ClassVar[tuple[type, ...]] = ()
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: StateQueries) -> None:
         self.state = state
 
     def apply(self, cmd: Any) -> Any:

@@ -8,8 +8,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from spur.core.job import Job, JobState
+
+if TYPE_CHECKING:
+    from spur.core.job_options import Dependency, DependencyTarget
 
 HELD_USER = "JobHeldUser"
 HELD_ADMIN = "JobHeldAdmin"
@@ -26,7 +30,7 @@ class DepStatus(enum.Enum):
 
 
 @lru_cache(maxsize=4096)
-def _parse(text: str):  # -> Dependency
+def _parse(text: str) -> Dependency:
     from spur.core.job_options import parse_dependency
 
     return parse_dependency(text)
@@ -46,7 +50,9 @@ def dependency_error(text: str, known_ids: Iterable[int]) -> str | None:
     return None
 
 
-def _targets(jobs_by_array: Mapping[int, list[Job]], jobs: Mapping[int, Job], target) -> list[Job]:
+def _targets(
+    jobs_by_array: Mapping[int, list[Job]], jobs: Mapping[int, Job], target: DependencyTarget
+) -> list[Job]:
     if target.array_task_id is not None:
         return [j for j in jobs_by_array.get(target.job_id, []) if j.array_task_id == target.array_task_id]
     group = jobs_by_array.get(target.job_id)

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import StateDomain
-from spur.state.machine import Rejected
+from spur.state.domain import Rejected, StateDomain
 
 __all__ = [
     "K8sAddNodes",

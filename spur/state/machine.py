@@ -12,7 +12,7 @@ import json
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 
@@ -28,21 +28,20 @@ from spur.core.job import (
 )
 from spur.core.serde import from_plain, to_plain
 from spur.state import commands as c
+from spur.state.domain import Rejected as Rejected
 from spur.state.domain import StateDomain
 from spur.state.validation import validate_spec
+
+if TYPE_CHECKING:
+    from spur.state.feasibility import PartitionSummary, Refusal
 
 # Slurm's priority/basic plugin gives the first job a high priority and each later one one less.
 PRIORITY_BASE = 4294901760
 # Slurm's MaxArraySize default is 1001 (task ids 0..1000); we allow more but keep a bound.
 MAX_ARRAY_TASKS = 100_000
 
+D = TypeVar("D", bound=StateDomain)
 
-@dataclass
-class Rejected:
-    """A command the state refused; ``code`` is a gRPC status name, ``message`` is for the user."""
-
-    code: str
-    message: str
 
 
 @dataclass
@@ -211,6 +210,13 @@ class ClusterState:
                 return p
         return next(iter(self.partitions.values()), None)
 
+    def domain(self, cls: type[D]) -> D:
+        """This state's instance of the domain class ``cls`` (``domains[cls.name]``, typed)."""
+        domain = self.domains[cls.name]
+        if not isinstance(domain, cls):
+            raise TypeError(f"state domain {cls.name!r} is a {type(domain).__name__}, not a {cls.__name__}")
+        return domain
+
     def partition_nodes(self, partition: Partition) -> list[str]:
         """Registered nodes belonging to ``partition`` (ALL = every registered node), in name order."""
         if partition.nodes_expr.strip().upper() in ("ALL", ""):
@@ -313,7 +319,7 @@ class ClusterState:
                 if not tasks:
                     self.array_tasks.pop(gone.array_job_id, None)
 
-    def _fits(self, job: Job, alloc: list) -> str | None:
+    def _fits(self, job: Job, alloc: list[NodeAllocation]) -> str | None:
         """Why ``alloc`` cannot be granted to ``job`` now, or None when it can."""
         if not alloc:
             return "empty allocation"
@@ -363,10 +369,10 @@ class ClusterState:
                 return Rejected("INVALID_ARGUMENT", "no partition specified and no default partition")
         if part.state is PartitionState.INACTIVE:
             return Rejected("FAILED_PRECONDITION", f"partition {part.name} is inactive")
-        refusal, limit_reason = self._feasibility(spec, part)
+        refusal, limit_reason = self.feasibility(spec, part)
         if refusal is not None:
             return Rejected(refusal.code, refusal.message)
-        limit = _resolve_time_limit(spec.time_limit_secs, part)
+        limit = resolve_time_limit(spec.time_limit_secs, part)
         if limit is None:
             return Rejected(
                 "INVALID_ARGUMENT", "requested time limit is invalid (missing or exceeds some limit)"
@@ -423,13 +429,20 @@ class ClusterState:
                 job.array_task_id = task_id
                 job.array_max_running = max_running
                 job.array_task_count = len(task_ids)
-                job.array_task_min = task_ids[0]
-                job.array_task_max = task_ids[-1]
+                job.array_task_min = cast(int, task_ids[0])  # an array: every id is a task id
+                job.array_task_max = cast(int, task_ids[-1])
                 self.array_tasks.setdefault(first, []).append(job)
             self.jobs[job_id] = job
             if not spec.hold:
                 job.reason = self._submit_reason(job, cmd.submit_time) or job.reason
             self.sched_index.maybe_pending(job)
+        if cmd.grant and task_ids == [None]:
+            job = self.jobs[first]
+            # The leader's immediate grant (spur.state.immediate): taken when the job may run at once
+            # and the resources are still free here; otherwise the job pends for the scheduler pass.
+            runnable = job.priority > 0 and job.reason == "None" and not spec.dependency
+            if runnable and spec.begin_time <= cmd.submit_time and self._fits(job, cmd.grant) is None:
+                self._start(job, list(cmd.grant), cmd.submit_time, cmd.term)
         return first
 
     def _submit_reason(self, job: Job, now: float) -> str | None:
@@ -447,7 +460,7 @@ class ClusterState:
                 return NEVER
         return None
 
-    def partition_summary(self, part: Partition):  # -> spur.state.feasibility.PartitionSummary
+    def partition_summary(self, part: Partition) -> PartitionSummary:
         """What ``part``'s registered nodes offer at most (cached until a node registers)."""
         from spur.state.feasibility import PartitionSummary
 
@@ -458,7 +471,7 @@ class ClusterState:
             self._summaries[key] = summary
         return summary
 
-    def _feasibility(self, spec: Any, part: Partition):  # -> (Refusal | None, reason | None)
+    def feasibility(self, spec: Any, part: Partition) -> tuple[Refusal | None, str | None]:
         """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
         from spur.state.feasibility import partition_reason, submit_refusal
 
@@ -587,15 +600,19 @@ class ClusterState:
         why = self._fits(job, cmd.allocation)
         if why:
             return Rejected("FAILED_PRECONDITION", why)
+        self._start(job, cmd.allocation, cmd.start_time, cmd.term)
+        return True
+
+    def _start(self, job: Job, allocation: list[NodeAllocation], when: float, term: int) -> None:
+        """``job`` (pending, ``allocation`` checked by ``_fits``) runs from ``when`` on ``allocation``."""
         job.state = JobState.RUNNING
         job.reason = "None"
-        job.allocation = cmd.allocation
-        job.start_time = cmd.start_time
-        job.alloc_term = cmd.term
+        job.allocation = allocation
+        job.start_time = when
+        job.alloc_term = term
         job.launched = False
         job.exited_nodes = []
         self._hold(job)
-        return True
 
     def _apply_JobLaunched(self, cmd: c.JobLaunched) -> Any:
         job = self.jobs.get(cmd.job_id)
@@ -717,7 +734,7 @@ class ClusterState:
                 )
             part = self.partitions.get(cmd.partition or job.partition)
             if part is None or (
-                not admin and _resolve_time_limit(cmd.time_limit_secs or UNLIMITED, part) is None
+                not admin and resolve_time_limit(cmd.time_limit_secs or UNLIMITED, part) is None
             ):
                 return Rejected(
                     "INVALID_ARGUMENT", "Requested time limit is invalid (missing or exceeds some limit)"
@@ -761,7 +778,7 @@ class ClusterState:
             job.partition = cmd.partition
         if cmd.time_limit_secs is not None:
             part = self.partitions[job.partition]
-            job.time_limit_secs = _resolve_time_limit(cmd.time_limit_secs, part) or cmd.time_limit_secs
+            job.time_limit_secs = resolve_time_limit(cmd.time_limit_secs, part) or cmd.time_limit_secs
         if cmd.name is not None:
             job.spec.name = cmd.name
         if cmd.comment is not None:
@@ -929,7 +946,7 @@ class ClusterState:
         return True
 
 
-def _resolve_time_limit(requested: int, part: Partition) -> int | None:
+def resolve_time_limit(requested: int, part: Partition) -> int | None:
     """Effective limit in seconds (UNLIMITED allowed); None when it exceeds the partition's MaxTime."""
     if requested == 0:
         limit = part.default_time_secs if part.default_time_secs != UNLIMITED else part.max_time_secs

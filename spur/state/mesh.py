@@ -26,8 +26,7 @@ from typing import Any
 
 from spur.core.serde import from_plain, to_plain
 from spur.net.model import Member, MeshFull, allocate_address, check_endpoint, check_public_key
-from spur.state.domain import StateDomain
-from spur.state.machine import Rejected
+from spur.state.domain import Rejected, StateDomain
 
 __all__ = ["JoinMesh", "LeaveMesh", "MeshDomain", "MeshEntry", "SetMeshPodCidr"]
 

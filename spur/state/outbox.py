@@ -25,7 +25,7 @@ from typing import Any
 
 from spur.accounting.records import JobRecord, job_record, key_text
 from spur.core.job import Job
-from spur.state.domain import StateDomain
+from spur.state.domain import Rejected, StateDomain
 
 DEFAULT_MAX_RECORDS = 1_000_000
 
@@ -78,8 +78,6 @@ class OutboxDomain(StateDomain):
     # ------------------------------------------------------------------ apply
 
     def _apply_SetAccountingStorage(self, cmd: SetAccountingStorage) -> Any:
-        from spur.state.machine import Rejected
-
         if cmd.max_records < 1:
             return Rejected("INVALID_ARGUMENT", "the outbox bound must be at least 1")
         self.enabled = bool(cmd.enabled)

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spur.state.domain import StateDomain
-from spur.state.machine import Rejected
+from spur.state.domain import Rejected, StateDomain
 
 __all__ = ["MAX_TOKEN_ID_LEN", "RevocationDomain", "RevokeToken"]
 

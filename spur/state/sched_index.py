@@ -17,13 +17,58 @@ equal after random command sequences). Views are immutable and shared between pa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.core.job import Job, JobState, PartitionState
 from spur.core.scheduling import NodeView, PartitionView, PendingView, RunningView, end_time_of
 
 if TYPE_CHECKING:
-    from spur.state.machine import ClusterState
+    from spur.core.job import Node, Partition
+    from spur.state.domain import StateDomain
+
+
+class NodeUsage(Protocol):
+    """What a node's views need of its usage (``spur.state.machine.Usage``)."""
+
+    @property
+    def cpus(self) -> int: ...
+
+    @property
+    def mem_mb(self) -> int: ...
+
+    @property
+    def gpus(self) -> set[int]: ...
+
+    @property
+    def jobs(self) -> set[int]: ...
+
+    @property
+    def exclusive(self) -> bool: ...
+
+
+class IndexedState(Protocol):
+    """What the index reads of the cluster state (``spur.state.machine.ClusterState``, which owns it)."""
+
+    @property
+    def jobs(self) -> dict[int, Job]: ...
+
+    @property
+    def nodes(self) -> dict[str, Node]: ...
+
+    @property
+    def partitions(self) -> dict[str, Partition]: ...
+
+    @property
+    def domains(self) -> Mapping[str, StateDomain]: ...
+
+    def partition_nodes(self, partition: Partition) -> list[str]: ...
+
+    def usage(self, node_name: str) -> NodeUsage: ...
+
+    def node_available(self, name: str) -> bool: ...
+
+    def resolve_targets(self, job_id: int, array_task_id: int | None = None) -> list[Job]: ...
 
 # Commands that change nothing a scheduler view shows beyond what held/released/maybe_pending report.
 _JOB_ONLY = frozenset(
@@ -76,7 +121,7 @@ class SchedIndex:
 
     # ------------------------------------------------------------------ notifications
 
-    def reset(self, state: ClusterState) -> None:
+    def reset(self, state: IndexedState) -> None:
         """After a restore: rebuild the indices, every view stale."""
         self.__init__()  # type: ignore[misc]
         for job in state.jobs.values():
@@ -111,7 +156,7 @@ class SchedIndex:
             self._stale_running.clear()
             self._stale_nodes.clear()
 
-    def after_command(self, state: ClusterState, cmd: Any) -> None:
+    def after_command(self, state: IndexedState, cmd: Any) -> None:
         """Mark what an applied command changed beyond resource holds (see the module docstring)."""
         kind = type(cmd).__name__
         if kind in _JOB_ONLY:
@@ -148,7 +193,7 @@ class SchedIndex:
     # ------------------------------------------------------------------ views
 
     def views(
-        self, state: ClusterState
+        self, state: IndexedState
     ) -> tuple[tuple[NodeView, ...], tuple[RunningView, ...], tuple[PartitionView, ...]]:
         """Node views (by name), running views and partition views, refreshed where stale."""
         if self._all_stale:
@@ -189,7 +234,7 @@ class SchedIndex:
             self._running_tuple = tuple(running[i] for i in self.holding if i in running)
         return self._node_tuple, self._running_tuple, self._partitions
 
-    def _refresh_layout(self, state: ClusterState) -> None:
+    def _refresh_layout(self, state: IndexedState) -> None:
         part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
         node_parts: dict[str, list[str]] = {}
         for pname, names in part_nodes.items():
@@ -217,8 +262,6 @@ class SchedIndex:
         ):
             view = cached[3]
         else:
-            from spur.state.sched_view import pending_view
-
             view = pending_view(job)
             if len(self._pending_views) > 2 * len(self.pending) + 1024:
                 self._pending_views = {}
@@ -230,7 +273,7 @@ class SchedIndex:
             view = replace(view, priority=want)
         return view
 
-    def pending_ids(self, state: ClusterState) -> list[int]:
+    def pending_ids(self, state: IndexedState) -> list[int]:
         """Ids of the PENDING jobs in id order (drops ids that left PENDING from the index)."""
         jobs = state.jobs
         gone = [i for i in self.pending if (j := jobs.get(i)) is None or j.state is not JobState.PENDING]
@@ -238,7 +281,7 @@ class SchedIndex:
         return sorted(self.pending)
 
 
-def node_view(state: ClusterState, name: str, partitions: tuple[str, ...]) -> NodeView:
+def node_view(state: IndexedState, name: str, partitions: tuple[str, ...]) -> NodeView:
     """The scheduler's view of registered node ``name`` (which belongs to ``partitions``)."""
     node = state.nodes[name]
     used = state.usage(name)
@@ -267,4 +310,32 @@ def running_view(job: Job) -> RunningView:
         end_time=end_time_of(job.start_time, job.time_limit_secs),
         allocation=tuple(job.allocation),
         exclusive=job.spec.exclusive,
+    )
+
+
+def pending_view(job: Job, priority: int | None = None) -> PendingView:
+    """The plugin's view of a pending job; ``priority`` overrides the stored one (multifactor)."""
+    from spur.core.resources import gpus_per_node
+
+    spec = job.spec
+    gpn, gtype = gpus_per_node(list(spec.gres)) if spec.gres else (0, "")
+    return PendingView(
+        job_id=job.job_id,
+        priority=job.priority if priority is None else priority,
+        submit_time=job.submit_time,
+        partition=job.partition,
+        num_nodes=spec.num_nodes,
+        num_tasks=spec.tasks,
+        cpus_per_task=spec.cpus_per_task,
+        ntasks_per_node=spec.ntasks_per_node,
+        mem_per_node_mb=spec.mem_per_node_mb,
+        mem_per_cpu_mb=spec.mem_per_cpu_mb,
+        gpus_per_node=gpn,
+        gpus_total=spec.gpus_total,
+        gpu_type=gtype,
+        time_limit_secs=job.time_limit_secs,
+        nodelist=tuple(spec.nodelist),
+        exclude=tuple(spec.exclude),
+        exclusive=spec.exclusive,
+        features=tuple(spec.constraint),
     )

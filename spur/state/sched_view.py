@@ -3,36 +3,11 @@
 from __future__ import annotations
 
 from spur.core.job import Job, JobState, PartitionState
-from spur.core.scheduling import LimitGate, PartitionView, PendingView, SchedSnapshot
+from spur.core.scheduling import LimitGate, PartitionView, SchedSnapshot
 from spur.state.machine import ClusterState
+from spur.state.sched_index import node_view, pending_view, running_view
 
-
-def pending_view(job: Job, priority: int | None = None) -> PendingView:
-    """The plugin's view of a pending job; ``priority`` overrides the stored one (multifactor)."""
-    from spur.core.resources import gpus_per_node
-
-    spec = job.spec
-    gpn, gtype = gpus_per_node(list(spec.gres)) if spec.gres else (0, "")
-    return PendingView(
-        job_id=job.job_id,
-        priority=job.priority if priority is None else priority,
-        submit_time=job.submit_time,
-        partition=job.partition,
-        num_nodes=spec.num_nodes,
-        num_tasks=spec.tasks,
-        cpus_per_task=spec.cpus_per_task,
-        ntasks_per_node=spec.ntasks_per_node,
-        mem_per_node_mb=spec.mem_per_node_mb,
-        mem_per_cpu_mb=spec.mem_per_cpu_mb,
-        gpus_per_node=gpn,
-        gpus_total=spec.gpus_total,
-        gpu_type=gtype,
-        time_limit_secs=job.time_limit_secs,
-        nodelist=tuple(spec.nodelist),
-        exclude=tuple(spec.exclude),
-        exclusive=spec.exclusive,
-        features=tuple(spec.constraint),
-    )
+__all__ = ["build_snapshot", "eligible_jobs", "pending_view", "snapshot"]
 
 
 def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int, str]]:
@@ -111,8 +86,6 @@ def build_snapshot(
     """
     if eligible is None:
         eligible = eligible_jobs(state, now)[0]
-    from spur.state.sched_index import node_view, running_view
-
     part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
     node_parts: dict[str, list[str]] = {}
     for pname, names in part_nodes.items():

@@ -285,6 +285,15 @@ class BackfillPlanner:
             blocked_partitions.add(job.partition)
         return plan
 
+    def place_now(self, job: PendingView) -> tuple[NodeAllocation, ...] | None:
+        """Where ``job`` would start now if it headed the queue (no reservation of anyone else's in
+        the way), or None; the snapshot's own pending jobs and limits are not consulted."""
+        req = Request.of(job)
+        if self._static_reason(job, req):
+            return None
+        required = tuple(sorted({self.index[n] for n in job.nodelist}))
+        return self._start_now(job, req, self._candidates_for(job), required)
+
     # ----- reasons a job cannot run whatever the load ------------------------------------------
 
     def _static_reason(self, job: PendingView, req: Request) -> str:
@@ -654,3 +663,10 @@ class BackfillPlanner:
 def plan(snapshot: SchedSnapshot, options: Mapping[str, Any] | None = None) -> Plan:
     """Plan one scheduling pass over ``snapshot``; see the module docstring."""
     return BackfillPlanner(snapshot, BackfillOptions.parse(options)).plan()
+
+
+def place_now(
+    snapshot: SchedSnapshot, job: PendingView, options: Mapping[str, Any] | None = None
+) -> tuple[NodeAllocation, ...] | None:
+    """Where ``job`` starts now on ``snapshot``'s free resources (the immediate grant), or None."""
+    return BackfillPlanner(snapshot, BackfillOptions.parse(options)).place_now(job)

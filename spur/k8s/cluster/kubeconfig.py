@@ -27,7 +27,7 @@ from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
 
 if TYPE_CHECKING:
-    from spur.k8s.cluster.service import K8sClusterService
+    from spur.k8s.cluster.host import ClusterServiceHost
 
 TOKEN_SECS = 24 * 3600
 ADMIN_OFF = (
@@ -104,7 +104,7 @@ def mint_service_account_kubeconfig(admin_kubeconfig: str, namespace: str, user:
     return scoped_kubeconfig(target.server, ca, namespace, user, token)
 
 
-async def admin_kubeconfig(svc: K8sClusterService) -> str:
+async def admin_kubeconfig(svc: ClusterServiceHost) -> str:
     rec = svc.record
     running = [cp for cp in rec.control_planes if rec.nodes.get(cp) and rec.nodes[cp].component_state == "active"]
     if not running:
@@ -114,7 +114,7 @@ async def admin_kubeconfig(svc: K8sClusterService) -> str:
 
 
 async def serve_kubeconfig(
-    svc: K8sClusterService, request: kpb.K8sKubeconfigRequest, context: CallContext
+    svc: ClusterServiceHost, request: kpb.K8sKubeconfigRequest, context: CallContext
 ) -> kpb.K8sKubeconfigResponse:
     from spur.k8s.cluster.kubeclient import KubeError
 

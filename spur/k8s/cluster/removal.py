@@ -25,8 +25,8 @@ from spur.rpc.status import RpcError, StatusCode
 from spur.state import k8s_cluster as k
 
 if TYPE_CHECKING:
+    from spur.k8s.cluster.host import ClusterServiceHost
     from spur.k8s.cluster.kubeclient import KubeClient
-    from spur.k8s.cluster.service import K8sClusterService
 
 DEFAULT_DRAIN_TIMEOUT = 120.0
 RETRY_SECS = 1.0
@@ -114,7 +114,7 @@ def drain(client: KubeClient, node: str, timeout: float, force: bool) -> str:
         time.sleep(RETRY_SECS)
 
 
-async def remove_nodes(svc: K8sClusterService, request: kpb.K8sNodesRequest) -> kpb.K8sNodesResponse:
+async def remove_nodes(svc: ClusterServiceHost, request: kpb.K8sNodesRequest) -> kpb.K8sNodesResponse:
     from spur.k8s.cluster.kubeclient import KubeClient, KubeError, parse_kubeconfig
     from spur.k8s.cluster.kubeconfig import admin_kubeconfig
 

@@ -1,0 +1,210 @@
+"""Immediate grant: slurmctld's quick path, which allocates a job that fits now at submission.
+
+slurmctld's ``job_allocate`` starts a new job in the same call that creates it when the job could
+run at once (no hold, dependency or future begin time, no partition limit in the way), no other
+runnable job of its partition has a higher priority, and the nodes it needs are free. Spur does the
+same in two halves:
+
+- here, on the leader before it proposes ``SubmitJob``: :func:`decide_grant` reads the state and asks
+  the scheduler plugin where the job would start now (``spur_place_now``). The answer travels in the
+  command (``SubmitJob.grant``), so every replica applies the same decision;
+- in ``ClusterState._apply_SubmitJob``: the job starts in that same entry when the grant still fits the
+  free resources it sees (another entry applied in between may have taken them: then the job simply
+  pends for the scheduler pass, which handles every job that is not granted here).
+
+Submissions the leader decided on but Raft has not applied yet are ``InFlight``: a granted one's
+resources count as taken, and one that pends ahead of a new job keeps the new one from overtaking it.
+Pure: no I/O; the plugin and the priority and limit calculations come in as callables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from spur.core.job import Job, JobSpec, JobState, NodeAllocation, PartitionState
+from spur.core.scheduling import NodeView, PartitionView, PendingView, SchedSnapshot
+
+if TYPE_CHECKING:
+    from spur.state.machine import ClusterState
+
+
+class Placer(Protocol):
+    """The scheduler plugin's ``spur_place_now``: where ``job`` starts now, or None."""
+
+    def __call__(self, snapshot: SchedSnapshot, job: PendingView) -> tuple[NodeAllocation, ...] | None: ...
+
+
+class JobLimits(Protocol):
+    """Account/QOS limits: the pending reason starting ``job`` now would meet ("" when none)."""
+
+    def check_job(self, job: Job) -> str: ...
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A submission the leader proposed and Raft has not applied yet."""
+
+    partition: str
+    allocation: tuple[NodeAllocation, ...]  # its grant; () when proposed without one
+    waits: bool  # proposed without a grant although it could run: it is ahead of later jobs
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the leader carries in ``SubmitJob``: the grant (empty: the job pends), and how to track
+    the submission while it is in flight."""
+
+    allocation: tuple[NodeAllocation, ...]
+    in_flight: InFlight | None  # None: the job could not have started anyway (held, array, ...)
+
+
+NO_GRANT = Decision((), None)
+# Pending reasons of jobs their partition cannot run as configured: they never outrank a new job.
+PARTITION_LIMITS = frozenset({"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "BadConstraints"})
+
+
+def provisional_job(state: ClusterState, spec: JobSpec, user: str, now: float) -> Job | None:
+    """The job ``SubmitJob`` would create, as far as the decision needs it, or None when it could
+    not be granted at submission whatever the load: an array (tasks start from the scheduler pass),
+    held, with a dependency or a later begin time, or a partition that is unknown, not up, or too
+    small for it (the submission then pends with Slurm's reason, or is refused)."""
+    from spur.state.machine import PRIORITY_BASE, resolve_time_limit
+
+    if spec.array or spec.hold or spec.dependency or spec.begin_time > now:
+        return None
+    part = state.partitions.get(spec.partition) if spec.partition else state.default_partition()
+    if part is None or part.state is not PartitionState.UP:
+        return None
+    refusal, limit_reason = state.feasibility(spec, part)
+    limit = resolve_time_limit(spec.time_limit_secs, part)
+    if refusal is not None or limit_reason or limit is None:
+        return None
+    job_id = state.next_job_id
+    return Job(
+        job_id=job_id,
+        spec=spec,
+        user=user,
+        partition=part.name,
+        time_limit_secs=limit,
+        submit_time=now,
+        priority=max(1, PRIORITY_BASE - job_id - spec.nice),
+        eligible_time=now,
+    )
+
+
+def outranked(
+    state: ClusterState,
+    job: Job,
+    now: float,
+    *,
+    priorities: Callable[[list[Job]], dict[int, int]],
+    limits: JobLimits | None,
+) -> bool:
+    """Whether a pending job of ``job``'s partition that could run now has a priority at least
+    ``job``'s (slurmctld's ``_top_priority``: held jobs, jobs waiting on a dependency, a begin time,
+    an array limit or an account limit do not count). ``priorities`` gives multifactor priorities
+    (empty: the stored ones apply)."""
+    from spur.state.eligibility import ineligible_reason
+
+    basic = not priorities([job])  # stored priorities: the first rival at or above decides
+    running_per_array: dict[int, int] | None = None
+    rivals: list[Job] = []
+    for other_id in state.sched_index.pending:  # a superset of the pending ids; order is irrelevant
+        other = state.jobs.get(other_id)
+        if other is None or other.priority == 0 or other.partition != job.partition:
+            continue  # held jobs never outrank (checked first: queues often hold many)
+        if other.state is not JobState.PENDING:
+            continue
+        if other.spec.begin_time or other.spec.dependency or other.array_max_running:
+            if running_per_array is None:
+                running_per_array = {}
+                for holder in state.active_jobs():
+                    if holder.array_job_id:
+                        running_per_array[holder.array_job_id] = running_per_array.get(holder.array_job_id, 0) + 1
+            if ineligible_reason(other, state.jobs, state.array_tasks, running_per_array, now) is not None:
+                continue
+        if other.reason in PARTITION_LIMITS or (limits is not None and limits.check_job(other)):
+            continue
+        if basic and other.priority >= job.priority:
+            return True
+        rivals.append(other)
+    if basic or not rivals:
+        return False
+    prio = priorities([*rivals, job])
+    mine = prio.get(job.job_id, job.priority)
+    return any(prio.get(r.job_id, r.priority) >= mine for r in rivals)
+
+
+def minus_in_flight(nodes: tuple[NodeView, ...], grants: Iterable[NodeAllocation]) -> tuple[NodeView, ...]:
+    """Node views with the resources of granted, not yet applied submissions taken."""
+    taken: dict[str, list[NodeAllocation]] = {}
+    for a in grants:
+        taken.setdefault(a.node, []).append(a)
+    if not taken:
+        return nodes
+    out = []
+    for v in nodes:
+        allocs = taken.get(v.name)
+        if allocs:
+            gpus = {g for a in allocs for g in a.gpus}
+            v = replace(
+                v,
+                cpus_free=max(0, v.cpus_free - sum(a.cpus for a in allocs)),
+                mem_free_mb=max(0, v.mem_free_mb - sum(a.mem_mb for a in allocs)),
+                gpus_free=tuple(g for g in v.gpus_free if g not in gpus),
+                running_jobs=v.running_jobs + len(allocs),
+            )
+        out.append(v)
+    return tuple(out)
+
+
+def usable_now(nodes: tuple[NodeView, ...], partitions: Iterable[PartitionView], partition: str) -> tuple[NodeView, ...]:
+    """The nodes a job of ``partition`` could start on now: available members with a free CPU. A
+    placement never uses any other (every job takes a CPU on each of its nodes), so leaving them out
+    of the plugin's snapshot changes no answer and keeps a decision cheap on a busy cluster."""
+    members = {n for p in partitions if p.name == partition for n in p.nodes}
+    return tuple(
+        v
+        for v in nodes
+        if v.available and v.cpus_free > 0 and (not partition or partition in v.partitions or v.name in members)
+    )
+
+
+def decide_grant(
+    state: ClusterState,
+    spec: JobSpec,
+    user: str,
+    now: float,
+    *,
+    place: Placer,
+    priorities: Callable[[list[Job]], dict[int, int]],
+    limits: JobLimits | None,
+    in_flight: Iterable[InFlight] = (),
+) -> Decision:
+    """The leader's decision for a submission at ``now`` (see the module docstring)."""
+    from spur.state.sched_view import pending_view, snapshot
+
+    job = provisional_job(state, spec, user, now)
+    if job is None:
+        return NO_GRANT
+    flying = list(in_flight)
+    waiting = Decision((), InFlight(job.partition, (), waits=True))
+    if any(f.waits and f.partition == job.partition for f in flying):
+        return waiting  # an earlier submission of this partition pends: it goes first
+    if limits is not None and (any(f.allocation for f in flying) or limits.check_job(job)):
+        return waiting  # over a limit, or limits not yet charged for grants in flight
+    if outranked(state, job, now, priorities=priorities, limits=limits):
+        return waiting
+    view = snapshot(state, now, eligible=[])
+    prio = priorities([job]).get(job.job_id)
+    grants = [a for f in flying for a in f.allocation]
+    nodes = usable_now(minus_in_flight(view.nodes, grants), view.partitions, job.partition)
+    if not nodes:
+        return waiting
+    view = replace(view, pending=(), nodes=nodes)
+    allocation = place(view, pending_view(job, prio))
+    if not allocation:
+        return waiting
+    return Decision(tuple(allocation), InFlight(job.partition, tuple(allocation), waits=False))

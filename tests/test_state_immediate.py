@@ -1,0 +1,211 @@
+"""Immediate grant at submission (spur.state.immediate and SubmitJob.grant): the leader's decision
+with the backfill plugin's placement, and what every replica applies from the entry."""
+
+from __future__ import annotations
+
+from spur_sched_backfill.planner import place_now
+from state_helpers import Log, register, spec, submit
+
+from spur.core.job import JobState, NodeAllocation
+from spur.state import commands as c
+from spur.state.immediate import InFlight, decide_grant
+from spur.state.machine import ClusterState
+
+NOW = 100.0
+
+
+def _decide(log: Log, in_flight=(), **kw):
+    return decide_grant(
+        log.state,
+        spec(**kw),
+        "alice",
+        NOW,
+        place=lambda snap, job: place_now(snap, job),
+        priorities=lambda jobs: {},
+        limits=None,
+        in_flight=in_flight,
+    )
+
+
+def _submit_with(log: Log, grant, **kw):
+    return log(c.SubmitJob(spec(**kw), "alice", 1000, 1000, "alice", NOW, grant=list(grant), term=3))
+
+
+def test_a_job_that_fits_runs_from_its_own_submit_entry_on_every_replica() -> None:
+    log = Log()
+    register(log, "n1", cpus=4)
+    decision = _decide(log, num_tasks=2)
+    assert [(a.node, a.cpus) for a in decision.allocation] == [("n1", 2)]
+    entries_before = len(log.entries)
+    job_id = _submit_with(log, decision.allocation, num_tasks=2)
+    assert len(log.entries) == entries_before + 1  # one entry: the submit itself
+    job = log.state.jobs[job_id]
+    assert job.state is JobState.RUNNING and job.reason == "None"
+    assert job.start_time == job.submit_time == NOW and job.alloc_term == 3 and not job.launched
+    assert log.state.usage("n1").cpus == 2
+    replayed = log.replay()
+    assert replayed.snapshot() == log.state.snapshot()
+    restored = ClusterState()
+    restored.restore(log.state.snapshot())
+    assert restored.jobs[job_id].state is JobState.RUNNING and restored.usage("n1").cpus == 2
+
+
+def test_a_grant_taken_by_an_earlier_entry_leaves_the_job_pending() -> None:
+    log = Log()
+    register(log, "n1", cpus=2)
+    grant = _decide(log, num_tasks=2).allocation
+    first = _submit_with(log, grant, num_tasks=2)
+    second = _submit_with(log, grant, num_tasks=2)  # decided on the same picture, applied after
+    assert log.state.jobs[first].state is JobState.RUNNING
+    assert log.state.jobs[second].state is JobState.PENDING and log.state.jobs[second].reason == "None"
+    assert log.state.usage("n1").cpus == 2
+    assert log.replay().snapshot() == log.state.snapshot()
+
+
+def test_grants_are_ignored_for_jobs_that_may_not_start_at_once() -> None:
+    log = Log()
+    register(log, "n1", cpus=8)
+    grant = [NodeAllocation("n1", 1, 0, [], 1)]
+    done = submit(log)
+    held = _submit_with(log, grant, hold=True)
+    dependent = _submit_with(log, grant, dependency=f"afterok:{done}")
+    later = _submit_with(log, grant, begin_time=NOW + 60)
+    array = _submit_with(log, grant, array="0-1")
+    for job_id in (held, dependent, later, array):
+        assert log.state.jobs[job_id].state is JobState.PENDING
+    assert log.state.usage("n1").cpus == 0
+    bogus = _submit_with(log, [NodeAllocation("nowhere", 1, 0, [], 1)])
+    assert log.state.jobs[bogus].state is JobState.PENDING
+
+
+def test_no_grant_when_nothing_fits_now() -> None:
+    log = Log()
+    register(log, "n1", cpus=2)
+    busy = submit(log, num_tasks=2)
+    assert log(c.StartJob(busy, [NodeAllocation("n1", 2, 0, [], 2)], NOW, 1)) is True
+    decision = _decide(log)
+    assert decision.allocation == ()
+    assert decision.in_flight == InFlight("default", (), waits=True)
+
+
+def test_a_higher_priority_pending_job_keeps_a_small_job_from_overtaking() -> None:
+    log = Log()
+    register(log, "n1", cpus=4)
+    register(log, "n2", cpus=4)
+    blocker = submit(log, num_tasks=2, num_nodes=2)
+    both = [NodeAllocation("n1", 1, 0, [], 1), NodeAllocation("n2", 1, 0, [], 1)]
+    assert log(c.StartJob(blocker, both, NOW, 1)) is True
+    big = submit(log, num_tasks=8, num_nodes=2)  # all 8 CPUs of both nodes: waits for the blocker
+    assert log.state.jobs[big].state is JobState.PENDING and log.state.jobs[big].reason == "None"
+    # One CPU would fit on n1 now, but the older, higher-priority job of the partition is runnable.
+    assert _decide(log).allocation == ()
+    # Held, it no longer counts (slurmctld's _top_priority skips jobs that cannot run).
+    assert log(c.UpdateJob(big, 0, NOW, action="hold", admin=True)) is not None
+    assert log.state.jobs[big].priority == 0
+    assert [a.node for a in _decide(log).allocation] == ["n1"]
+
+
+def test_a_pending_job_of_another_partition_does_not_count() -> None:
+    from spur.core.job import Partition
+
+    log = Log()
+    register(log, "a1", cpus=2)
+    register(log, "b1", cpus=2)
+    parts = [Partition("a", nodes_expr="a1", is_default=True), Partition("b", nodes_expr="b1")]
+    assert log(c.ConfigurePartitions(parts)) is True
+    waiting = submit(log, partition="b", num_tasks=4)  # never fits b: pends with a partition reason
+    assert log.state.jobs[waiting].state is JobState.PENDING
+    assert [a.node for a in _decide(log, partition="a").allocation] == ["a1"]
+
+
+def test_in_flight_submissions_count() -> None:
+    log = Log()
+    register(log, "n1", cpus=2)
+    first = _decide(log, num_tasks=2)
+    assert first.allocation and first.in_flight is not None
+    # The first grant is not applied yet: its CPUs are taken for the next decision.
+    second = _decide(log, in_flight=[first.in_flight], num_tasks=1)
+    assert second.allocation == () and second.in_flight is not None and second.in_flight.waits
+    # A submission ahead that pends keeps a later one of the same partition from starting first.
+    register(log, "n2", cpus=2)
+    third = _decide(log, in_flight=[first.in_flight, second.in_flight], num_tasks=1)
+    assert third.allocation == ()
+    fourth = _decide(log, in_flight=[first.in_flight], num_tasks=1)
+    assert [a.node for a in fourth.allocation] == ["n2"]
+
+
+def test_requests_that_wait_anyway_are_not_tracked() -> None:
+    log = Log()
+    register(log, "n1", cpus=2)
+    for kw in ({"hold": True}, {"array": "1-2"}, {"begin_time": NOW + 5}, {"partition": "nope"}):
+        decision = _decide(log, **kw)
+        assert decision.allocation == () and decision.in_flight is None
+
+
+def test_multifactor_priorities_decide_who_is_ahead() -> None:
+    log = Log()
+    register(log, "n1", cpus=4)
+    register(log, "n2", cpus=4)
+    blocker = submit(log, num_tasks=2, num_nodes=2)
+    both = [NodeAllocation("n1", 1, 0, [], 1), NodeAllocation("n2", 1, 0, [], 1)]
+    assert log(c.StartJob(blocker, both, NOW, 1)) is True
+    big = submit(log, num_tasks=8, num_nodes=2)
+
+    def decide(ranks: dict[str, int]):
+        return decide_grant(
+            log.state,
+            spec(),
+            "alice",
+            NOW,
+            place=lambda snap, job: place_now(snap, job),
+            priorities=lambda jobs: {j.job_id: ranks["big" if j.job_id == big else "new"] for j in jobs},
+            limits=None,
+        )
+
+    assert decide({"big": 500, "new": 100}).allocation == ()
+    assert decide({"big": 100, "new": 100}).allocation == ()  # a tie goes to the job already waiting
+    assert [a.node for a in decide({"big": 100, "new": 500}).allocation] == ["n1"]
+
+
+def test_account_limits_are_checked_for_the_job_not_yet_submitted() -> None:
+    from spur.state.accounting import AcctAdd, ConfigureAccounting
+
+    log = Log()
+    assert log(ConfigureAccounting("anchor", ["associations", "limits"], 7 * 86400.0)) is not None
+    log(AcctAdd("account", ["physics"], {"grpjobs": "1"}))
+    log(AcctAdd("user", ["alice"], {"account": "physics"}))
+    register(log, "n1", cpus=4)
+    gate = log.state.domains["accounting"].scheduling_gate()
+
+    def decide(in_flight=()):
+        return decide_grant(
+            log.state, spec(), "alice", NOW,
+            place=lambda snap, job: place_now(snap, job), priorities=lambda jobs: {},
+            limits=log.state.domains["accounting"].scheduling_gate(), in_flight=in_flight,
+        )  # fmt: skip
+
+    assert gate is not None
+    first = decide()
+    assert first.allocation  # the user's default account, under its limit
+    # Limits are charged only once applied: while a grant is in flight no other job is granted.
+    assert decide(in_flight=[first.in_flight]).allocation == ()
+    job_id = _submit_with(log, first.allocation)
+    assert log.state.jobs[job_id].state is JobState.RUNNING and log.state.jobs[job_id].spec.account == "physics"
+    assert decide().allocation == ()  # GrpJobs=1 is reached
+    assert log.state.domains["accounting"].scheduling_gate().check_job(
+        log.state.jobs[job_id]
+    ) == log.state.domains["accounting"].scheduling_gate().check(job_id)
+
+
+def test_the_plugin_is_shown_only_nodes_the_job_could_use_now() -> None:
+    from spur.core.scheduling import NodeView, PartitionView
+    from spur.state.immediate import usable_now
+
+    def view(name: str, free: int, parts=("a",), available: bool = True) -> NodeView:
+        return NodeView(name, 4, free, 8000, 8000, partitions=parts, available=available)
+
+    nodes = (view("full", 0), view("drained", 4, available=False), view("other", 4, ("b",)), view("ok", 1))
+    listed = (view("listed", 2, ()),)
+    parts = (PartitionView("a", ("full", "drained", "ok", "listed")), PartitionView("b", ("other",)))
+    assert [v.name for v in usable_now(nodes + listed, parts, "a")] == ["ok", "listed"]
+    assert [v.name for v in usable_now(nodes, parts, "")] == ["other", "ok"]

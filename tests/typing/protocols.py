@@ -1,0 +1,47 @@
+"""Checked by mypy only (no ``test_`` prefix: pytest never collects it): each concrete class still
+matches the Protocol its consumers are typed against, so an interface that drifts breaks the build."""
+
+from __future__ import annotations
+
+from spur.accounting.flusher import FlusherHost
+from spur.accounting.service import AccountingDbHost
+from spur.controller.app import Controller
+from spur.controller.duties import Dispatcher
+from spur.controller.host import ControllerHost, HeartbeatWatch
+from spur.controller.launch_batch import BatchDispatcher
+from spur.controller.launch_watch import LaunchWatch
+from spur.k8s.cluster.host import ClusterServiceHost
+from spur.k8s.cluster.service import K8sClusterService
+from spur.metrics.controller import MetricsHost
+from spur.rest.app import RestApi
+from spur.rest.host import RestHost
+from spur.rest.output import RestApi as OutputApi
+from spur.state.domain import StateQueries
+from spur.state.machine import ClusterState, Usage
+from spur.state.sched_index import IndexedState, NodeUsage
+
+
+def controller_parts(ctl: Controller) -> None:
+    host: ControllerHost = ctl
+    flusher: FlusherHost = ctl
+    acctdb: AccountingDbHost = ctl
+    rest: RestHost = ctl
+    metrics: MetricsHost = ctl
+    del host, flusher, acctdb, rest, metrics
+
+
+def state_parts(state: ClusterState, usage: Usage) -> None:
+    queries: StateQueries = state
+    indexed: IndexedState = state
+    node_usage: NodeUsage = usage
+    del queries, indexed, node_usage
+
+
+def service_parts(
+    watch: LaunchWatch, dispatcher: Dispatcher, k8s: K8sClusterService, api: RestApi
+) -> None:
+    heartbeat: HeartbeatWatch = watch
+    batch: BatchDispatcher = dispatcher
+    cluster: ClusterServiceHost = k8s
+    output: OutputApi = api
+    del heartbeat, batch, cluster, output
