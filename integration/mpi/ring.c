@@ -6,7 +6,7 @@
  *   --die RANK CODE      after a barrier (every rank has wired up), RANK calls exit(CODE) before the
  *                        ring, without MPI_Finalize
  *   --signal RANK SIG    RANK raises SIG before the ring
- *   --abort RANK CODE    RANK calls MPI_Abort(MPI_COMM_WORLD, CODE)
+ *   --abort RANK CODE    after a barrier, RANK calls MPI_Abort(MPI_COMM_WORLD, CODE)
  *   --hold DIR           after the ring every rank writes DIR/rank-R (its host and pid) and sleeps
  */
 #include <mpi.h>
@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     host[sizeof host - 1] = '\0';
     printf("rank %d of %d on %s\n", rank, size, host);
     fflush(stdout);
-    if (die_rank >= 0) {
+    if (die_rank >= 0 || abort_rank >= 0) {
         MPI_Barrier(MPI_COMM_WORLD);
     }
     if (rank == die_rank) {
