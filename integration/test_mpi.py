@@ -9,6 +9,7 @@ rank 0 prints the sum. ``mpirun`` inside an allocation starts its remote daemons
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -158,10 +159,15 @@ def test_a_failing_rank_with_kill_on_bad_exit_ends_the_step_on_every_host(mpi_cl
     job = cluster.wait_job(job_id, "COMPLETED", "FAILED", timeout=60)
     text = (tmp_path / "k.out").read_text()
     first, second = [a.node for a in job.allocation]
-    assert "srun-rc=5" in text.splitlines(), text
-    assert f"srun: Terminating StepId={job_id}.0" in text, text
-    assert f"srun: error: {second}: tasks 2-3: Exited with exit code 5" in text, text
-    assert f"srun: error: {first}: tasks 0-1: Terminated" in text, text
+    # Slurm 22.05's -K (conformance case srun/mpi_pmi2_die_kill_on_bad_exit): the failed task first,
+    # then the step is terminated (SIGTERM) everywhere, and srun exits 128 + SIGTERM.
+    lines = text.splitlines()
+    assert lines.index(f"srun: error: {second}: task 3: Exited with exit code 5") < lines.index(
+        f"srun: launch/slurm: _step_signal: Terminating StepId={job_id}.0"
+    ), text
+    assert f"srun: error: {second}: task 2: Terminated" in lines, text
+    assert f"srun: error: {first}: tasks 0-1: Terminated" in lines, text
+    assert lines[lines.index("srun-rc=143") - 1] == f"srun: Force Terminated StepId={job_id}.0", text
     for rank in range(3):
         host, pid = (tmp_path / "pids" / str(rank)).read_text().split()
         assert host == (first if rank < 2 else second)
@@ -172,3 +178,101 @@ def test_a_failing_rank_with_kill_on_bad_exit_ends_the_step_on_every_host(mpi_cl
     sacct = cluster.cli("sacct", "-j", str(job_id), "-n", "-P", "--format=JobID,State,ExitCode").stdout
     rows = [line.split("|")[:2] for line in sacct.splitlines()]
     assert [f"{job_id}.0", "FAILED"] in rows and [f"{job_id}.1", "COMPLETED"] in rows, sacct
+
+
+DIRECT = """#!/bin/sh
+srun --mpi=pmi2 -N2 -n4 {exe} {args}
+echo srun-rc=$?
+"""
+
+
+def direct_launch(cluster, tmp_path: Path, exe: Path, args: str, name: str) -> tuple[object, str]:
+    """sbatch a script that direct-launches ``exe args`` with srun --mpi=pmi2 on 2 hosts x 2 ranks."""
+    (tmp_path / f"{name}.sh").write_text(DIRECT.format(exe=exe, args=args))
+    out = cluster.cli(
+        "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", f"{name}.out", f"{name}.sh", cwd=tmp_path
+    )
+    job = cluster.wait_job(int(out.stdout), "COMPLETED", "FAILED", "CANCELLED", timeout=90)
+    return job, (tmp_path / f"{name}.out").read_text()
+
+
+def test_srun_mpi_pmi2_direct_launch_runs_the_ring_across_hosts(mpi_cluster, tmp_path):
+    """MPICH's PMI client over PMI_FD: 4 ranks on 2 hosts wire up through the fences and pass the token."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    job, text = direct_launch(cluster, tmp_path, exe, "--exit 7", "direct")
+    first, second = [a.node for a in job.allocation]
+    ranks = sorted(line for line in text.splitlines() if line.startswith("rank "))
+    assert ranks == [
+        f"rank 0 of 4 on {first}",
+        f"rank 1 of 4 on {first}",
+        f"rank 2 of 4 on {second}",
+        f"rank 3 of 4 on {second}",
+    ], text
+    assert "ring sum 10 over 4 ranks" in text, text
+    assert f"srun: error: {first}: task 0: Exited with exit code 7" in text, text
+    assert "task 1:" not in text, text  # rank 1 ended well: no line for it
+    assert "srun-rc=7" in text.splitlines(), text
+    steps = {s.step_id: s for s in cluster.job(job.job_id).steps}
+    assert (steps[0].spec.mpi, steps[0].state, steps[0].exit_code) == ("pmi2", "FAILED", 7)
+
+
+def test_mpi_abort_in_a_direct_launched_step_kills_every_rank_with_its_code(mpi_cluster, tmp_path):
+    """MPI_Abort -> PMI abort: as Slurm 22.05 does (integration/conformance srun/mpi_pmi2_abort), the
+    step is killed on both hosts with SIGKILL, MPICH's aborting rank included, and srun exits 137."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    job, text = direct_launch(cluster, tmp_path, exe, "--abort 3 5", "abort")
+    first, second = [a.node for a in job.allocation]
+    assert "srun: Job step aborted: Waiting up to 32 seconds for job step to finish." in text, text
+    assert "application called MPI_Abort(MPI_COMM_WORLD, 5) - process 3" in text, text
+    assert f"srun: error: {first}: tasks 0-1: Killed" in text, text
+    assert f"srun: error: {second}: tasks 2-3: Killed" in text, text
+    assert "srun-rc=137" in text.splitlines(), text  # 128 + SIGKILL, as Slurm's srun
+    assert "ring sum" not in text, text
+    steps = {s.step_id: s for s in cluster.job(job.job_id).steps}
+    # The step's tasks all died of SIGKILL (ExitCode 0:9); srun alone knows the code MPI_Abort gave.
+    assert (steps[0].state, steps[0].exit_code, steps[0].signal) == ("FAILED", 0, 9)
+
+
+def test_a_rank_that_exits_without_finalize_ends_a_kill_on_bad_exit_step(mpi_cluster, tmp_path):
+    """A rank dying before MPI_Finalize leaves its peers blocked; with -K the step ends, as in Slurm."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    (tmp_path / "die.sh").write_text(
+        f"#!/bin/sh\nsrun -K --mpi=pmi2 -N2 -n4 {exe} --die 1 4\necho srun-rc=$?\n"
+    )
+    out = cluster.cli(
+        "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", "die.out", "die.sh", cwd=tmp_path
+    )
+    job = cluster.wait_job(int(out.stdout), "COMPLETED", "FAILED", "CANCELLED", timeout=90)
+    text = (tmp_path / "die.out").read_text()
+    first, second = [a.node for a in job.allocation]
+    assert f"srun: error: {first}: task 1: Exited with exit code 4" in text, text
+    # Two ways the step can end, both Slurm's: usually -K ends it (srun says so and terminates the
+    # step everywhere: 143). But MPICH ranks that lose a peer may call MPI_Abort first, and a PMI abort
+    # kills the step with SIGKILL (srun exits 137).
+    if f"srun: launch/slurm: _step_signal: Terminating StepId={job.job_id}.0" in text:
+        assert f"srun: error: {first}: task 0: Terminated" in text, text
+        assert re.search(f"srun: error: {second}: tasks 2-3: (Terminated|Killed)\n", text), text
+        assert f"srun: Force Terminated StepId={job.job_id}.0" in text, text
+        assert "srun-rc=143" in text.splitlines(), text
+    else:
+        assert "srun: Job step aborted: Waiting up to 32 seconds for job step to finish." in text, text
+        assert f"srun: error: {second}: tasks 2-3: Killed" in text, text
+        assert "srun-rc=137" in text.splitlines(), text
+
+
+def test_srun_mpi_pmi2_outside_an_allocation_takes_one_and_runs_the_ring_as_its_step(mpi_cluster, tmp_path):
+    """As with Slurm, srun --mpi=pmi2 from a login host (here the bridge's namespace) allocates, runs
+    the program as step 0 with srun serving the fences, and releases the allocation."""
+    cluster, _hosts = mpi_cluster
+    exe = ring(MPICH, tmp_path)
+    out = cluster.cli("srun", "--mpi=pmi2", "-N2", "-n4", str(exe), "--exit", "3", cwd=tmp_path, check=False)
+    assert out.returncode == 3, out.stderr
+    assert "ring sum 10 over 4 ranks" in out.stdout, out.stdout
+    assert len([line for line in out.stdout.splitlines() if line.startswith("rank ")]) == 4, out.stdout
+    [job] = [j for j in cluster.jobs().values() if j.spec.allocation_only]
+    job = cluster.wait_job(job.job_id, "COMPLETED", "FAILED", timeout=30)
+    assert (job.state, job.exit_code) == ("FAILED", 3)
+    assert [(s.step_id, s.spec.mpi) for s in job.steps] == [(0, "pmi2")]

@@ -266,8 +266,12 @@ async def test_interactive_stream_output(cluster: Cluster, log_on_failure: None)
                 stub.StreamOutput(pb.StreamOutputRequest(job_id=9, follow=True), timeout=10)
             )
     got: dict[tuple[int, str], bytes] = {}
-    for c in chunks[:-1]:
+    for c in chunks[:-3]:
         got[(c.task, c.stream)] = got.get((c.task, c.stream), b"") + c.data
+    assert [(c.stream, c.task, c.exit_code) for c in chunks[-3:-1]] == [
+        ("task_exit", 0, 0),
+        ("task_exit", 1, 0),
+    ]
     assert got == {
         (0, "stdout"): b"hello-0\n",
         (0, "stderr"): b"warn-0\n",

@@ -286,3 +286,89 @@ def test_task_count_memory_and_topology_variables_follow_the_request() -> None:
     assert per_node["SLURM_NTASKS"] == per_node["SLURM_NPROCS"] == "5"
     assert per_node["SLURM_NTASKS_PER_NODE"] == "2"
     assert per_node["SLURM_MEM_PER_CPU"] == "100"
+
+
+# ---------------------------------------------------------------- GPUs per task
+
+SYSFS = __import__("pathlib").Path(__file__).parent / "fixtures" / "sysfs"
+
+
+def _fixture_ordinals(name: str) -> dict[int, GpuOrdinal]:
+    from spur.agent.discovery import discover_gpus
+    from spur.agent.executor import gpu_ordinals_from
+
+    return gpu_ordinals_from(discover_gpus(SYSFS / name))
+
+
+def _gpu_job(gpus: list[int], tasks: int, gpus_per_task: int) -> pb.JobInfo:
+    return pb.JobInfo(
+        job_id=9,
+        user="alice",
+        uid=1000,
+        gid=1000,
+        spec=pb.JobSpec(argv=["./train"], interactive=True, work_dir="/tmp", gpus_per_task=gpus_per_task),
+        allocation=[pb.NodeAllocation(node="n1", cpus=8, tasks=tasks, gpus=gpus)],
+    )
+
+
+def _task_envs(job: pb.JobInfo, ordinals: dict[int, GpuOrdinal]) -> list[dict[str, str]]:
+    spec = build_launch_spec(
+        pb.LaunchJobRequest(job=job, node="n1"),
+        node="n1",
+        user=ALICE,
+        cluster_name="lab",
+        euid=1000,
+        gpu_ordinals=ordinals,
+        received_at=1.0,
+    )
+    return [
+        task_environment(
+            spec.environment, procid=i, localid=i, gpus=spec.task_gpus[i] if spec.task_gpus else None
+        )
+        for i in range(spec.ntasks)
+    ]
+
+
+def _visible(env: dict[str, str]) -> tuple[str | None, str | None]:
+    return env.get("CUDA_VISIBLE_DEVICES"), env.get("ROCR_VISIBLE_DEVICES")
+
+
+def test_gpus_per_task_binds_each_task_to_its_own_gpus_on_the_a100_fixture() -> None:
+    envs = _task_envs(_gpu_job([0, 1, 2, 3], tasks=2, gpus_per_task=2), _fixture_ordinals("nvidia-4xa100"))
+    assert [_visible(e) for e in envs] == [("0,1", None), ("2,3", None)]
+    assert [e["GPU_DEVICE_ORDINAL"] for e in envs] == ["0,1", "2,3"]
+    assert all(e["SLURM_JOB_GPUS"] == "0,1,2,3" and e["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID" for e in envs)
+
+
+def test_gpus_per_task_on_the_mixed_fixture_gives_each_vendor_s_task_only_its_own_variable() -> None:
+    envs = _task_envs(_gpu_job([0, 1], tasks=2, gpus_per_task=1), _fixture_ordinals("mixed"))
+    # Node GPU 0 is the H100 (CUDA ordinal 0), node GPU 1 the MI300X (ROCm ordinal 0).
+    assert [_visible(e) for e in envs] == [("0", None), (None, "0")]
+    assert "CUDA_DEVICE_ORDER" not in envs[1]
+
+
+def test_gres_gpu_without_gpus_per_task_lets_every_task_see_the_node_s_gpus() -> None:
+    envs = _task_envs(_gpu_job([1, 2], tasks=2, gpus_per_task=0), _fixture_ordinals("amd-mi250x"))
+    assert [_visible(e) for e in envs] == [(None, "1,2"), (None, "1,2")]
+
+
+def test_a_step_binds_its_tasks_within_the_node_s_gpus() -> None:
+    from spur.agent.launchspec import build_step_launch_spec
+
+    job = _gpu_job([0, 1, 2, 3], tasks=4, gpus_per_task=1)
+    job.state = "RUNNING"
+    step = pb.StepInfo(
+        step_id=0,
+        spec=pb.StepSpec(argv=["./train"], num_tasks=2),
+        allocation=[pb.NodeAllocation(node="n1", cpus=2, tasks=2, gpus=[2, 3])],
+    )
+    spec = build_step_launch_spec(
+        pb.LaunchStepRequest(job=job, step=step, node="n1", first_task=0),
+        node="n1",
+        user=ALICE,
+        cluster_name="lab",
+        euid=1000,
+        gpu_ordinals=_fixture_ordinals("nvidia-4xa100"),
+        received_at=1.0,
+    )
+    assert [g["CUDA_VISIBLE_DEVICES"] for g in spec.task_gpus] == ["2", "3"]

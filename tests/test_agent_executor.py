@@ -79,7 +79,12 @@ class Harness:
         self.report_count += 1
 
     def make(
-        self, *, clock: Clock | None = None, grace: float = 0.5, shim_recheck_secs: float | None = None
+        self,
+        *,
+        clock: Clock | None = None,
+        grace: float = 0.5,
+        shim_recheck_secs: float | None = None,
+        gpu_ordinals: dict[int, GpuOrdinal] | None = None,
     ) -> Executor:
         return Executor(
             shim_recheck_secs=shim_recheck_secs,
@@ -88,7 +93,7 @@ class Harness:
             backend=ProcessBackend(),
             on_final=self.on_final,
             kill_grace=grace,
-            gpu_ordinals={i: GpuOrdinal("nvidia", i) for i in range(4)},
+            gpu_ordinals=gpu_ordinals or {i: GpuOrdinal("nvidia", i) for i in range(4)},
             cluster_name=lambda: "testcluster",
             clock=clock,
         )
@@ -217,6 +222,25 @@ async def test_separate_stderr_truncate_and_stdin(harness: Harness) -> None:
     assert report.exit_code == 0
     assert (harness.work / "out-2.log").read_text() == "from stdin\n"
     assert (harness.work / "err-2.log").read_text() == "err\n"
+
+
+async def test_gpus_per_task_gives_each_task_its_own_gpu_on_the_amd_fixture(harness: Harness) -> None:
+    """--gpus-per-task=1 on the MI250X fixture node: each task sees one GPU as ROCR_VISIBLE_DEVICES."""
+    from spur.agent.discovery import discover_gpus
+    from spur.agent.executor import gpu_ordinals_from
+
+    ordinals = gpu_ordinals_from(discover_gpus(Path(__file__).parent / "fixtures" / "sysfs" / "amd-mi250x"))
+    show = (
+        'echo "$SLURM_LOCALID ${ROCR_VISIBLE_DEVICES-none} ${CUDA_VISIBLE_DEVICES-none}" > gpu-$SLURM_PROCID'
+    )
+    request = make_request(5, harness.work, argv=["sh", "-c", show], tasks=3, gpus=[0, 1, 2], gpus_per_task=1)
+    with trio.fail_after(TIMEOUT):
+        async with running(harness.make(gpu_ordinals=ordinals)) as ex:
+            await ex.launch(request)
+            report = await ex.wait_finished(5)
+    assert report.exit_code == 0, report
+    seen = [(harness.work / f"gpu-{rank}").read_text().strip() for rank in range(3)]
+    assert seen == ["0 0 none", "1 1 none", "2 2 none"]
 
 
 async def test_job_environment_reaches_the_script(harness: Harness) -> None:
@@ -360,8 +384,13 @@ async def test_interactive_tasks_stream_output_and_exit(harness: Harness) -> Non
             await ex.launch(request)
             chunks = [c async for c in stream_output(ex.get(20), follow=True, poll_interval=0.02)]
     data: dict[tuple[int, str], bytes] = {}
-    for c in chunks[:-1]:
+    for c in chunks[:-3]:
         data[(c.task, c.stream)] = data.get((c.task, c.stream), b"") + c.data
+    # Each task's own status precedes the node's (srun names every failed task, as Slurm does).
+    assert [(c.stream, c.task, c.exit_code, c.signal) for c in chunks[-3:-1]] == [
+        ("task_exit", 4, 6, 0),
+        ("task_exit", 5, 7, 0),
+    ]
     assert data == {
         (4, "stdout"): b"out-4-0\n",
         (4, "stderr"): b"err-4\n",
@@ -549,6 +578,6 @@ async def test_interactive_output_kept_until_streamed(harness: Harness) -> None:
             ex.mark_reported(65)
             assert (harness.state_dir / "jobs" / "65" / "task-0.out").read_bytes() == b"hi\n"
             chunks = [c async for c in stream_output(ex.get(65), follow=True)]
-            assert [c.stream for c in chunks] == ["stdout", "exit"]
+            assert [c.stream for c in chunks] == ["stdout", "task_exit", "exit"]
             ex.mark_streamed(65)
             assert not (harness.state_dir / "jobs" / "65").exists()

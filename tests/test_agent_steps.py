@@ -168,7 +168,8 @@ async def test_step_output_files_per_task_in_append_mode(harness: Harness) -> No
     assert (harness.work / "71_0_log.out").read_text() == "earlier attempt\nout 0\n"
     assert (harness.work / "71_1_log.out").read_text() == "out 1\n"
     assert (harness.work / "71_1_log.err").read_text() == "err 1\n"
-    assert [c.stream for c in chunks] == ["exit"]  # nothing captured: it all went to the files
+    # Nothing captured (it all went to the files): the tasks' statuses, then the node's.
+    assert [(c.stream, c.task) for c in chunks] == [("task_exit", 0), ("task_exit", 1), ("exit", 0)]
 
 
 async def test_step_shared_output_file_truncated_once(harness: Harness) -> None:
@@ -189,7 +190,7 @@ async def test_step_output_is_captured_for_streaming(harness: Harness) -> None:
         async with running(harness.make()) as ex:
             await ex.launch_step(request)
             chunks = [c async for c in stream_output(ex.get(73, 0), follow=True)]
-    data = {(c.task, c.stream): c.data for c in chunks if c.stream != "exit"}
+    data = {(c.task, c.stream): c.data for c in chunks if c.stream not in ("exit", "task_exit")}
     assert data == {
         (0, "stdout"): b"hi 0\n",
         (1, "stdout"): b"hi 1\n",

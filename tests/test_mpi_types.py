@@ -58,3 +58,20 @@ def test_tasks_see_the_step_mpi_type() -> None:
             job, step, node="n1", cluster_name="c", nodelist="n1", step_nodelist="n1"
         )
         assert env["SLURM_MPI_TYPE"] == shown
+
+
+def test_a_pmi2_step_launch_carries_srun_s_fence_server_to_the_shim() -> None:
+    from spur.agent.launchspec import _pmi_fields
+
+    step = pb.StepInfo(
+        allocation=[pb.NodeAllocation(node="a", tasks=2), pb.NodeAllocation(node="b", tasks=3)]
+    )
+    request = pb.LaunchStepRequest(step=step, pmi_server="10.0.0.1:4000", pmi_token="t")
+    assert _pmi_fields(request, {"SLURM_MPI_TYPE": "pmi2"}) == {
+        "pmi_server": "10.0.0.1:4000",
+        "pmi_token": "t",
+        "pmi_size": 5,
+        "pmi_tasks_per_node": [2, 3],
+    }
+    assert _pmi_fields(request, {"SLURM_MPI_TYPE": "none"}) == {}  # --mpi=none: no PMI_FD
+    assert _pmi_fields(pb.LaunchStepRequest(step=step), {"SLURM_MPI_TYPE": "pmi2"}) == {}

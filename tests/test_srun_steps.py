@@ -114,3 +114,16 @@ def test_salloc_environment() -> None:
     }
     assert {k: env.get(k) for k in expected} == expected
     assert "SLURM_NTASKS" not in salloc.allocation_environment(job, {}, ntasks_given=False)
+
+
+def test_failed_tasks_are_named_one_line_per_way_they_ended_as_slurm_does() -> None:
+    from spur.cli.srun import task_failure_lines
+
+    assert task_failure_lines("n1", [(0, 3, 0), (1, 0, 0)]) == [
+        "srun: error: n1: task 0: Exited with exit code 3"
+    ]
+    assert task_failure_lines("n2", [(5, 0, 9), (2, 0, 9), (4, 0, 0), (3, 0, 9), (6, 5, 0)]) == [
+        "srun: error: n2: tasks 2-3,5: Killed",
+        "srun: error: n2: task 6: Exited with exit code 5",
+    ]
+    assert task_failure_lines("n3", [(0, 0, 0)]) == []

@@ -58,6 +58,16 @@ ALLOWED: dict[str, str] = {
     ),
     "env/export_[!a]*/SLURM_GET_USER_ENV": _LOGIN_ENV,
     "env/export_all_var/SLURM_GET_USER_ENV": _LOGIN_ENV,
+    "srun/mpi_pmi2_abort": (
+        "After MPI_Abort in a direct-launched step, Spur prints the same srun lines and exit code (137) as "
+        "Slurm, but its figure in `Waiting up to N seconds` is always 32 (Slurm: KillWait + 2, here 4), and "
+        "it has no slurmstepd to print `*** STEP J.S ON NODE CANCELLED AT TIME ***`."
+    ),
+    "srun/mpi_pmi2_die_kill_on_bad_exit": (
+        "With -K, Spur prints Slurm's srun lines (the failed task, `_step_signal: Terminating`, the "
+        "terminated tasks, `Force Terminated`) and exits 143 like it; only slurmstepd's "
+        "`*** STEP J.S ON NODE CANCELLED AT TIME ***` line is missing (Spur has no slurmstepd)."
+    ),
     "env/array_list/SLURM_JOB_ID": _TASK_IDS,
     "env/array_list/SLURM_JOBID": _TASK_IDS,
     # ---- squeue / sinfo / scontrol field tables

@@ -147,6 +147,11 @@ _SIG = (
     "for i in $(seq 200); do [ -e started ] && break; sleep 0.1; done\n"
 )
 
+# MPICH's ring (integration/mpi/ring.c), built in the case's directory, for the direct-launch cases.
+_RING = (
+    f"mpicc.mpich -o ring {__import__('pathlib').Path(__file__).parents[1] / 'mpi' / 'ring.c'} || exit 9\n"
+)
+
 SNIPPETS: tuple[Snippet, ...] = (
     # ---- script arguments
     Snippet("sbatch", "args_two", _ARGS + 'sub -o out a.sh a1 "b 2" >/dev/null && cat out'),
@@ -381,6 +386,10 @@ SNIPPETS: tuple[Snippet, ...] = (
         "step_ntasks_env",
         'sub -o o -n 2 --wrap "srun -n 2 printenv SLURM_NTASKS SLURM_NPROCS | sort" >/dev/null; cat o',
     ),
+    # ---- MPI direct launch (srun --mpi=pmi2, MPICH's PMI client over PMI_FD)
+    Snippet("srun", "mpi_pmi2_ring", _RING + 'sub -o o -n 2 --wrap "srun --mpi=pmi2 -n 2 ./ring --exit 3; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
+    Snippet("srun", "mpi_pmi2_abort", _RING + 'sub -o o -n 2 --wrap "srun --mpi=pmi2 -n 2 ./ring --abort 1 5; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
+    Snippet("srun", "mpi_pmi2_die_kill_on_bad_exit", _RING + 'sub -o o -n 2 --wrap "srun -K --mpi=pmi2 -n 2 ./ring --die 1 4; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
 )
 
 

@@ -3,9 +3,10 @@
  *
  * Every rank prints "rank R of N on HOST". Options (after the program name):
  *   --exit CODE          rank 0 returns CODE after MPI_Finalize
- *   --die RANK CODE      RANK calls exit(CODE) before the ring (without MPI_Finalize)
+ *   --die RANK CODE      after a barrier (every rank has wired up), RANK calls exit(CODE) before the
+ *                        ring, without MPI_Finalize
  *   --signal RANK SIG    RANK raises SIG before the ring
- *   --abort RANK CODE    RANK calls MPI_Abort(MPI_COMM_WORLD, CODE)
+ *   --abort RANK CODE    after a barrier, RANK calls MPI_Abort(MPI_COMM_WORLD, CODE)
  *   --hold DIR           after the ring every rank writes DIR/rank-R (its host and pid) and sleeps
  */
 #include <mpi.h>
@@ -44,6 +45,9 @@ int main(int argc, char **argv) {
     host[sizeof host - 1] = '\0';
     printf("rank %d of %d on %s\n", rank, size, host);
     fflush(stdout);
+    if (die_rank >= 0 || abort_rank >= 0) {
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
     if (rank == die_rank) {
         exit(die_code);
     }

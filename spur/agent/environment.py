@@ -32,6 +32,7 @@ __all__ = [
     "build_step_environment",
     "compress_counts",
     "task_environment",
+    "task_gpu_bindings",
     "twin_name",
 ]
 
@@ -291,9 +292,34 @@ def _gpu_visibility(indices: Sequence[int], ordinals: Mapping[int, GpuOrdinal]) 
     return out
 
 
-def task_environment(base: Mapping[str, str], *, procid: int, localid: int) -> dict[str, str]:
-    """``base`` plus the variables of one task (global rank ``procid``, node-local rank ``localid``)."""
+# The variables that say which GPUs a process may use (replaced as a whole for a bound task).
+GPU_VISIBILITY = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "CUDA_DEVICE_ORDER")
+
+
+def task_gpu_bindings(
+    indices: Sequence[int], ordinals: Mapping[int, GpuOrdinal], *, ntasks: int, gpus_per_task: int
+) -> list[dict[str, str]]:
+    """Each local task's GPU variables under ``--gpus-per-task=N``, which binds every task to its own N
+    GPUs as Slurm does (``--gpu-bind=per_task:N``): task i gets the node's allocated GPUs i*N to
+    i*N+N-1, in allocation order. Empty (every task sees every GPU of the node, as with
+    ``--gres=gpu:N``) without ``--gpus-per-task`` or when the node holds fewer than ntasks*N GPUs."""
+    if gpus_per_task <= 0 or ntasks <= 0 or len(indices) < ntasks * gpus_per_task:
+        return []
+    return [
+        _gpu_visibility(indices[i * gpus_per_task : (i + 1) * gpus_per_task], ordinals) for i in range(ntasks)
+    ]
+
+
+def task_environment(
+    base: Mapping[str, str], *, procid: int, localid: int, gpus: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``base`` plus the variables of one task (global rank ``procid``, node-local rank ``localid``);
+    ``gpus``: the task's own GPU variables (:func:`task_gpu_bindings`), which replace the node's."""
     env = dict(base)
+    if gpus is not None:
+        for key in GPU_VISIBILITY:
+            env.pop(key, None)
+        env.update(gpus)
     for prefix in ("SLURM_", "SPUR_"):
         env[prefix + "PROCID"] = str(procid)
         env[prefix + "LOCALID"] = str(localid)

@@ -16,7 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spur.agent.environment import GpuOrdinal, build_job_environment, build_step_environment
+from spur.agent.environment import (
+    GpuOrdinal,
+    build_job_environment,
+    build_step_environment,
+    task_gpu_bindings,
+)
 from spur.core.serde import from_plain, to_plain
 
 if TYPE_CHECKING:
@@ -90,6 +95,14 @@ class LaunchSpec:
     warn_secs: int = 0
     suspended_secs: float = 0.0  # time the job had spent suspended when this was resolved
     kill_on_bad_exit: bool = False  # step -K: the first task that fails ends this node's other tasks
+    # PMI direct launch (step --mpi=pmi2): srun's fence server and token, the step's rank count and
+    # its tasks on each node in order (for PMI_process_mapping). No server: no PMI.
+    pmi_server: str = ""
+    pmi_token: str = ""
+    pmi_size: int = 0
+    pmi_tasks_per_node: list[int] = field(default_factory=list)
+    # --gpus-per-task: each local task's own GPU variables (empty: every task sees the node's GPUs).
+    task_gpus: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def is_step(self) -> bool:
@@ -283,6 +296,11 @@ def build_launch_spec(
         environment=environment,
         first_task=request.first_task,
         ntasks=max(1, alloc.tasks) if spec.interactive else 1,
+        task_gpus=task_gpu_bindings(
+            list(alloc.gpus), gpu_ordinals or {}, ntasks=max(1, alloc.tasks), gpus_per_task=spec.gpus_per_task
+        )
+        if spec.interactive
+        else [],
         start_time=job.start_time or received_at,
         time_limit_secs=_time_limit(job),
         mem_mb=alloc.mem_mb,
@@ -381,6 +399,12 @@ def build_step_launch_spec(
         environment=environment,
         first_task=request.first_task,
         ntasks=ntasks,
+        task_gpus=task_gpu_bindings(
+            list(mine.gpus) or _job_gpus(job, node),
+            gpu_ordinals or {},
+            ntasks=ntasks,
+            gpus_per_task=job.spec.gpus_per_task,
+        ),
         start_time=job.start_time or received_at,
         time_limit_secs=_time_limit(job),
         mem_mb=mine.mem_mb,
@@ -394,7 +418,25 @@ def build_step_launch_spec(
         warn_secs=warn.secs if warn else 0,
         suspended_secs=job.suspended_secs,
         kill_on_bad_exit=sspec.kill_on_bad_exit,
+        **_pmi_fields(request, environment),
     )
+
+
+def _job_gpus(job: spur_pb2.JobInfo, node: str) -> list[int]:
+    return next((list(a.gpus) for a in job.allocation if a.node == node), [])
+
+
+def _pmi_fields(request: spur_pb2.LaunchStepRequest, environment: Mapping[str, str]) -> dict[str, Any]:
+    """The PMI part of a step's launch spec: only for a pmi2 step whose srun serves the fences."""
+    if environment.get("SLURM_MPI_TYPE") != "pmi2" or not request.pmi_server or not request.pmi_token:
+        return {}
+    tasks = [a.tasks for a in request.step.allocation]
+    return {
+        "pmi_server": request.pmi_server,
+        "pmi_token": request.pmi_token,
+        "pmi_size": sum(tasks),
+        "pmi_tasks_per_node": tasks,
+    }
 
 
 def check_paths(spec: LaunchSpec) -> None:

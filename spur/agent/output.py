@@ -2,8 +2,9 @@
 
 Interactive jobs and job steps: each task's ``task-<rank>.out``/``.err`` in the job dir (``task`` =
 global rank; a step's task that writes to an ``--output`` file has no captured stream). Batch jobs: the job's output file (and error file when separate), as task 0. Bytes are sent as they
-appear; once the job has finished, the files are drained and a final ``stream="exit"`` chunk carries
-the exit code and signal. Without ``follow`` the stream sends what exists now, plus the exit chunk if
+appear; once the job has finished, the files are drained, each task of a step or interactive job gets a
+``stream="task_exit"`` chunk with its own exit code and signal, and a final ``stream="exit"`` chunk carries
+the node's exit code and signal. Without ``follow`` the stream sends what exists now, plus the exit chunk if
 the job has already finished.
 """
 
@@ -68,6 +69,26 @@ def _sources(job: TrackedJob) -> list[_Source]:
     return sources
 
 
+def _task_statuses(job: TrackedJob) -> list[spur_pb2.OutputChunk]:
+    """One ``task_exit`` chunk per task of a step or interactive job, from the shim's exit record
+    (srun names each failed task, as Slurm does); none for a batch script."""
+    if job.spec is None or not (job.spec.interactive or job.spec.is_step):
+        return []
+    record = job.jobdir.read("exit.json") or {}
+    chunks = []
+    for task in record.get("tasks") or []:
+        if isinstance(task, dict) and isinstance(task.get("rank"), int):
+            chunks.append(
+                spur_pb2.OutputChunk(
+                    stream="task_exit",
+                    task=task["rank"],
+                    exit_code=int(task.get("exit_code") or 0),
+                    signal=int(task.get("signal") or 0),
+                )
+            )
+    return chunks
+
+
 async def stream_output(
     job: TrackedJob, *, follow: bool, poll_interval: float = 0.05
 ) -> AsyncIterator[spur_pb2.OutputChunk]:
@@ -86,6 +107,8 @@ async def stream_output(
                         yield spur_pb2.OutputChunk(stream=src.stream, data=data, task=src.task)
             if finished:
                 assert job.report is not None
+                for task in _task_statuses(job):
+                    yield task
                 yield spur_pb2.OutputChunk(
                     stream="exit", exit_code=job.report.exit_code, signal=job.report.signal
                 )

@@ -18,6 +18,9 @@ Who decides what runs:
   also says who may start which step. A unit this agent already runs or ran is not a reason to skip
   any of this; once the checks pass, a re-delivered step answers ``already_running`` and starts
   nothing. There is no servicer without a lookup: an agent that cannot ask a controller runs no steps.
+  The one thing taken from the caller is ``pmi_server``/``pmi_token`` of a ``--mpi=pmi2`` step: where
+  srun serves that step's PMI fences. It only tells the step's own ranks where to exchange their
+  key-value pairs, which is the caller's business.
 - ``SignalJob`` and ``StreamOutput`` serve only the owner of the unit (or an administrator or the
   controller) when the call carries an identity, and a user may only signal or cancel (suspend,
   resume, requeue and time limits are the controller's); the auth policy keeps SignalJob to daemons
@@ -98,6 +101,8 @@ class AgentServicer:
                 f"LaunchStep for node {node} reached node {self.node_name}",
             )
         launch = await self._authorized_step(job_id, request.step.step_id, context)
+        # srun's own PMI fence server for this step: only the caller's step talks to it.
+        launch.pmi_server, launch.pmi_token = request.pmi_server, request.pmi_token
         try:
             known = await self.executor.launch_step(launch)
         except LaunchError as e:

@@ -36,6 +36,7 @@ from typing import IO, Any
 from spur.agent.environment import task_environment
 from spur.agent.jobdir import JobDir, process_identity
 from spur.agent.launchspec import LaunchSpec
+from spur.agent.pmi_node import NodePmi
 
 __all__ = ["main"]
 
@@ -82,8 +83,17 @@ class _Tasks:
         self.spec = spec
         self.pgid = 0
         self.procs: list[tuple[int, subprocess.Popen[bytes] | None, int | None, str]] = []
+        self.pmi: NodePmi | None = None
 
-    def _popen(self, argv: list[str], env: dict[str, str], stdin: Any, stdout: Any, stderr: Any) -> Any:
+    def _popen(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        stdin: Any,
+        stdout: Any,
+        stderr: Any,
+        pass_fds: tuple[int, ...] = (),
+    ) -> Any:
         spec = self.spec
         kwargs: dict[str, Any] = {}
         if spec.drop_privileges:
@@ -101,6 +111,7 @@ class _Tasks:
             process_group=self.pgid,
             umask=spec.umask,
             close_fds=True,
+            pass_fds=pass_fds,
             restore_signals=True,
             **kwargs,
         )
@@ -166,10 +177,25 @@ class _Tasks:
         """Start the tasks of an interactive job or a job step (ranks ``spec.ranks``)."""
         spec = self.spec
         files = self._task_files()
+        if spec.pmi_server:
+            self.pmi = NodePmi(
+                ranks=list(spec.ranks),
+                size=spec.pmi_size,
+                jobid=f"{spec.job_id}.{spec.step_id}",
+                tasks_per_node=spec.pmi_tasks_per_node,
+                server=spec.pmi_server,
+                token=spec.pmi_token,
+            )
         try:
             for localid, rank in enumerate(spec.ranks):
                 out, err = files[localid]
-                env = task_environment(spec.environment, procid=rank, localid=localid)
+                gpus = spec.task_gpus[localid] if localid < len(spec.task_gpus) else None
+                env = task_environment(spec.environment, procid=rank, localid=localid, gpus=gpus)
+                pass_fds: tuple[int, ...] = ()
+                if self.pmi is not None:
+                    pmi_env, fd = self.pmi.task_environment(rank)
+                    env.update(pmi_env)
+                    pass_fds = (fd,)
                 problem = _unrunnable(spec.argv[0], env, spec.work_dir)
                 if problem:
                     msg = f"task {rank}: cannot run {spec.argv[0]}: {problem}"
@@ -179,7 +205,7 @@ class _Tasks:
                     continue
                 argv = ["/bin/sh", "-c", _TRAMPOLINE, spec.argv[0], *spec.argv]
                 try:
-                    proc = self._popen(argv, env, subprocess.DEVNULL, out, err)
+                    proc = self._popen(argv, env, subprocess.DEVNULL, out, err, pass_fds)
                 except (OSError, subprocess.SubprocessError) as e:
                     code = 127 if isinstance(e, FileNotFoundError | PermissionError) else 1
                     msg = f"task {rank}: cannot run {spec.argv[0]}: {_describe(e, spec)}"
@@ -193,6 +219,8 @@ class _Tasks:
         finally:
             for f in {id(x): x for pair in files for x in pair}.values():
                 f.close()
+            if self.pmi is not None:
+                self.pmi.started({r: p.pid for r, p, _c, _m in self.procs if p is not None})
 
     def forward(self, signum: int, _frame: object = None) -> None:
         if self.pgid:
@@ -200,13 +228,16 @@ class _Tasks:
                 os.killpg(self.pgid, signum)
 
     def _reap_killing_on_bad_exit(self) -> None:
-        """Reap tasks as they end; the first that fails (or never started) kills the others (-K)."""
+        """Reap tasks as they end; the first that fails (or never started) ends the others (-K) with
+        SIGTERM, as Slurm's srun does (a task that ignores it is killed by the step's cancel)."""
         live = {p.pid: p for _r, p, _c, _m in self.procs if p is not None}
         bad = any(p is None for _r, p, _c, _m in self.procs)
+        terminated = False
         while True:
-            if bad and self.pgid:
+            if bad and self.pgid and not terminated:
+                terminated = True
                 with contextlib.suppress(OSError):
-                    os.killpg(self.pgid, signal.SIGKILL)
+                    os.killpg(self.pgid, signal.SIGTERM)
             if not live:
                 return
             try:
@@ -232,6 +263,8 @@ class _Tasks:
             if msg:
                 messages.append(msg)
             results.append({"rank": rank, "exit_code": code, "signal": sig})
+        if self.pmi is not None and self.pmi.error:
+            messages.append(self.pmi.error)
         if self.pgid:
             with contextlib.suppress(OSError):
                 os.killpg(self.pgid, signal.SIGKILL)

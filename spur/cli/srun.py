@@ -162,6 +162,17 @@ def main(argv: list[str]) -> int:
         except KeyboardInterrupt:
             return 130
 
+    if opts.mpi == "pmi2" and not opts.test_only:
+        # Direct launch needs srun's step launch (it serves the PMI fences): as Slurm does, take an
+        # allocation first, then run the command as its step 0.
+        spec.allocation_only = True
+        try:
+            return trio.run(_run_in_own_allocation, spec, argv, environ)
+        except CliError as exc:
+            print(exc.message, file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            return 130
     if opts.test_only:
         from spur.cli.sbatch import dry_run_message
 
@@ -221,6 +232,91 @@ async def _run(spec, label: bool) -> int:
             return codes[0] if codes else 1
     except RpcError as exc:
         raise CliError(f"srun: error: {exc.message}") from None
+
+
+async def _run_in_own_allocation(spec, argv: list[str], environ: dict[str, str]) -> int:
+    """Submit ``spec`` as an allocation, run ``argv`` as its first step, then release it with the
+    step's exit code (the job ends COMPLETED or FAILED like salloc's)."""
+    import signal
+    import time
+
+    import trio
+
+    from spur.cli.busy import submit_retrying
+    from spur.core.nurseries import helper_nursery
+    from spur.rpc.channel import open_channel
+    from spur.rpc.convert import spec_to_proto
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.status import RpcError
+    from spur.rpc.stub import controller_stub
+
+    call_metadata()
+    try:
+        async with open_channel(
+            controller_targets()[0], metadata_provider=call_metadata, tls=client_tls()
+        ) as ch:
+            ctl = controller_stub(ch)
+            try:
+                resp = await submit_retrying(
+                    lambda: ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30), PROG
+                )
+            except RpcError as exc:
+                from spur.cli.client import submit_failure
+
+                raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
+            job_id = resp.job_id
+            phase = {"allocated": False, "revoked": False}
+            allocated: list = []
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async with helper_nursery() as nursery:
+                    nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope, phase)
+                    allocated.append(await _wait_allocated(ctl, job_id, phase))
+                    nursery.cancel_scope.cancel()
+            if phase["revoked"] or not allocated or allocated[0] is None:
+                return 1
+            rc = 1
+            try:
+                step_spec, _opts = prepare_step(argv, {**environ, "SLURM_JOB_ID": str(job_id)}, os.getcwd())
+                rc = await run_step(job_id, step_spec, new_allocation=True)
+            finally:  # the allocation ends with the step, whatever became of it
+                report = pb.JobStatusReport(
+                    job_id=job_id, node=allocated[0].allocation[0].node, exit_code=rc, end_time=time.time()
+                )
+                with trio.CancelScope(shield=True), trio.move_on_after(30):
+                    try:
+                        await ctl.ReportJobStatus(report, timeout=30)
+                    except RpcError as exc:
+                        print(
+                            f"srun: error: could not release job allocation {job_id}: {exc.message}",
+                            file=sys.stderr,
+                        )
+            return rc
+    except RpcError as exc:
+        raise CliError(f"srun: error: {exc.message}") from None
+
+
+async def _wait_allocated(ctl, job_id: int, phase: dict[str, bool]):  # -> pb.JobInfo | None
+    """Follow the job until it holds its allocation (None if it ended first), saying what Slurm's
+    srun says while it waits."""
+    from spur.rpc.proto import spur_pb2 as pb
+
+    said_waiting = False
+    async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
+        if info.state == "PENDING" and not said_waiting and info.reason not in ("", "None"):
+            if info.reason in PARTITION_LIMIT_REASONS:
+                print("srun: Requested partition configuration not available now", file=sys.stderr)
+            print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
+            said_waiting = True
+        if info.state == "RUNNING" and info.allocation:
+            phase["allocated"] = True
+            if said_waiting:
+                print(f"srun: job {job_id} has been allocated resources", file=sys.stderr)
+            return info
+        if info.state not in ("PENDING", "RUNNING", "COMPLETING"):
+            if phase.get("revoked"):
+                return None
+            raise CliError(f"srun: error: job {job_id} ended {info.state} before it started: {info.reason}")
+    return None
 
 
 # Pending reasons for which Slurm's srun says the partition cannot take the job as it stands.
@@ -318,6 +414,8 @@ async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
                 async for chunk in agent_stub(ch).StreamOutput(
                     pb.StreamOutputRequest(job_id=job_id, follow=True)
                 ):
+                    if chunk.stream == "task_exit":
+                        continue  # the node's exit chunk decides an interactive job's code
                     if chunk.stream == "exit":
                         span(job_id, "cli.exit-seen")
                         results.append((chunk.exit_code, chunk.signal))
@@ -374,8 +472,11 @@ def _ranks(first: int, count: int) -> str:
     return f"task {first}" if count == 1 else f"tasks {first}-{first + count - 1}"
 
 
-async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
-    """Create the step, launch it on its nodes, forward its output; returns srun's exit code."""
+async def run_step(job_id: int, spec, *, new_allocation: bool = False) -> int:  # spec: pb.StepSpec
+    """Create the step, launch it on its nodes, forward its output; returns srun's exit code.
+
+    ``new_allocation``: srun took the allocation itself a moment ago, so the controller may not count
+    the job as launched yet; creating the step is retried for up to LAUNCH_WAIT_SECS meanwhile."""
     import contextlib
     import signal
 
@@ -384,7 +485,7 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     from spur.core.nurseries import helper_nursery
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import spur_pb2 as pb
-    from spur.rpc.status import RpcError
+    from spur.rpc.status import RpcError, StatusCode
     from spur.rpc.stub import agent_stub, controller_stub
 
     call_metadata()  # a credential problem is one clear error before anything starts
@@ -392,12 +493,20 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     try:
         async with open_channel(target, metadata_provider=call_metadata, tls=client_tls()) as ch:
             ctl = controller_stub(ch)
-            try:
-                resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
-            except RpcError as exc:
-                raise CliError(
-                    f"srun: error: Unable to create step for job {job_id}: {exc.message}"
-                ) from None
+            deadline = trio.current_time() + (LAUNCH_WAIT_SECS if new_allocation else 0.0)
+            delay = 0.05
+            while True:
+                try:
+                    resp = await ctl.CreateStep(pb.CreateStepRequest(job_id=job_id, spec=spec), timeout=30)
+                    break
+                except RpcError as exc:
+                    if exc.code == StatusCode.FAILED_PRECONDITION and trio.current_time() + delay < deadline:
+                        await trio.sleep(delay)
+                        delay = min(delay * 2, 1.0)
+                        continue
+                    raise CliError(
+                        f"srun: error: Unable to create step for job {job_id}: {exc.message}"
+                    ) from None
             step, job = resp.step, resp.job
             names = [a.node for a in step.allocation]
             nodes = {
@@ -432,8 +541,39 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
             )
             stubs[name] = agent_stub(channel)
 
+        pmi = None
+        aborting: list[str] = []  # -K: the node whose task failed first
+        aborted: list[tuple[int, int]] = []  # (rank, exit code) of a PMI abort: the step dies of SIGKILL
+        if step.spec.mpi == "pmi2":
+            from spur.cli.srun_pmi import PmiServer, local_address_towards
+
+            def on_abort(rank: int, code: int, _message: str) -> None:
+                if aborted or aborting:  # the step is ending already: the first failure decides
+                    return
+                aborted.append((rank, code))
+                # Slurm kills the step with SIGKILL when a rank aborts (the aborting node did already).
+                # Slurm's words; it waits KillWait + 2 seconds (30 by default, Spur's kill grace too).
+                print(
+                    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+                    file=sys.stderr,
+                )
+                pmi_nursery.start_soon(cancel_step, signal.SIGKILL)
+
+            pmi = PmiServer(sum(a.tasks for a in step.allocation), on_abort)
+            pmi_nursery = await stack.enter_async_context(trio.open_nursery())
+            stack.callback(pmi_nursery.cancel_scope.cancel)
+            try:
+                host = local_address_towards(nodes[names[0]].address)
+                await pmi_nursery.start(pmi.serve, host)
+            except OSError as exc:
+                raise CliError(
+                    f"srun: error: cannot open the PMI server of step {job_id}.{step.step_id}: {exc}"
+                ) from None
+
         async def launch(name: str, first: int) -> None:
             request = pb.LaunchStepRequest(job=job, step=step, node=name, first_task=first)
+            if pmi is not None:
+                request.pmi_server, request.pmi_token = pmi.address, pmi.token
             try:
                 await stubs[name].LaunchStep(request, timeout=30)
             except RpcError as exc:
@@ -456,18 +596,35 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
             await cancel_step()
             return 1
 
-        aborting: list[str] = []
+        task_results: dict[str, list[tuple[int, int, int]]] = {}  # node -> (rank, exit code, signal)
 
         async def stream(name: str) -> None:
             request = pb.StreamOutputRequest(job_id=job_id, step_id=step.step_id, follow=True)
             try:
                 async for chunk in stubs[name].StreamOutput(request):
-                    if chunk.stream == "exit":
+                    if chunk.stream == "task_exit":
+                        task_results.setdefault(name, []).append((chunk.task, chunk.exit_code, chunk.signal))
+                    elif chunk.stream == "exit":
                         results[name] = (chunk.exit_code, chunk.signal)
-                        if spec.kill_on_bad_exit and (chunk.exit_code or chunk.signal) and not aborting:
-                            # -K: one failed task ends the step on every node (Slurm's words).
+                        failed = chunk.exit_code or chunk.signal
+                        if spec.kill_on_bad_exit and failed and not aborting and not aborted:
+                            # -K: one failed task ends the step on every node, in Slurm 22.05's words
+                            # and order (integration/conformance srun/mpi_pmi2_die_kill_on_bad_exit).
                             aborting.append(name)
-                            print(f"srun: Terminating StepId={job_id}.{step.step_id}", file=sys.stderr)
+                            # The tasks that failed first; the ones -K ended here follow the banner.
+                            tasks = task_results.get(name, [])
+                            cause = (
+                                [t for t in tasks if not t[2]]
+                                if any(t[1] and not t[2] for t in tasks)
+                                else tasks
+                            )
+                            for line in task_failure_lines(name, cause):
+                                print(line, file=sys.stderr)
+                            task_results[name] = [t for t in tasks if t not in cause]
+                            print(
+                                f"srun: launch/slurm: _step_signal: Terminating StepId={job_id}.{step.step_id}",
+                                file=sys.stderr,
+                            )
                             await cancel_step()
                     else:
                         writer.write(chunk.task, chunk.stream, chunk.data)
@@ -498,21 +655,46 @@ async def run_step(job_id: int, spec) -> int:  # spec: pb.StepSpec
     exit_code, sig = 0, 0
     for name, first, count in placements:
         code, node_sig = results.get(name, (1, 0))
-        if node_sig and not (code and name in aborting):
+        if name in task_results:
+            for line in task_failure_lines(name, task_results[name]):
+                print(line, file=sys.stderr)
+        elif node_sig and not (code and (name in aborting or aborted)):
             print(f"srun: error: {name}: {_ranks(first, count)}: {_signal_name(node_sig)}", file=sys.stderr)
         elif code:
             print(
                 f"srun: error: {name}: {_ranks(first, count)}: Exited with exit code {code}", file=sys.stderr
             )
         exit_code, sig = max(exit_code, code), sig or node_sig
-    if aborting:  # -K: the task that failed decides, not the ones the abort killed
-        code, node_sig = results[aborting[0]]
-        return code or 128 + node_sig
+    if aborting:
+        print(f"srun: Force Terminated StepId={job_id}.{step.step_id}", file=sys.stderr)
+    # As Slurm's srun: a task killed by a signal (the ones -K or an abort ended too) outweighs exit codes.
     return 128 + sig if sig else exit_code
 
 
+def task_failure_lines(node: str, tasks: list[tuple[int, int, int]]) -> list[str]:
+    """srun's error lines for the failed tasks of one node, ``(rank, exit code, signal)`` each: the
+    tasks that ended the same way share a line (``tasks 0,2-3: Killed``), in rank order."""
+    groups: dict[str, list[int]] = {}
+    for rank, code, sig in sorted(tasks):
+        if sig:
+            groups.setdefault(_signal_name(sig), []).append(rank)
+        elif code:
+            groups.setdefault(f"Exited with exit code {code}", []).append(rank)
+    lines = []
+    for what, ranks in sorted(groups.items(), key=lambda item: item[1][0]):
+        spans: list[list[int]] = []
+        for rank in ranks:
+            if spans and spans[-1][1] == rank - 1:
+                spans[-1][1] = rank
+            else:
+                spans.append([rank, rank])
+        text = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+        lines.append(f"srun: error: {node}: {'task' if len(ranks) == 1 else 'tasks'} {text}: {what}")
+    return lines
+
+
 async def _signal_step(stub, job_id: int, step_id: int, signum: int = 0) -> None:
-    """Cancel (``signum`` 0) or signal one step on the node ``stub`` reaches."""
+    """Cancel the step on one node (``signum`` 0), or send it ``signum``."""
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
 

@@ -8,23 +8,33 @@ spaces; PMI-2 continues in frames of a 6-digit decimal length followed by ``key=
 :class:`RankSession` is one rank's connection: feed it bytes with :meth:`RankSession.receive`, get
 :class:`Reply`, :class:`Fence` and :class:`Abort` actions back; once the launcher has merged every
 rank's (and node's) puts, :meth:`RankSession.fence_done` gives the reply that releases the rank.
+
+Between nodes (direct launch, ``srun --mpi=pmi2``) every node's launcher sends its local ranks' puts
+to one :class:`FenceCoordinator` (served by srun) as JSON lines (:func:`encode_node_message`,
+:func:`decode_node_message`); the coordinator answers every node once all ``size`` ranks have entered
+the same fence.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 __all__ = [
     "Abort",
     "Fence",
+    "FenceCoordinator",
     "PmiError",
     "RankInfo",
     "RankSession",
     "Reply",
+    "decode_node_message",
     "decode_pmi2",
+    "encode_node_message",
     "encode_pmi1",
     "encode_pmi2",
     "parse_pmi1",
+    "process_mapping",
 ]
 
 
@@ -96,12 +106,27 @@ def encode_pmi2(pairs: list[tuple[str, str]]) -> bytes:
     return b"%06d" % len(body) + body
 
 
+def process_mapping(tasks_per_node: list[int]) -> str:
+    """MPICH's ``PMI_process_mapping`` for ranks placed in blocks, node by node: ``(vector,(0,2,2))``
+    says "from node 0, 2 nodes with 2 ranks each". Runs of equal counts share one triple."""
+    triples: list[list[int]] = []
+    for node, count in enumerate(tasks_per_node):
+        if triples and triples[-1][2] == count:
+            triples[-1][1] += 1
+        else:
+            triples.append([node, 1, count])
+    return "(vector," + ",".join(f"({a},{b},{c})" for a, b, c in triples) + ")"
+
+
 @dataclass(frozen=True)
 class RankInfo:
     rank: int
     size: int
     jobid: str  # the KVS name (Slurm: "JOBID.STEPID")
     appnum: int = 0
+    # Job attributes the launcher knows before any put (PMI_process_mapping): PMI-2 info-getjobattr,
+    # and PMI-1 get, which sees them as keys of the KVS.
+    attrs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +176,10 @@ class RankSession:
                 return actions
             self._buffer = rest
             actions.extend(self._pmi1(parse_pmi1(line.decode())))
+
+    def __post_init__(self) -> None:
+        for key, value in self.info.attrs:
+            self.kvs.setdefault(key, value)
 
     def fence_done(self, merged: dict[str, str]) -> Reply:
         """``merged``: every rank's puts of this fence. The reply that ends the rank's fence."""
@@ -248,6 +277,9 @@ class RankSession:
                 return reply("kvs-get-response", ("found", "TRUE"), ("value", self.kvs[key]))
             return reply("kvs-get-response", ("found", "FALSE"))
         if cmd == "info-getjobattr":
+            value = dict(info.attrs).get(msg.get("key", ""))
+            if value is not None:
+                return reply("info-getjobattr-response", ("found", "TRUE"), ("value", value))
             return reply("info-getjobattr-response", ("found", "FALSE"))
         if cmd == "info-getnodeattr":
             return reply("info-getnodeattr-response", ("found", "FALSE"))
@@ -259,3 +291,46 @@ class RankSession:
         if cmd == "abort":
             return [Abort(1, msg.get("message", ""))]
         return [Reply(encode_pmi2([("cmd", f"{cmd}-response"), ("rc", "-1"), ("errmsg", "unsupported")]))]
+
+
+def encode_node_message(message: dict[str, object]) -> bytes:
+    """One launcher <-> coordinator message: a JSON object on one line."""
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+def decode_node_message(line: bytes) -> dict[str, object]:
+    """The message of one line; PmiError when it is not a JSON object."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        raise PmiError("fence: a message is not JSON") from None
+    if not isinstance(message, dict):
+        raise PmiError("fence: a message is not a JSON object")
+    return message
+
+
+@dataclass
+class FenceCoordinator:
+    """The step-wide side of a fence: nodes send the puts of their ranks with how many ranks entered;
+    once ``size`` ranks of one fence arrived, the merged puts go back to every node.
+
+    :meth:`arrive` returns the merged KVS delta when this arrival completes the fence, else None. A
+    fence number counts from 0 on every node, so nodes can never mix two fences.
+    """
+
+    size: int
+    _ranks: dict[int, int] = field(default_factory=dict)
+    _puts: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    def arrive(self, fence: int, ranks: int, puts: dict[str, str]) -> dict[str, str] | None:
+        if ranks <= 0 or fence < 0:
+            raise PmiError(f"fence: {ranks} ranks at fence {fence}")
+        total = self._ranks.get(fence, 0) + ranks
+        if total > self.size:
+            raise PmiError(f"fence {fence}: {total} ranks arrived, the step has {self.size}")
+        self._ranks[fence] = total
+        self._puts.setdefault(fence, {}).update(puts)
+        if total < self.size:
+            return None
+        del self._ranks[fence]
+        return self._puts.pop(fence)

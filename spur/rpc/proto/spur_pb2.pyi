@@ -625,16 +625,20 @@ class LaunchJobResponse(_message.Message):
     def __init__(self, already_running: _Optional[bool] = ...) -> None: ...
 
 class LaunchStepRequest(_message.Message):
-    __slots__ = ("job", "step", "node", "first_task")
+    __slots__ = ("job", "step", "node", "first_task", "pmi_server", "pmi_token")
     JOB_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     FIRST_TASK_FIELD_NUMBER: _ClassVar[int]
+    PMI_SERVER_FIELD_NUMBER: _ClassVar[int]
+    PMI_TOKEN_FIELD_NUMBER: _ClassVar[int]
     job: JobInfo
     step: StepInfo
     node: str
     first_task: int
-    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., step: _Optional[_Union[StepInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ...) -> None: ...
+    pmi_server: str
+    pmi_token: str
+    def __init__(self, job: _Optional[_Union[JobInfo, _Mapping]] = ..., step: _Optional[_Union[StepInfo, _Mapping]] = ..., node: _Optional[str] = ..., first_task: _Optional[int] = ..., pmi_server: _Optional[str] = ..., pmi_token: _Optional[str] = ...) -> None: ...
 
 class SignalJobRequest(_message.Message):
     __slots__ = ("job_id", "signal", "grace_secs", "step_id", "batch_only", "action", "time_limit_secs", "full")
