@@ -413,6 +413,9 @@ class K0sManager:
             raise K0sError(f"{self.unit_path} was not written by spurd; not touching it")
         await self._systemctl("stop", UNIT_NAME)
         await self._systemctl("disable", UNIT_NAME)
+        # a k0s that exited non-zero on SIGTERM leaves the unit "failed", and systemd would hold the
+        # next start back (start-limit, restart delay); nothing to reset is not an error
+        await self._systemctl("reset-failed", UNIT_NAME, check=False)
 
     async def stop(self) -> Status:
         """Stop and disable spurd's unit (a no-op without one)."""
