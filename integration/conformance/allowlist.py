@@ -19,10 +19,6 @@ _TASK_IDS = (
     "and the last task keeps the array's own id, so a task's SLURM_JOB_ID differs (the array id agrees)."
 )
 
-_CLICONFORM = (
-    "Being fixed in the cliconform branch (scontrol -o, the date line of sinfo -l, sacct -j ID.STEP, "
-    "sshare -U, immediate grant of srun/salloc); compared here so that the merge shows it."
-)
 _NO_ACCOUNTING = (
     "The reference Slurm of this suite runs without slurmdbd (AccountingStorageType=accounting_storage/none), "
     "so its jobs have no QOS and its sacct has no data; Spur always keeps accounting and the default QOS normal."
@@ -72,6 +68,12 @@ ALLOWED: dict[str, str] = {
     "env/array_list/SLURM_JOBID": _TASK_IDS,
     # ---- squeue / sinfo / scontrol field tables
     "squeue/o/%q": _NO_ACCOUNTING,
+    "commands/rows/sacct_step": _NO_ACCOUNTING,
+    "commands/rows/scontrol_oneliner_job": (
+        "The one-line record holds the same keys in the same order; it differs only in AllocNode:Sid and in "
+        "the pending job's whole-node default memory in TRES, as the multi-line record does (see "
+        "scontrol/show_job_*/AllocNode:Sid and scontrol/show_job_pending/TRES)."
+    ),
     "squeue/O/QOS": _NO_ACCOUNTING,
     "squeue/O/AllocNodes": _ALLOC_NODE,
     "squeue/O/AllocSID": _ALLOC_NODE,
@@ -139,10 +141,6 @@ ALLOWED: dict[str, str] = {
         "Slurm's sbatch first prints its time parser's `Invalid time specification (pos=N)` line; Spur prints "
         "Slurm's second line only (`Invalid --begin specification`)."
     ),
-    # ---- being fixed in the cliconform branch
-    "cliconform/*": _CLICONFORM,
-    "sinfo/layout/long_body": _CLICONFORM
-    + " (Slurm's first line is the date: the header moves down one line)",
     "env/env_timelimit/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
     "env/time5/names": "Spur also exports SLURM_JOB_TIME_LIMIT for a job with a time limit (not set by Slurm 22.05).",
 }

@@ -406,7 +406,7 @@ def all_case_ids() -> list[str]:
 def command_of(case_id: str) -> str:
     """The command a case is counted under: ``env`` cases are sbatch's output environment."""
     parts = case_id.split("/")
-    if parts[0] in ("errors", "cliconform"):  # rows named <command>_<what>
+    if parts[0] in ("errors", "commands"):  # rows named <command>_<what>
         return parts[-1].split("_", 1)[0]
     return "sbatch (environment)" if parts[0] == "env" else parts[0]
 
@@ -636,10 +636,9 @@ TABLES: tuple[Table, ...] = (
             ("sacct_bad_option", _first_error("sacct --bogus")),
         ),
     ),
-    # What the concurrent cliconform branch changes (scontrol -o, sinfo -l date line, sacct -j ID.STEP,
-    # sshare -U, immediate grant): compared here, allow-listed until that branch lands.
+    # scontrol -o, the date line of sinfo -l, sacct -j ID.STEP, sshare -U, immediate grant (srun, salloc)
     Table(
-        "cliconform",
+        "commands",
         "rows",
         (
             ("scontrol_oneliner_job", "scontrol -o show job $JP"),
