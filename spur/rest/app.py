@@ -37,6 +37,7 @@ from spur.rest.errors import (
     error_entry,
     from_rpc_error,
 )
+from spur.rest.jobcache import RenderedJobs
 from spur.rest.limits import Limits, decode_body, too_large
 from spur.rest.offload import off_loop
 from spur.rest.openapi import SENT_AS_NULL, VERSIONS, document, document_bytes, yaml_text
@@ -72,6 +73,7 @@ class RestApi:
         self._dialects: dict[str, Any] = {}
         self._v0038_doc = document("v0.0.38")
         self._v0038_shapers = SchemaShapers(self._v0038_doc, SENT_AS_NULL["v0.0.38"], keep_undeclared=True)
+        self._v0038_jobs = RenderedJobs(lambda job, cluster: orjson.dumps(mapping.job_to_slurm(job, cluster)))
         app = QuartTrio("spur.rest")
         app.config["MAX_CONTENT_LENGTH"] = self.limits.max_body_bytes
         app.config["JSON_SORT_KEYS"] = False
@@ -287,13 +289,14 @@ class RestApi:
         async def jobs() -> Body:
             resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
-            jobs = await off_loop(lambda: [mapping.job_to_slurm(j, cluster) for j in resp.jobs], len(resp.jobs))
+            listed = list(resp.jobs)
+            jobs = await off_loop(lambda: self._v0038_jobs.fragments(listed, cluster, True), len(listed))
             return body(jobs=jobs)
 
         @route(f"{S}/job/{{job_id}}", "get", empty="jobs", shape=False)
         async def get_job(job_id: str) -> Body:
             found = await self._find_jobs(job_id, "slurm_load_job")
-            return body(jobs=[mapping.job_to_slurm(j, self.cluster) for j in found])
+            return body(jobs=self._v0038_jobs.fragments(found, self.cluster))
 
         @route(f"{S}/job/{{job_id}}", "post")
         async def update_job(job_id: str) -> Body:

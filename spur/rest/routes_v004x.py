@@ -17,6 +17,7 @@ from spur.rest.errors import (
     ESLURM_REST_INVALID_QUERY,
     RestError,
 )
+from spur.rest.jobcache import RenderedJobs
 from spur.rest.offload import off_loop
 from spur.rpc.proto import spur_pb2 as pb
 
@@ -50,10 +51,12 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     def ok(db: bool = False, warnings: list[dict] | None = None, **fields: Any) -> dict[str, Any]:
         return api.v4_body(d, db, warnings=warnings, **fields)
 
-    async def job_lists(jobs: list[pb.JobInfo]) -> dict[str, Any]:
+    rendered = RenderedJobs(d.job_renderer(layout))
+
+    async def job_lists(jobs: list[pb.JobInfo], complete: bool = False) -> dict[str, Any]:
         now = int(api.ctl.clock.wall())
         cluster = api.cluster
-        infos = await off_loop(lambda: [v004x.job_info(j, cluster, layout) for j in jobs], len(jobs))
+        infos = await off_loop(lambda: rendered.fragments(jobs, cluster, complete), len(jobs))
         return ok(jobs=infos, last_backfill=now, last_update=now)
 
     # ------------------------------------------------------------------ slurm
@@ -88,7 +91,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     @route(f"{S}/jobs/", "get", empty="jobs")
     async def jobs() -> Body:
         resp = await api.call("GetJobs", pb.GetJobsRequest(), "_op_handler_jobs")
-        return await job_lists(list(resp.jobs))
+        return await job_lists(list(resp.jobs), complete=True)
 
     @route(f"{S}/jobs/state/", "get", empty="jobs")
     async def jobs_state() -> Body:

@@ -73,8 +73,10 @@ class SchemaShapers:
             self._compiled[name] = found = shaper
         return found
 
-    def for_schema(self, schema: dict[str, Any]) -> Shaper:
-        return self._compile(schema, "", "")
+    def for_schema(self, schema: dict[str, Any], owner: str = "", path: str = "") -> Shaper:
+        """The shaper of ``schema``; ``owner`` and ``path``: where an inline schema sits (the named
+        schema holding it and the dotted property path), for the version's null exceptions."""
+        return self._compile(schema, owner, path)
 
     # ------------------------------------------------------------------ compilation
 

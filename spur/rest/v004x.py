@@ -12,8 +12,10 @@ fields each schema declares. Requests are normalised to the v0.0.38 request form
 from __future__ import annotations
 
 import signal as _signal
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import orjson
 
 from spur.rest import mapping
 from spur.rest.errors import (
@@ -69,6 +71,29 @@ class Dialect:
             schema = entry["content"]["application/json"]["schema"]
             found = self._responses[key] = self.shapers.for_schema(schema)
         return found
+
+    def job_info_shaper(self) -> Shaper:
+        """The shaper of one ``jobs[]`` item of ``GET jobs``: compiled from the same schema, owner
+        and path as the whole answer's shaper compiles it, so it renders an item identically (and
+        the whole answer's shaper passes an already rendered item through)."""
+        responses = self.doc["paths"][f"/slurm/{self.version}/jobs/"]["get"]["responses"]
+        owner = responses["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        jobs = self.doc["components"]["schemas"][owner]["properties"]["jobs"]
+        path = "jobs"
+        ref = jobs.get("$ref")
+        if isinstance(ref, str):  # jobs is a named list schema: its items are compiled under it
+            owner, path = ref.rsplit("/", 1)[1], ""
+            jobs = self.doc["components"]["schemas"][owner]
+        return self.shapers.for_schema(jobs["items"], owner, path)
+
+    def job_renderer(self, layout: str) -> Callable[[pb.JobInfo, str], bytes]:
+        """``(job, cluster) -> the job's JSON`` in this version's ``GET jobs`` answer (pure)."""
+        shape = self.job_info_shaper()
+
+        def render(job: pb.JobInfo, cluster: str) -> bytes:
+            return orjson.dumps(shape(job_info(job, cluster, layout)))
+
+        return render
 
     def _response_schema(self, path: str, method: str) -> dict[str, Any]:
         responses = self.doc["paths"][path][method]["responses"]

@@ -1,0 +1,118 @@
+"""The rendered-jobs cache gives byte for byte the answer the uncached path gives, for every version,
+and renders a job again when anything about it (or the cluster name) changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from spur.rest import mapping, v004x
+from spur.rest.jobcache import RenderedJobs
+from spur.rest.openapi import VERSIONS
+from spur.rpc.proto import spur_pb2 as pb
+
+V4 = VERSIONS[1:]
+
+
+def _job(job_id: int, state: str, **spec: Any) -> pb.JobInfo:
+    job = pb.JobInfo(job_id=job_id, user="alice", uid=1000, gid=1000, group="alice", state=state, reason="None",
+                     partition="debug", time_limit_secs=300, priority=100, submit_time=1796282544.2,
+                     eligible_time=1796282544)  # fmt: skip
+    job.spec.name = f"job{job_id}"
+    job.spec.work_dir = "/tmp"
+    job.spec.MergeFrom(pb.JobSpec(**spec))
+    if state != "PENDING":
+        job.start_time = 1796282544
+        job.nodelist = "vm[1-2]"
+        job.allocation.add(node="vm1", cpus=2, mem_mb=100, tasks=1, gpus=[0, 1])
+        job.allocation.add(node="vm2", cpus=1, mem_mb=100, tasks=1)
+    if state in ("COMPLETED", "CANCELLED", "FAILED"):
+        job.end_time = 1796282600
+        job.signal = 15 if state == "CANCELLED" else 0
+        job.exit_code = 3 if state == "FAILED" else 0
+    return job
+
+
+def _jobs() -> list[pb.JobInfo]:
+    jobs = [
+        _job(1, "RUNNING", exclusive=True, gpus_total=2),
+        _job(2, "PENDING", cpus_per_task=2, hold=True, mem_per_cpu_mb=512, nice=5),
+        _job(3, "COMPLETED", num_tasks=2, mem_per_node_mb=1000, comment="c"),
+        _job(4, "CANCELLED"),
+        _job(5, "FAILED", constraint=["a", "b"], exclude=["vm3"]),
+        _job(6, "PENDING"),
+    ]
+    jobs[5].time_limit_secs = -1
+    task = _job(7, "PENDING")
+    task.array_job_id, task.array_task_id = 7, 0
+    parent = _job(8, "PENDING")
+    parent.array_job_id, parent.array_task_count, parent.array_task_min, parent.array_task_max = 8, 4, 0, 3
+    return [*jobs, task, parent]
+
+
+def _uncached(version: str, jobs: list[pb.JobInfo], cluster: str) -> bytes:
+    d = v004x.Dialect(version)
+    layout = d.job_resources_layout()
+    shaper = d.response_shaper(f"/slurm/{version}/jobs/", "get")
+    return orjson.dumps(shaper({"jobs": [v004x.job_info(j, cluster, layout) for j in jobs], "last_update": 1}))
+
+
+def _cached(version: str, cache: RenderedJobs, jobs: list[pb.JobInfo], cluster: str) -> bytes:
+    shaper = v004x.Dialect(version).response_shaper(f"/slurm/{version}/jobs/", "get")
+    return orjson.dumps(shaper({"jobs": cache.fragments(jobs, cluster, True), "last_update": 1}))
+
+
+def _cache(version: str) -> RenderedJobs:
+    d = v004x.Dialect(version)
+    return RenderedJobs(d.job_renderer(d.job_resources_layout()))
+
+
+@pytest.mark.parametrize("version", V4)
+def test_cached_v004x_answers_are_the_uncached_answers_byte_for_byte(version: str) -> None:
+    jobs = _jobs()
+    cache = _cache(version)
+    expected = _uncached(version, jobs, "spur")
+    assert _cached(version, cache, jobs, "spur") == expected  # rendered
+    assert (cache.misses, cache.hits) == (len(jobs), 0)
+    assert _cached(version, cache, jobs, "spur") == expected  # from the cache
+    assert (cache.misses, cache.hits) == (len(jobs), len(jobs))
+    assert b'"job_id":1,' in expected and b'"job_id":8,' in expected
+
+
+def test_cached_v0038_answers_are_the_uncached_answers_byte_for_byte() -> None:
+    jobs = _jobs()
+    cache = RenderedJobs(lambda job, cluster: orjson.dumps(mapping.job_to_slurm(job, cluster)))
+    expected = orjson.dumps({"jobs": [mapping.job_to_slurm(j, "spur") for j in jobs]})
+    for _ in range(2):
+        assert orjson.dumps({"jobs": cache.fragments(jobs, "spur")}) == expected
+    assert (cache.misses, cache.hits) == (len(jobs), len(jobs))
+
+
+@pytest.mark.parametrize("version", V4)
+def test_a_changed_job_or_cluster_is_rendered_again(version: str) -> None:
+    jobs = _jobs()
+    cache = _cache(version)
+    _cached(version, cache, jobs, "spur")
+    jobs[1].state = "RUNNING"
+    jobs[1].reason = "None"
+    jobs[2].spec.comment = "changed"
+    assert _cached(version, cache, jobs, "spur") == _uncached(version, jobs, "spur")
+    assert cache.misses == len(jobs) + 2
+    assert b'"comment":"changed"' in _cached(version, cache, jobs, "spur")
+    assert _cached(version, cache, jobs, "other") == _uncached(version, jobs, "other")
+    assert cache.misses == 2 * len(jobs) + 2
+
+
+def test_a_complete_listing_drops_entries_of_jobs_no_longer_listed() -> None:
+    cache = RenderedJobs(lambda job, cluster: orjson.dumps(mapping.job_to_slurm(job, cluster)))
+    many = [_job(i, "PENDING") for i in range(1, 1203)]
+    cache.fragments(many, "spur", complete=True)
+    assert len(cache) == 1202
+    cache.fragments(many[:100], "spur")  # a partial listing (one job's GET) drops nothing
+    assert len(cache) == 1202
+    cache.fragments(many[:100], "spur", complete=True)
+    assert len(cache) == 100
+    cache.fragments(many[:100], "spur", complete=True)
+    assert (len(cache), cache.hits, cache.misses) == (100, 300, 1202)
