@@ -40,13 +40,14 @@ from quart import Response, request
 
 from spur.auth.admin import is_admin
 from spur.auth.identity import IdentityError, identity_from_metadata
-from spur.rest.adapter import ServiceAdapter
+from spur.rest.adapter import CALL_TIMEOUT_SECS, ServiceAdapter
 from spur.rest.auth import metadata_from_headers, resolve_local_user
-from spur.rest.errors import RestError
+from spur.rest.errors import RestError, from_rpc_error
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError
 from spur.ui import samples as smp
 from spur.ui.context import ViewContext
-from spur.ui.queue import FilterError
+from spur.ui.queue import FilterError, QueueJob
 from spur.ui.sessions import (
     COOKIE_NAME,
     LinkLedger,
@@ -189,6 +190,26 @@ class Dashboard:
             raise RestError(404, -1, f"the {service} service is not served here", SOURCE)
         return await adapter.call(method, req, session.metadata, request.remote_addr or "ui", SOURCE)
 
+    async def queue_jobs(self, session: Session, req: pb.GetJobsRequest) -> list[QueueJob]:
+        """Light records of the jobs ``GetJobs(req)`` lists: the call is authorized as GetJobs, then
+        read from this controller's state (the leader, after its read barrier) instead of encoding
+        and parsing a ``JobInfo`` per job; on a follower through GetJobs itself (it forwards)."""
+        adapter = self.api.adapter
+        peer = request.remote_addr or "ui"
+        ctx = adapter.context("GetJobs", session.metadata, peer)
+        await adapter.authorize(ctx, SOURCE)
+        try:
+            with trio.fail_after(CALL_TIMEOUT_SECS):
+                jobs = await adapter.service.read_jobs(req, ctx)
+        except trio.TooSlowError:
+            raise RestError(504, -1, f"GetJobs did not answer within {CALL_TIMEOUT_SECS:.0f} s", SOURCE) from None
+        except RpcError as exc:
+            raise from_rpc_error(exc, SOURCE) from None
+        if jobs is None:
+            resp = await self.call(session, "controller", "GetJobs", req)
+            return [QueueJob.from_info(j) for j in resp.jobs]
+        return [QueueJob.from_job(j) for j in jobs]
+
     @property
     def has_key(self) -> bool:
         return bool(self.ctl.auth.settings.has_key)
@@ -236,8 +257,8 @@ class Dashboard:
 
     def view_context(self, session: Session, args: Mapping[str, str]) -> ViewContext:
         now = self.now()
-        current = self.sampler.sample_now(int(now))
-        return ViewContext(self, session, args, self.ctl.cfg.cluster_name, now, self.ring, current)
+        return ViewContext(self, session, args, self.ctl.cfg.cluster_name, now, self.ring,
+                           lambda: self.sampler.sample_now(int(now)))  # fmt: skip
 
     async def load(self, page: Page, session: Session, args: Mapping[str, str]) -> dict[str, Any]:
         view, params = page

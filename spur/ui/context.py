@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from spur.rpc.proto import spur_pb2 as pb
+from spur.ui.queue import QueueJob
 from spur.ui.samples import Sample, SampleRing
 from spur.ui.sessions import Session
 
@@ -16,6 +18,12 @@ class Caller(Protocol):
     """Calls a service method as ``session``'s user: the auth interceptor, then the method (RestError)."""
 
     async def call(self, session: Session, service: str, method: str, request: Any) -> Any: ...
+
+    async def queue_jobs(self, session: Session, request: pb.GetJobsRequest) -> list[QueueJob]:
+        """The jobs ``GetJobs(request)`` would list, as light records, under the same auth check and
+        read rules (RestError as :meth:`call`); ``request`` uses only ``include_finished`` and
+        ``partitions``."""
+        ...
 
 
 @dataclass
@@ -28,7 +36,19 @@ class ViewContext:
     cluster_name: str
     now: float
     ring: SampleRing
-    current_sample: Sample
+    sample_now: Callable[[], Sample]
+    _sample: list[Sample] = field(default_factory=list)
+
+    @property
+    def current_sample(self) -> Sample:
+        """The sample of the minute in progress, taken at the first read (it reads every job)."""
+        if not self._sample:
+            self._sample.append(self.sample_now())
+        return self._sample[0]
+
+    async def queue_jobs(self, request: pb.GetJobsRequest) -> list[QueueJob]:
+        """The jobs of ``GetJobs(request)`` as :class:`QueueJob` records, as the signed-in user."""
+        return await self.caller.queue_jobs(self.session, request)
 
     async def call(self, method: str, request: Any) -> Any:
         """A ControllerService call as the signed-in user."""

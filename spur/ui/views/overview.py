@@ -39,16 +39,17 @@ async def load(ctx: ViewContext) -> dict[str, Any]:
     span = RANGES.get(span_name, 3600)
     nodes = (await ctx.call("GetNodes", pb.GetNodesRequest())).nodes
     parts = (await ctx.call("GetPartitions", pb.GetPartitionsRequest())).partitions
-    jobs = (await ctx.call("GetJobs", pb.GetJobsRequest())).jobs
+    jobs = await ctx.queue_jobs(pb.GetJobsRequest())
     by_state = Counter(n.state for n in nodes)
+    by_partition = Counter((j.partition, j.state) for j in jobs)
     job_states = Counter(j.state for j in jobs)
     node_state = {n.name: n.state for n in nodes}
     partitions = [
         {
             "name": p.name, "state": p.state, "default": p.is_default, "nodes": len(p.nodes),
             "idle": sum(1 for n in p.nodes if node_state.get(n) == "idle"),
-            "pending": sum(1 for j in jobs if j.partition == p.name and j.state == "PENDING"),
-            "running": sum(1 for j in jobs if j.partition == p.name and j.state == "RUNNING"),
+            "pending": by_partition[(p.name, "PENDING")],
+            "running": by_partition[(p.name, "RUNNING")],
         }
         for p in parts
     ]  # fmt: skip
