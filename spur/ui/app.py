@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
@@ -107,7 +108,7 @@ class ControllerSource:
         return out
 
     def job_times(self) -> list[smp.JobTimes]:
-        return [smp.JobTimes(j.state.value, j.start_time, j.end_time) for j in self.state.jobs.values()]
+        return [smp.JobTimes(j.state._value_, j.start_time, j.end_time) for j in self.state.jobs.values()]
 
 
 class _Gate:
@@ -194,6 +195,19 @@ class Dashboard:
         """Light records of the jobs ``GetJobs(req)`` lists: the call is authorized as GetJobs, then
         read from this controller's state (the leader, after its read barrier) instead of encoding
         and parsing a ``JobInfo`` per job; on a follower through GetJobs itself (it forwards)."""
+        jobs, infos = await self._read_jobs(session, req)
+        return [QueueJob.from_job(j) for j in jobs] if jobs is not None else [QueueJob.from_info(j) for j in infos]
+
+    async def job_counts(self, session: Session, req: pb.GetJobsRequest) -> Counter[tuple[str, str]]:
+        """How many of the jobs ``GetJobs(req)`` lists are in each (partition, state), read as
+        :meth:`queue_jobs` reads them (no record built per job)."""
+        jobs, infos = await self._read_jobs(session, req)
+        if jobs is not None:
+            return Counter((j.partition, j.state._value_) for j in jobs)
+        return Counter((j.partition, j.state) for j in infos)
+
+    async def _read_jobs(self, session: Session, req: pb.GetJobsRequest) -> tuple[list[Any] | None, list[Any]]:
+        """(the state's jobs, []) on the leader, (None, the JobInfo messages of GetJobs) elsewhere."""
         adapter = self.api.adapter
         peer = request.remote_addr or "ui"
         ctx = adapter.context("GetJobs", session.metadata, peer)
@@ -205,10 +219,9 @@ class Dashboard:
             raise RestError(504, -1, f"GetJobs did not answer within {CALL_TIMEOUT_SECS:.0f} s", SOURCE) from None
         except RpcError as exc:
             raise from_rpc_error(exc, SOURCE) from None
-        if jobs is None:
-            resp = await self.call(session, "controller", "GetJobs", req)
-            return [QueueJob.from_info(j) for j in resp.jobs]
-        return [QueueJob.from_job(j) for j in jobs]
+        if jobs is not None:
+            return jobs, []
+        return None, list((await self.call(session, "controller", "GetJobs", req)).jobs)
 
     @property
     def has_key(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,6 +24,10 @@ class Caller(Protocol):
         """The jobs ``GetJobs(request)`` would list, as light records, under the same auth check and
         read rules (RestError as :meth:`call`); ``request`` uses only ``include_finished`` and
         ``partitions``."""
+        ...
+
+    async def job_counts(self, session: Session, request: pb.GetJobsRequest) -> Counter[tuple[str, str]]:
+        """How many of the jobs :meth:`queue_jobs` would return are in each (partition, state)."""
         ...
 
 
@@ -49,6 +54,10 @@ class ViewContext:
     async def queue_jobs(self, request: pb.GetJobsRequest) -> list[QueueJob]:
         """The jobs of ``GetJobs(request)`` as :class:`QueueJob` records, as the signed-in user."""
         return await self.caller.queue_jobs(self.session, request)
+
+    async def job_counts(self, request: pb.GetJobsRequest) -> Counter[tuple[str, str]]:
+        """Jobs of ``GetJobs(request)`` per (partition, state), as the signed-in user."""
+        return await self.caller.job_counts(self.session, request)
 
     async def call(self, method: str, request: Any) -> Any:
         """A ControllerService call as the signed-in user."""

@@ -39,10 +39,11 @@ async def load(ctx: ViewContext) -> dict[str, Any]:
     span = RANGES.get(span_name, 3600)
     nodes = (await ctx.call("GetNodes", pb.GetNodesRequest())).nodes
     parts = (await ctx.call("GetPartitions", pb.GetPartitionsRequest())).partitions
-    jobs = await ctx.queue_jobs(pb.GetJobsRequest())
+    by_partition = await ctx.job_counts(pb.GetJobsRequest())
     by_state = Counter(n.state for n in nodes)
-    by_partition = Counter((j.partition, j.state) for j in jobs)
-    job_states = Counter(j.state for j in jobs)
+    job_states: Counter[str] = Counter()
+    for (_, state), n in by_partition.items():
+        job_states[state] += n
     node_state = {n.name: n.state for n in nodes}
     partitions = [
         {
