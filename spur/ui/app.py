@@ -14,6 +14,11 @@ Contracts:
   :class:`spur.rest.adapter.ServiceAdapter`; a refusal (401/403/404/409...) is shown with its message and
   changes nothing. Actions are POST forms carrying the session's CSRF token; a missing or wrong token is
   refused with 403 before anything is called.
+- The job lists of the Jobs page and the Overview are authorized as ``GetJobs`` with the session's
+  credential (the same check, the same refusal), then read on the leader from its applied state after
+  the same read barrier, as light :class:`~spur.ui.queue.QueueJob` records (no ``JobInfo`` encoded and
+  parsed per job: the page shows 200 rows of a 10,000-job queue); a follower asks GetJobs, which
+  forwards to the leader.
 - HTTP requests with a body under ``/ui/`` are gated from their headers before the body is read (the
   REST port's rule, :mod:`spur.rest.preauth`): a body over :data:`MAX_FORM_BYTES` is answered 413, and
   one without a live session cookie 401, except the sign-in form's.
