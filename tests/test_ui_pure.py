@@ -9,7 +9,7 @@ import pytest
 from spur.cli.web import can_open_browser, link_for
 from spur.rpc.proto import spur_pb2 as pb
 from spur.ui.charts import Series, format_value, line_chart, nice_ceiling
-from spur.ui.queue import FilterError, page_of, parse_filter, select_rows
+from spur.ui.queue import FilterError, QueueJob, page_of, parse_filter, select_rows
 from spur.ui.reasons import explain_reason
 from spur.ui.samples import JobTimes, NodeLoad, Sample, SampleRing, take_sample
 from spur.ui.sessions import LinkLedger, SessionStore, csrf_ok, session_cookie
@@ -70,12 +70,12 @@ def test_sample_ring_keeps_the_newest_one_per_minute() -> None:
 
 
 # ---------------------------------------------------------------- job filters
-def _job(job_id: int, **kw: object) -> pb.JobInfo:
+def _job(job_id: int, **kw: object) -> QueueJob:
     spec = pb.JobSpec(name=str(kw.pop("name", f"j{job_id}")), account=str(kw.pop("account", "acct")))
     kw.setdefault("state", "PENDING")
     kw.setdefault("partition", "p1")
     kw.setdefault("user", "alice")
-    return pb.JobInfo(job_id=job_id, spec=spec, **kw)  # type: ignore[arg-type]
+    return QueueJob.from_info(pb.JobInfo(job_id=job_id, spec=spec, **kw))  # type: ignore[arg-type]
 
 
 def test_filters_fold_pending_array_tasks_and_sort_like_squeue() -> None:
@@ -164,3 +164,23 @@ def test_spur_web_link_and_browser_choice() -> None:
     assert link_for("http://h:6820/", "a.b+c") == "http://h:6820/ui/login/link?token=a.b%2Bc"
     assert link_for("http://h:6820", None) == "http://h:6820/ui/"
     assert not can_open_browser({}) and can_open_browser({"DISPLAY": ":0"}) and can_open_browser({"BROWSER": "lynx"})
+
+
+def test_queue_job_reads_the_same_from_the_state_and_from_jobinfo() -> None:
+    from dataclasses import replace
+
+    from spur.core.job import Job, JobSpec, JobState, NodeAllocation
+    from spur.rpc.convert import job_to_proto
+
+    spec = JobSpec(name="train", script="#!/bin/sh\ntrue\n", work_dir="/tmp", account="physics")
+    running = Job(job_id=7, spec=spec, user="alice", uid=1000, gid=1000, group="alice", state=JobState.RUNNING,
+                  reason="None", partition="debug", priority=5, submit_time=100.0, start_time=110.0,
+                  allocation=[NodeAllocation("n1", 2, 100, [0], 2), NodeAllocation("n2", 2, 100, [], 2)],
+                  array_job_id=7, array_task_id=0, array_max_running=3)  # fmt: skip
+    pending = replace(running, job_id=8, state=JobState.PENDING, reason="Priority", start_time=0.0, allocation=[],
+                      array_job_id=0, array_task_id=None)  # fmt: skip
+    for job in (running, pending):
+        mine, wire = QueueJob.from_job(job), QueueJob.from_info(job_to_proto(job, include_script=False))
+        assert mine[:-1] == wire[:-1]
+        assert mine.nodelist == wire.nodelist
+    assert QueueJob.from_job(running).nodelist == "n[1-2]" and QueueJob.from_job(pending).nodelist == ""

@@ -146,6 +146,18 @@ class ControllerService:
         jobs = self._select_jobs(request)
         return self.job_infos.response(jobs, self.ctl.state.jobs)
 
+    async def read_jobs(self, request: pb.GetJobsRequest, context: CallContext) -> list | None:
+        """For an in-process reader (the dashboard): the jobs ``GetJobs(request)`` would list, as the
+        state's own ``Job`` objects (read-only: never mutate them), after the same read barrier; None
+        where GetJobs would forward to the leader (ask GetJobs then). No authorization: the caller
+        authorizes ``GetJobs`` first."""
+        if context.metadata.get(LOCAL_READ_KEY) != "1":
+            if not self.ctl.is_leader:
+                return None
+            await self.ctl.leader_ready()
+            await self.ctl.read_barrier()
+        return self._select_jobs(request)
+
     async def WatchJob(self, request: pb.GetJobsRequest, context: CallContext) -> AsyncIterator[pb.JobInfo]:
         """Stream the job each time its state or reason changes, ending after a terminal state."""
         if len(request.job_ids) != 1:

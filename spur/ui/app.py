@@ -14,6 +14,11 @@ Contracts:
   :class:`spur.rest.adapter.ServiceAdapter`; a refusal (401/403/404/409...) is shown with its message and
   changes nothing. Actions are POST forms carrying the session's CSRF token; a missing or wrong token is
   refused with 403 before anything is called.
+- The job lists of the Jobs page and the Overview are authorized as ``GetJobs`` with the session's
+  credential (the same check, the same refusal), then read on the leader from its applied state after
+  the same read barrier, as light :class:`~spur.ui.queue.QueueJob` records (no ``JobInfo`` encoded and
+  parsed per job: the page shows 200 rows of a 10,000-job queue); a follower asks GetJobs, which
+  forwards to the leader.
 - HTTP requests with a body under ``/ui/`` are gated from their headers before the body is read (the
   REST port's rule, :mod:`spur.rest.preauth`): a body over :data:`MAX_FORM_BYTES` is answered 413, and
   one without a live session cookie 401, except the sign-in form's.
@@ -29,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
@@ -40,13 +46,14 @@ from quart import Response, request
 
 from spur.auth.admin import is_admin
 from spur.auth.identity import IdentityError, identity_from_metadata
-from spur.rest.adapter import ServiceAdapter
+from spur.rest.adapter import CALL_TIMEOUT_SECS, ServiceAdapter
 from spur.rest.auth import metadata_from_headers, resolve_local_user
-from spur.rest.errors import RestError
+from spur.rest.errors import RestError, from_rpc_error
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.status import RpcError
 from spur.ui import samples as smp
 from spur.ui.context import ViewContext
-from spur.ui.queue import FilterError
+from spur.ui.queue import FilterError, QueueJob
 from spur.ui.sessions import (
     COOKIE_NAME,
     LinkLedger,
@@ -106,7 +113,7 @@ class ControllerSource:
         return out
 
     def job_times(self) -> list[smp.JobTimes]:
-        return [smp.JobTimes(j.state.value, j.start_time, j.end_time) for j in self.state.jobs.values()]
+        return [smp.JobTimes(j.state._value_, j.start_time, j.end_time) for j in self.state.jobs.values()]
 
 
 class _Gate:
@@ -189,6 +196,38 @@ class Dashboard:
             raise RestError(404, -1, f"the {service} service is not served here", SOURCE)
         return await adapter.call(method, req, session.metadata, request.remote_addr or "ui", SOURCE)
 
+    async def queue_jobs(self, session: Session, req: pb.GetJobsRequest) -> list[QueueJob]:
+        """Light records of the jobs ``GetJobs(req)`` lists: the call is authorized as GetJobs, then
+        read from this controller's state (the leader, after its read barrier) instead of encoding
+        and parsing a ``JobInfo`` per job; on a follower through GetJobs itself (it forwards)."""
+        jobs, infos = await self._read_jobs(session, req)
+        return [QueueJob.from_job(j) for j in jobs] if jobs is not None else [QueueJob.from_info(j) for j in infos]
+
+    async def job_counts(self, session: Session, req: pb.GetJobsRequest) -> Counter[tuple[str, str]]:
+        """How many of the jobs ``GetJobs(req)`` lists are in each (partition, state), read as
+        :meth:`queue_jobs` reads them (no record built per job)."""
+        jobs, infos = await self._read_jobs(session, req)
+        if jobs is not None:
+            return Counter((j.partition, j.state._value_) for j in jobs)
+        return Counter((j.partition, j.state) for j in infos)
+
+    async def _read_jobs(self, session: Session, req: pb.GetJobsRequest) -> tuple[list[Any] | None, list[Any]]:
+        """(the state's jobs, []) on the leader, (None, the JobInfo messages of GetJobs) elsewhere."""
+        adapter = self.api.adapter
+        peer = request.remote_addr or "ui"
+        ctx = adapter.context("GetJobs", session.metadata, peer)
+        await adapter.authorize(ctx, SOURCE)
+        try:
+            with trio.fail_after(CALL_TIMEOUT_SECS):
+                jobs = await adapter.service.read_jobs(req, ctx)
+        except trio.TooSlowError:
+            raise RestError(504, -1, f"GetJobs did not answer within {CALL_TIMEOUT_SECS:.0f} s", SOURCE) from None
+        except RpcError as exc:
+            raise from_rpc_error(exc, SOURCE) from None
+        if jobs is not None:
+            return jobs, []
+        return None, list((await self.call(session, "controller", "GetJobs", req)).jobs)
+
     @property
     def has_key(self) -> bool:
         return bool(self.ctl.auth.settings.has_key)
@@ -236,8 +275,8 @@ class Dashboard:
 
     def view_context(self, session: Session, args: Mapping[str, str]) -> ViewContext:
         now = self.now()
-        current = self.sampler.sample_now(int(now))
-        return ViewContext(self, session, args, self.ctl.cfg.cluster_name, now, self.ring, current)
+        return ViewContext(self, session, args, self.ctl.cfg.cluster_name, now, self.ring,
+                           lambda: self.sampler.sample_now(int(now)))  # fmt: skip
 
     async def load(self, page: Page, session: Session, args: Mapping[str, str]) -> dict[str, Any]:
         view, params = page

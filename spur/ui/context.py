@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from spur.rpc.proto import spur_pb2 as pb
+from spur.ui.queue import QueueJob
 from spur.ui.samples import Sample, SampleRing
 from spur.ui.sessions import Session
 
@@ -16,6 +19,16 @@ class Caller(Protocol):
     """Calls a service method as ``session``'s user: the auth interceptor, then the method (RestError)."""
 
     async def call(self, session: Session, service: str, method: str, request: Any) -> Any: ...
+
+    async def queue_jobs(self, session: Session, request: pb.GetJobsRequest) -> list[QueueJob]:
+        """The jobs ``GetJobs(request)`` would list, as light records, under the same auth check and
+        read rules (RestError as :meth:`call`); ``request`` uses only ``include_finished`` and
+        ``partitions``."""
+        ...
+
+    async def job_counts(self, session: Session, request: pb.GetJobsRequest) -> Counter[tuple[str, str]]:
+        """How many of the jobs :meth:`queue_jobs` would return are in each (partition, state)."""
+        ...
 
 
 @dataclass
@@ -28,7 +41,23 @@ class ViewContext:
     cluster_name: str
     now: float
     ring: SampleRing
-    current_sample: Sample
+    sample_now: Callable[[], Sample]
+    _sample: list[Sample] = field(default_factory=list)
+
+    @property
+    def current_sample(self) -> Sample:
+        """The sample of the minute in progress, taken at the first read (it reads every job)."""
+        if not self._sample:
+            self._sample.append(self.sample_now())
+        return self._sample[0]
+
+    async def queue_jobs(self, request: pb.GetJobsRequest) -> list[QueueJob]:
+        """The jobs of ``GetJobs(request)`` as :class:`QueueJob` records, as the signed-in user."""
+        return await self.caller.queue_jobs(self.session, request)
+
+    async def job_counts(self, request: pb.GetJobsRequest) -> Counter[tuple[str, str]]:
+        """Jobs of ``GetJobs(request)`` per (partition, state), as the signed-in user."""
+        return await self.caller.job_counts(self.session, request)
 
     async def call(self, method: str, request: Any) -> Any:
         """A ControllerService call as the signed-in user."""

@@ -7,9 +7,13 @@ Contracts:
   jobs, squeue's view), ``history`` (ended jobs), ``all``, or one Slurm state name or short code
   (``PD``, ``R``, ``CD``...). An unknown state, sort key, order or a bad page number raises
   :class:`FilterError` naming the field; nothing is half-applied.
+- :class:`QueueJob` is the light record the pages filter, fold and sort (a named tuple of the
+  columns; ``origin`` is the job it was read from, for the few values computed only for the rows a
+  page shows). :meth:`QueueJob.from_job` reads spurctld's own job, :meth:`QueueJob.from_info` a
+  ``JobInfo``; both give equal tuples for the same job.
 - :func:`select_rows` keeps the jobs matching every given field (``name`` matches a substring, the
   others exactly), folds the pending tasks of an array with the same reason into one row as squeue
-  does (:func:`spur.cli.jobfields.group_array_tasks`), and sorts: ``default`` is squeue's order
+  does (:func:`spur.cli.jobfields.group_array_tasks`'s rule), and sorts: ``default`` is squeue's order
   (partition, state, priority descending, id), the others sort by that column then job id.
 - :func:`page_of` cuts the rows into pages of :data:`PAGE_SIZE`.
 """
@@ -18,11 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from spur.cli.jobfields import ArrayGroup, array_task_text, group_array_tasks
+from spur.cli.jobfields import ArrayGroup, array_task_text
+from spur.rpc.proto import spur_pb2 as pb
 
-__all__ = ["FilterError", "JobFilter", "PAGE_SIZE", "Row", "page_of", "parse_filter", "select_rows"]
+__all__ = [
+    "FilterError", "JobFilter", "PAGE_SIZE", "QueueJob", "Row", "page_of", "parse_filter", "select_rows",
+]  # fmt: skip
 
 PAGE_SIZE = 200
 
@@ -102,11 +109,62 @@ def parse_filter(args: Mapping[str, str]) -> JobFilter:
     )
 
 
+class QueueJob(NamedTuple):
+    """What the Jobs page and the Overview read of a job (see the module docstring)."""
+
+    job_id: int
+    array_job_id: int
+    array_task_id: int | None
+    array_max_running: int
+    name: str
+    user: str
+    uid: int
+    account: str
+    partition: str
+    state: str
+    reason: str
+    priority: int
+    submit_time: float
+    start_time: float
+    end_time: float
+    origin: Any  # spur.core.job.Job or spur.rpc.proto.spur_pb2.JobInfo
+
+    @classmethod
+    def from_job(cls, job: Any) -> QueueJob:
+        """From a :class:`spur.core.job.Job` (spurctld's applied state). ``state._value_``: the enum's
+        ``value`` property costs ten times the plain attribute, per job, on every page load."""
+        spec = job.spec
+        return cls(job.job_id, job.array_job_id, job.array_task_id, job.array_max_running, spec.name, job.user,
+                   job.uid, spec.account, job.partition, job.state._value_, job.reason, job.priority,
+                   job.submit_time, job.start_time, job.end_time, job)  # fmt: skip
+
+    @classmethod
+    def from_info(cls, info: Any) -> QueueJob:
+        """From a ``JobInfo`` message (``array_task_id`` is optional there: presence matters)."""
+        spec = info.spec
+        task = info.array_task_id if info.HasField("array_task_id") else None
+        return cls(info.job_id, info.array_job_id, task, info.array_max_running, spec.name, info.user, info.uid,
+                   spec.account, info.partition, info.state, info.reason, info.priority, info.submit_time,
+                   info.start_time, info.end_time, info)  # fmt: skip
+
+    @property
+    def nodelist(self) -> str:
+        """The allocated nodes as a host list (``n[1-3]``); empty before an allocation."""
+        origin = self.origin
+        if isinstance(origin, pb.JobInfo):
+            return origin.nodelist
+        if not origin.allocation:
+            return ""
+        from spur.core.hostlist import compress
+
+        return compress(origin.nodes)
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the jobs table: a job, or the pending tasks of an array folded into one."""
 
-    job: Any  # spur.rpc.proto.spur_pb2.JobInfo (or a record with its fields)
+    job: QueueJob
     group: ArrayGroup | None
 
     @property
@@ -114,7 +172,7 @@ class Row:
         job = self.job
         if self.group is not None:
             return f"{job.array_job_id}_[{array_task_text(self.group)}]"
-        if job.array_job_id and _has_task(job):
+        if job.array_job_id and job.array_task_id is not None:
             return f"{job.array_job_id}_{job.array_task_id}"
         return str(job.job_id)
 
@@ -123,14 +181,7 @@ class Row:
         return STATE_CODES.get(self.job.state, self.job.state)
 
 
-def _has_task(job: Any) -> bool:
-    try:
-        return bool(job.HasField("array_task_id"))
-    except (AttributeError, ValueError):
-        return getattr(job, "array_task_id", None) is not None
-
-
-def _keep(f: JobFilter, job: Any) -> bool:
+def _keep(f: JobFilter, job: QueueJob) -> bool:
     if f.state == "active":
         if job.state not in ACTIVE:
             return False
@@ -141,11 +192,11 @@ def _keep(f: JobFilter, job: Any) -> bool:
         return False
     if f.user and job.user != f.user and str(job.uid) != f.user:
         return False
-    if f.account and job.spec.account != f.account:
+    if f.account and job.account != f.account:
         return False
     if f.partition and job.partition != f.partition:
         return False
-    return not (f.name and f.name not in job.spec.name)
+    return not (f.name and f.name not in job.name)
 
 
 def _key(sort: str, row: Row) -> tuple[Any, ...]:
@@ -153,18 +204,35 @@ def _key(sort: str, row: Row) -> tuple[Any, ...]:
     if sort == "default":
         return (j.partition, _STATE_ORDER.get(j.state, 99), -j.priority, j.job_id)
     value: Any = {
-        "id": j.job_id, "user": j.user, "account": j.spec.account, "partition": j.partition, "state": j.state,
-        "name": j.spec.name, "submit": j.submit_time, "priority": j.priority,
+        "id": j.job_id, "user": j.user, "account": j.account, "partition": j.partition, "state": j.state,
+        "name": j.name, "submit": j.submit_time, "priority": j.priority,
     }[sort]  # fmt: skip
     return (value, j.job_id)
 
 
-def select_rows(jobs: Iterable[Any], f: JobFilter) -> list[Row]:
+def select_rows(jobs: Iterable[QueueJob], f: JobFilter) -> list[Row]:
     """The rows for ``f`` (see the module docstring)."""
-    kept = [j for j in jobs if _keep(f, j)]
-    rows = [Row(job, group) for job, group in group_array_tasks(kept, expand=False)]
+    rows: list[Row] = []
+    groups: dict[tuple[int, str], list[QueueJob]] = {}
+    for job in jobs:
+        if not _keep(f, job):
+            continue
+        if job.state == "PENDING" and job.array_task_id is not None and job.array_job_id:
+            groups.setdefault((job.array_job_id, job.reason), []).append(job)
+        else:
+            rows.append(Row(job, None))
+    for members in groups.values():
+        if len(members) == 1:
+            rows.append(Row(members[0], None))
+            continue
+        members.sort(key=_task_of)
+        rows.append(Row(members[0], ArrayGroup(members[0], tuple(m.array_task_id for m in members))))
     rows.sort(key=lambda r: _key(f.sort, r), reverse=f.descending)
     return rows
+
+
+def _task_of(job: QueueJob) -> int:
+    return job.array_task_id or 0
 
 
 def page_of(rows: list[Row], page: int, size: int = PAGE_SIZE) -> tuple[list[Row], int]:

@@ -18,7 +18,7 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import trio
 
@@ -27,8 +27,7 @@ __all__ = ["JobTimes", "NodeLoad", "Sample", "SampleRing", "Sampler", "take_samp
 WEEK_MINUTES = 7 * 24 * 60
 
 
-@dataclass(frozen=True)
-class NodeLoad:
+class NodeLoad(NamedTuple):
     """One node's capacity and what is allocated on it."""
 
     cpus: int
@@ -39,8 +38,7 @@ class NodeLoad:
     alloc_mem_mb: int
 
 
-@dataclass(frozen=True)
-class JobTimes:
+class JobTimes(NamedTuple):
     """What a sample needs of a job: its state and times (0 = unset)."""
 
     state: str

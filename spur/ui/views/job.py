@@ -10,7 +10,7 @@ from google.protobuf.json_format import MessageToDict
 from spur.rest.errors import ESLURM_INVALID_JOB_ID, RestError
 from spur.rpc.proto import spur_pb2 as pb
 from spur.ui.context import ViewContext
-from spur.ui.queue import Row
+from spur.ui.queue import QueueJob, Row
 from spur.ui.reasons import explain_reason
 
 TEMPLATE = "job.html"
@@ -51,10 +51,10 @@ async def load(ctx: ViewContext, job_id: int) -> dict[str, Any]:
     if not jobs:
         raise RestError(404, ESLURM_INVALID_JOB_ID, f"Unable to find JobId={job_id}", "ui_job")
     job = next((j for j in jobs if j.job_id == job_id), jobs[0])
-    tasks = [{"id": Row(j, None).id_text, "job_id": j.job_id, "state": j.state} for j in jobs] if len(jobs) > 1 else []
+    tasks = [{"id": Row(QueueJob.from_info(j), None).id_text, "job_id": j.job_id, "state": j.state} for j in jobs] if len(jobs) > 1 else []
     s = ctx.session
     return {
-        "job": job, "title": Row(job, None).id_text, "timeline": timeline(job), "spec": spec_fields(job),
+        "job": job, "title": Row(QueueJob.from_info(job), None).id_text, "timeline": timeline(job), "spec": spec_fields(job),
         "tasks": tasks, "allocation": [{"node": a.node, "cpus": a.cpus, "mem": a.mem_mb, "gpus": len(a.gpus)} for a in job.allocation],
         "can_act": s.admin or s.uid == job.uid, "actions": ACTIONS,
         "can_watch": (s.admin or s.uid == job.uid) and len(jobs) == 1,

@@ -30,13 +30,12 @@ async def load(ctx: ViewContext) -> dict[str, Any]:
     req = pb.GetJobsRequest(include_finished=not wanted)
     if f.partition:
         req.partitions.append(f.partition)
-    jobs = (await ctx.call("GetJobs", req)).jobs
-    rows = select_rows(jobs, f)
+    rows = select_rows(await ctx.queue_jobs(req), f)
     shown, pages = page_of(rows, f.page)
     table = [
         {
-            "id": r.id_text, "job_id": r.job.job_id, "name": r.job.spec.name, "user": r.job.user,
-            "account": r.job.spec.account, "partition": r.job.partition, "state": r.job.state,
+            "id": r.id_text, "job_id": r.job.job_id, "name": r.job.name, "user": r.job.user,
+            "account": r.job.account, "partition": r.job.partition, "state": r.job.state,
             "code": r.state_code, "time": _elapsed(r.job, ctx.now), "nodes": r.job.nodelist,
             "reason": r.job.reason if r.job.state == "PENDING" else "",
             "why": explain_reason(r.job.reason) if r.job.state == "PENDING" else "",

@@ -39,16 +39,18 @@ async def load(ctx: ViewContext) -> dict[str, Any]:
     span = RANGES.get(span_name, 3600)
     nodes = (await ctx.call("GetNodes", pb.GetNodesRequest())).nodes
     parts = (await ctx.call("GetPartitions", pb.GetPartitionsRequest())).partitions
-    jobs = (await ctx.call("GetJobs", pb.GetJobsRequest())).jobs
+    by_partition = await ctx.job_counts(pb.GetJobsRequest())
     by_state = Counter(n.state for n in nodes)
-    job_states = Counter(j.state for j in jobs)
+    job_states: Counter[str] = Counter()
+    for (_, state), n in by_partition.items():
+        job_states[state] += n
     node_state = {n.name: n.state for n in nodes}
     partitions = [
         {
             "name": p.name, "state": p.state, "default": p.is_default, "nodes": len(p.nodes),
             "idle": sum(1 for n in p.nodes if node_state.get(n) == "idle"),
-            "pending": sum(1 for j in jobs if j.partition == p.name and j.state == "PENDING"),
-            "running": sum(1 for j in jobs if j.partition == p.name and j.state == "RUNNING"),
+            "pending": by_partition[(p.name, "PENDING")],
+            "running": by_partition[(p.name, "RUNNING")],
         }
         for p in parts
     ]  # fmt: skip
