@@ -21,11 +21,15 @@ PROJECT = "spur"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+# The spec methods below are signatures only: pluggy calls the plugins' @hookimpl methods, never
+# these bodies.
+
 
 class SchedulerSpec:
     @hookspec(firstresult=True)
     def spur_schedule(self, snapshot: SchedSnapshot, options: dict[str, Any]) -> Plan:
         """Plan which pending jobs start now and where. Pure: must not mutate ``snapshot``."""
+        raise NotImplementedError
 
     @hookspec(firstresult=True)
     def spur_place_now(
@@ -36,6 +40,7 @@ class SchedulerSpec:
         only the nodes it could use now (available members of its partition with a free CPU). This is the immediate grant at
         submission (spur.state.immediate decides when it is asked). Pure. A plugin without this hook
         leaves every job to ``spur_schedule``."""
+        raise NotImplementedError
 
 
 @dataclass(frozen=True)
@@ -90,16 +95,19 @@ class CniSpec:
     @hookspec(firstresult=True)
     def spur_cni_render(self, ctx: CniContext) -> CniRender:
         """Render this CNI's part of a node's k0s config. Pure."""
+        raise NotImplementedError
 
     @hookspec(firstresult=True)
     def spur_cni_ports(self, ctx: CniContext) -> list[Port]:
         """Ports the CNI needs open between nodes (for the firewall notes and ``spur k8s status``)."""
+        raise NotImplementedError
 
 
 class StorageSpec:
     @hookspec(firstresult=True)
     def spur_storage_manifests(self, ctx: StorageContext) -> list[dict[str, Any]]:
         """Kubernetes objects to place in the k0s manifest-deployer directory on control planes."""
+        raise NotImplementedError
 
 
 KIND_PACKAGE_PREFIX = {"scheduler": "spur-sched-", "cni": "spur-cni-", "storage": "spur-storage-"}

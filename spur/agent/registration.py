@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import trio
+from google.protobuf.message import Message
 
 from spur.rpc.proto import spur_pb2
 from spur.rpc.status import RpcError, StatusCode
@@ -29,7 +30,7 @@ DEFAULT_HEARTBEAT = 30.0
 class Registrar:
     def __init__(
         self,
-        call: Callable[[str, object], Awaitable[object]],
+        call: Callable[[str, Message], Awaitable[object]],
         *,
         build_request: Callable[[], Awaitable[spur_pb2.RegisterNodeRequest]],
         running_job_ids: Callable[[], list[int]],

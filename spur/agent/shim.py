@@ -82,7 +82,9 @@ class _Tasks:
         self.jobdir = jobdir
         self.spec = spec
         self.pgid = 0
-        self.procs: list[tuple[int, subprocess.Popen[bytes] | None, int | None, str]] = []
+        # (rank, process, exit code, message): a started task has its process and code 0 until
+        # ``wait`` reads the real one; a task that did not start has no process and its final code.
+        self.procs: list[tuple[int, subprocess.Popen[bytes] | None, int, str]] = []
         self.pmi: NodePmi | None = None
 
     def _popen(
@@ -137,10 +139,10 @@ class _Tasks:
             stderr.write(f"spur: error: {msg}\n".encode())
             raise _LaunchFailure(msg) from None
         finally:
-            for f in {id(x): x for x in (stdin, stdout, stderr)}.values():
-                f.close()
+            for handle in {id(x): x for x in (stdin, stdout, stderr)}.values():
+                handle.close()
         self.pgid = proc.pid
-        self.procs.append((0, proc, None, ""))
+        self.procs.append((0, proc, 0, ""))
 
     def _task_files(self) -> list[tuple[IO[bytes], IO[bytes]]]:
         """(stdout, stderr) per local task: the step's output files, else capture files in the job dir.
@@ -215,7 +217,7 @@ class _Tasks:
                 else:
                     if not self.pgid:
                         self.pgid = proc.pid
-                    self.procs.append((rank, proc, None, ""))
+                    self.procs.append((rank, proc, 0, ""))
         finally:
             for f in {id(x): x for pair in files for x in pair}.values():
                 f.close()

@@ -62,7 +62,8 @@ class SuspensionBook:
             if data:
                 since = data.get("since")
                 entry.since = float(since) if isinstance(since, int | float) else None
-                entry.total = float(data.get("total") or 0.0)
+                total = data.get("total")
+                entry.total = float(total) if isinstance(total, int | float) else 0.0
             self._by_job[job_id] = entry
         return entry
 

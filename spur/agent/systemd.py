@@ -83,7 +83,7 @@ def unit_out_of_memory(props: Mapping[str, Any] | None) -> bool:
     """Whether the unit ended because of the OOM killer, from its ``systemctl show`` properties:
     ``Result=oom-kill`` (the kernel's OOM killer, or systemd-oomd, killed a process in the unit's
     cgroup and systemd's ``OOMPolicy=stop`` ended the unit). Slurm calls that OUT_OF_MEMORY."""
-    return bool(props) and props.get("Result") == "oom-kill"
+    return props is not None and props.get("Result") == "oom-kill"
 
 
 def systemd_run_command(

@@ -10,8 +10,8 @@ and what is left of the caller's deadline.
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from google.protobuf.descriptor import ServiceDescriptor
 
@@ -20,6 +20,10 @@ from spur.rpc.server import CallContext
 __all__ = ["forward_to_leader", "served_by_leader"]
 
 DEFAULT_FORWARD_TIMEOUT = 30.0
+
+_Servicer = TypeVar("_Servicer")
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 
 async def forward_to_leader(
@@ -44,16 +48,21 @@ async def forward_to_leader(
 
 def served_by_leader(
     service: ServiceDescriptor, *, read_barrier: bool = False, timeout: float = DEFAULT_FORWARD_TIMEOUT
-) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+) -> Callable[
+    [Callable[[_Servicer, _Request, CallContext], Awaitable[_Response]]],
+    Callable[[_Servicer, _Request, CallContext], Coroutine[Any, Any, _Response]],
+]:
     """Decorate a servicer method (of an object with a ``ctl`` Controller) to run on the leader only.
 
     On the leader the call waits for ``ctl.leader_ready()`` and, with ``read_barrier``, for a ReadIndex
     barrier (a linearizable read); on a follower it is forwarded with :func:`forward_to_leader`.
     """
 
-    def wrap(method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    def wrap(
+        method: Callable[[_Servicer, _Request, CallContext], Awaitable[_Response]],
+    ) -> Callable[[_Servicer, _Request, CallContext], Coroutine[Any, Any, _Response]]:
         @functools.wraps(method)
-        async def serve(self: Any, request: Any, context: CallContext) -> Any:
+        async def serve(self: Any, request: _Request, context: CallContext) -> _Response:
             if self.ctl.is_leader:
                 await self.ctl.leader_ready()
                 if read_barrier:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from spur.accounting.runtime import AccountingRuntime
     from spur.auth.guard import ServerAuth
     from spur.config import SpurConfig
+    from spur.controller.immediate import ImmediateGrants
     from spur.controller.intake import SubmitGate
     from spur.core.clock import Clock
     from spur.core.job import Partition
@@ -117,6 +118,9 @@ class ControllerHost(Protocol):
 
     @property
     def last_seen(self) -> dict[str, float]: ...
+
+    @property
+    def immediate(self) -> ImmediateGrants: ...
 
     @property
     def launch_watch(self) -> HeartbeatWatch: ...

@@ -54,7 +54,7 @@ class ImmediateGrants:
         def priorities(jobs: list[Job]) -> dict[int, int]:
             if accounting is None:
                 return {}
-            return accounting.priorities(jobs, weights, now)  # type: ignore[attr-defined,no-any-return]
+            return accounting.priorities(jobs, weights, now)  # type: ignore[attr-defined]
 
         limits: JobLimits | None = gate
         return decide_grant(

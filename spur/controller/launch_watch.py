@@ -91,6 +91,7 @@ class LaunchWatch:
                 "node's heartbeats): its launch was lost or ignored"
             )
             log.warning("job %s: %s", job_id, message)
+            cmd: c.JobExited | c.LaunchFailed
             if job.spec.no_requeue or job.spec.interactive:
                 cmd = c.JobExited(
                     job_id, request.name, 1, 0, ctl.clock.wall(), launch_failed=True, message=message

@@ -14,7 +14,7 @@ from spur.auth.admin import is_admin, permission_denied
 from spur.auth.identity import Identity
 from spur.controller.callers import caller as _caller
 from spur.controller.callers import require_admin as _require_admin
-from spur.core.job import JobState
+from spur.core.job import Job, JobState
 from spur.core.mpi import check_mpi_type
 from spur.rpc import convert
 from spur.rpc.jobinfo_cache import JobInfoCache
@@ -104,11 +104,11 @@ class ControllerService:
             span(job_id, "ctl.submit-committed")
         return pb.SubmitJobResponse(job_id=job_id)
 
-    def _select_jobs(self, request: pb.GetJobsRequest) -> list:
+    def _select_jobs(self, request: pb.GetJobsRequest) -> list[Job]:
         state = self.ctl.state
         wanted = {s.upper() for s in request.states}
         if request.job_ids:
-            seen: dict[int, object] = {}
+            seen: dict[int, Job] = {}
             for i in request.job_ids:
                 for job in state.resolve_targets(i):
                     seen[job.job_id] = job

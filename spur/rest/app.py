@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 import trio
@@ -128,7 +128,7 @@ class RestApi:
                 except RestError as exc:
                     if exc.status >= 500:
                         log.warning("REST %s %s: %s", method.upper(), request.path, exc)
-                    extra = {empty: []} if empty else {}
+                    extra: dict[str, list[dict[str, object]] | None] = {empty: []} if empty else {}
                     if dialect is None:
                         response = _json(body(db, [exc.entry()], **extra), exc.status)
                     else:
@@ -544,7 +544,9 @@ async def serve_rest(
         config.ca_certs = str(settings.ca_file)
         config.verify_mode = ssl.CERT_OPTIONAL
         config.ssl_handshake_timeout = settings.handshake_timeout_secs
-        reloading = ReloadingContext(tls.rest_context)
+        # Hypercorn keeps the context it is given for its listener, which only wraps connections with
+        # it: the ReloadingContext stands in for an SSLContext there (see its docstring).
+        reloading = cast("ssl.SSLContext", ReloadingContext(tls.rest_context))
         config.create_ssl_context = lambda: reloading  # type: ignore[method-assign]
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
@@ -553,7 +555,7 @@ async def serve_rest(
     config.h11_max_incomplete_size = 64 * 1024
 
     async def started(*, task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-        await serve(api.app, config, task_status=task_status)  # type: ignore[arg-type]
+        await serve(api.app, config, task_status=task_status)
 
     async with trio.open_nursery() as nursery:
         binds = await nursery.start(started)

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from spur.auth.identity import Identity, identity_metadata
 from spur.rest.errors import authentication_failed
@@ -37,6 +38,13 @@ __all__ = [
 ]
 
 UserResolver = Callable[[str], Identity | None]
+
+
+class HeaderItems(Protocol):
+    """Request headers as read here: a plain mapping, or Quart's (werkzeug) ``Headers``."""
+
+    def items(self) -> Iterable[tuple[str, str]]: ...
+
 _MAX_TOKEN = 16 * 1024
 
 
@@ -59,7 +67,7 @@ def _claimed_user(token: str) -> str | None:
     return None
 
 
-def metadata_from_headers(headers: Mapping[str, str], resolve_user: UserResolver, source: str) -> dict:
+def metadata_from_headers(headers: HeaderItems, resolve_user: UserResolver, source: str) -> dict:
     """Build the call metadata (see the module docstring). ``headers`` keys are matched
     case-insensitively; ``resolve_user(name)`` gives the account's uid/gid (None: no such user).
 

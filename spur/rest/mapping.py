@@ -10,6 +10,7 @@ they never produce a message the controller could misread.
 
 from __future__ import annotations
 
+import builtins
 import math
 import signal as _signal
 from collections.abc import Iterable, Mapping
@@ -323,7 +324,7 @@ class _Fields:
             )
         return value
 
-    def int(self, key: str, lo: int, hi: int) -> int | None:
+    def int(self, key: builtins.str, lo: int, hi: int) -> int | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -336,7 +337,7 @@ class _Fields:
             raise self.bad(key, f"an integer in {lo}..{hi}")
         return value
 
-    def bool(self, key: str) -> bool | None:
+    def bool(self, key: builtins.str) -> bool | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -498,9 +499,9 @@ def submit_to_spec(
         ("memory_per_node", "mem_per_node_mb", 0, _MAX_MB),
         ("memory_per_cpu", "mem_per_cpu_mb", 0, _MAX_MB),
     ):
-        value = f.int(key, lo, hi)
-        if value is not None:
-            setattr(spec, attr, value)
+        number = f.int(key, lo, hi)
+        if number is not None:
+            setattr(spec, attr, number)
     if spec.mem_per_node_mb and spec.mem_per_cpu_mb:
         raise f.bad("memory_per_cpu", "either memory_per_node or memory_per_cpu, not both")
     if spec.num_tasks and spec.num_tasks < spec.num_nodes:
@@ -518,9 +519,9 @@ def submit_to_spec(
     if begin:
         spec.begin_time = float(begin)
     for key, attr in (("hold", "hold"), ("kill_on_invalid_dependency", "kill_on_invalid_dep")):
-        value = f.bool(key)
-        if value is not None:
-            setattr(spec, attr, value)
+        flag = f.bool(key)
+        if flag is not None:
+            setattr(spec, attr, flag)
     requeue = f.bool("requeue")
     if requeue is not None:
         spec.no_requeue = not requeue

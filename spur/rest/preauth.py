@@ -21,10 +21,11 @@ body is not buffered beyond a few socket reads before the connection is closed.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import orjson
+from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, HTTPScope, Scope
 
 from spur.rest.auth import metadata_from_headers, resolve_local_user
 from spur.rest.errors import RestError, body
@@ -32,10 +33,7 @@ from spur.rest.limits import too_large
 
 __all__ = ["PreAuthGate", "Authorizer"]
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGIApp = Callable[[Scope, ASGIReceiveCallable, ASGISendCallable], Awaitable[None]]
 
 SOURCE = "rest_authentication"
 
@@ -55,8 +53,8 @@ class PreAuthGate:
         self.max_body_bytes = max_body_bytes
         self.refused = 0  # requests answered here, for tests and benchmarks
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http":
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
@@ -85,7 +83,7 @@ class PreAuthGate:
         await send({"type": "http.response.body", "body": payload, "more_body": False})
 
     async def _refusal(
-        self, headers: dict[str, str], length: int | None, scope: Scope, path: str
+        self, headers: dict[str, str], length: int | None, scope: HTTPScope, path: str
     ) -> RestError | None:
         try:
             metadata = metadata_from_headers(headers, resolve_local_user, SOURCE)
@@ -102,7 +100,7 @@ class PreAuthGate:
         return None
 
 
-def _headers(scope: Scope) -> dict[str, str]:
+def _headers(scope: HTTPScope) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in scope.get("headers", ()):
         out[name.decode("latin-1").lower()] = value.decode("latin-1")

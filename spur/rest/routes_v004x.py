@@ -264,6 +264,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
             body = v004x.plain_numbers(await api.json_body(source))
             names, accounts, clusters, own = v004x.add_condition(body, who, source)
             clusters = clusters or [api.cluster]
+            entities: list[slurmdb.AccountRecord] | list[slurmdb.UserRecord]
             if who == "accounts":
                 entities = slurmdb.accounts_from_body({"accounts": [dict(own, name=n) for n in names]}, source)
                 assocs = [{"account": n, "cluster": c} for n in names for c in clusters]

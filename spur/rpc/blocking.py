@@ -203,13 +203,13 @@ class BlockingChannel:
     def _connect(self, deadline: float | None) -> tuple[_socket.socket, H2Connection]:
         if self._sock is not None and self._h2 is not None:
             return self._sock, self._h2
-        limit = self.connect_timeout if deadline is None else min(self.connect_timeout, _remaining(deadline))
+        limit = self.connect_timeout if deadline is None else min(self.connect_timeout, _left(deadline))
         try:
             # An ASCII host goes to getaddrinfo as bytes: a str host loads the idna codec (~1 ms).
             host: str | bytes = self.host.encode() if self.host.isascii() else self.host
             sock = _create_connection(host, self.port, limit)
         except TimeoutError:
-            if deadline is not None and _remaining(deadline) <= limit:
+            if deadline is not None and _left(deadline) <= limit:
                 raise RpcError(
                     StatusCode.DEADLINE_EXCEEDED, f"deadline exceeded while connecting to {self.authority}"
                 ) from None
@@ -321,8 +321,11 @@ def _error_name(code: int) -> str:
 
 
 def _remaining(deadline: float | None) -> float | None:
-    if deadline is None:
-        return None
+    return None if deadline is None else _left(deadline)
+
+
+def _left(deadline: float) -> float:
+    """Seconds to ``deadline``; TimeoutError once it has passed."""
     left = deadline - time.monotonic()
     if left <= 0:
         raise TimeoutError
@@ -375,7 +378,9 @@ class BlockingStub:
             raise AttributeError(f"service {self.service.full_name} has no RPC named {name!r}")
         path, request_type, response_type, streaming = methods[name]
 
-        def call(request: Message, *, timeout: float | None = None, metadata: dict[str, str] | None = None):
+        def call(
+            request: Message, *, timeout: float | None = None, metadata: dict[str, str] | None = None
+        ) -> _Done:
             if streaming:
                 raise NeedsEventLoop(f"{path} is a streaming RPC: use spur.rpc.channel")
             if not isinstance(request, request_type):
@@ -424,6 +429,7 @@ def drive(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as stop:
-        return stop.value
+        value: T = stop.value
+        return value
     coro.close()
     raise NeedsEventLoop("the coroutine awaited something that needs an event loop")

@@ -536,12 +536,13 @@ class _ClientCall:
 
 
 def _reset_status(error_code: int | None) -> RpcError:
-    code = {
+    by_reset: dict[int | None, StatusCode] = {
         h2.errors.ErrorCodes.REFUSED_STREAM: StatusCode.UNAVAILABLE,
         h2.errors.ErrorCodes.CANCEL: StatusCode.CANCELLED,
         h2.errors.ErrorCodes.ENHANCE_YOUR_CALM: StatusCode.RESOURCE_EXHAUSTED,
         h2.errors.ErrorCodes.INADEQUATE_SECURITY: StatusCode.PERMISSION_DENIED,
-    }.get(error_code, StatusCode.INTERNAL)  # type: ignore[arg-type]
+    }
+    code = by_reset.get(error_code, StatusCode.INTERNAL)
     name = getattr(error_code, "name", error_code)
     cls = _Refused if error_code == h2.errors.ErrorCodes.REFUSED_STREAM else RpcError
     return cls(code, f"stream reset by server ({name})")

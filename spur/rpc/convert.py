@@ -6,13 +6,34 @@ dependency-display helpers only when called."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
+from typing import TYPE_CHECKING, TypeVar
+
+from google.protobuf.message import Message
 
 from spur.core.job import GpuDevice, Job, JobSpec, Node, NodeAllocation, Partition, Step, StepSpec
 from spur.rpc.proto import spur_pb2 as pb
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
-def _copy_to_proto(obj, msg):
+D = TypeVar("D", bound="DataclassInstance")
+M = TypeVar("M", bound=Message)
+
+
+def _build(cls: type[D], values: Mapping[str, object]) -> D:
+    """``cls`` from field values read by reflection (their types are the message's, checked by the
+    tests that round-trip every field)."""
+    return cls(**values)
+
+
+def _message(cls: type[M], values: Mapping[str, object]) -> M:
+    """The message ``cls`` with the given fields set (the constructor checks names and types)."""
+    return cls(**values)
+
+
+def _copy_to_proto(obj: DataclassInstance, msg: M) -> M:
     """Copy a dataclass whose fields mirror the message's (scalars, lists, str->str maps)."""
     for f in fields(obj):
         value = getattr(obj, f.name)
@@ -29,7 +50,7 @@ _SCALAR, _LIST, _MAP = 0, 1, 2
 _FIELD_KINDS: dict[tuple[type, object], tuple[tuple[str, int], ...]] = {}
 
 
-def _field_kinds(cls, msg) -> tuple[tuple[str, int], ...]:
+def _field_kinds(cls: type[DataclassInstance], msg: Message) -> tuple[tuple[str, int], ...]:
     """(name, kind) of each dataclass field, kind from the message's descriptor; computed once per
     (class, message type): every submission passes here."""
     key = (cls, msg.DESCRIPTOR)
@@ -50,10 +71,10 @@ def _field_kinds(cls, msg) -> tuple[tuple[str, int], ...]:
     return kinds
 
 
-def _values_from_proto(cls, msg) -> dict:
+def _values_from_proto(cls: type[DataclassInstance], msg: Message) -> dict[str, object]:
     """The dataclass's field values read from ``msg``: scalars as they are, repeated fields as lists,
     maps as dicts."""
-    values = {}
+    values: dict[str, object] = {}
     for name, kind in _field_kinds(cls, msg):
         value = getattr(msg, name)
         if kind == _LIST:
@@ -82,7 +103,7 @@ def spec_from_proto(msg: pb.JobSpec) -> JobSpec:
     values = _values_from_proto(JobSpec, msg)
     values["num_nodes"] = values["num_nodes"] or 1
     values["cpus_per_task"] = values["cpus_per_task"] or 1
-    return JobSpec(**values)
+    return _build(JobSpec, values)
 
 
 def step_spec_to_proto(spec: StepSpec) -> pb.StepSpec:
@@ -90,7 +111,7 @@ def step_spec_to_proto(spec: StepSpec) -> pb.StepSpec:
 
 
 def step_spec_from_proto(msg: pb.StepSpec) -> StepSpec:
-    return StepSpec(**_values_from_proto(StepSpec, msg))
+    return _build(StepSpec, _values_from_proto(StepSpec, msg))
 
 
 def step_to_proto(step: Step) -> pb.StepInfo:
@@ -157,7 +178,8 @@ def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
         kwargs["nodelist"] = compress(job.nodes)
     if job.steps:
         kwargs["steps"] = [step_to_proto(st) for st in job.steps]
-    return pb.JobInfo(spec=spec, **kwargs)
+    kwargs["spec"] = spec
+    return _message(pb.JobInfo, kwargs)
 
 
 def gpu_to_proto(g: GpuDevice) -> pb.GpuDevice:

@@ -52,7 +52,7 @@ _SPEC_SCALARS = attrgetter(*(n for n in _SPEC_NAMES if n not in _SPEC_LISTS))
 _SPEC_LIST_VALUES = attrgetter(*_SPEC_LISTS)
 
 
-def job_info_key(job: Job) -> tuple | None:
+def job_info_key(job: Job) -> tuple[object, ...] | None:
     """Every input of ``job_to_proto(job, include_script=False)``, copied out of mutable containers;
     None for a job that is not cached (one with steps). Equal keys mean equal encodings."""
     if job.steps:
@@ -80,7 +80,7 @@ class JobInfoCache:
     """Per job id: (fingerprint, the job's ``JobInfo`` field of a ``GetJobsResponse``, framed)."""
 
     def __init__(self) -> None:
-        self._entries: dict[int, tuple[tuple, bytes]] = {}
+        self._entries: dict[int, tuple[tuple[object, ...], bytes]] = {}
         self.hits = 0
         self.misses = 0
 

@@ -22,6 +22,12 @@ from struct import error as StructError
 
 from spur.rpc.lite_schema import MESSAGES, METHODS, SERVICE
 
+TYPE_CHECKING = False  # typing itself is not imported at run time (a CLI start-up cost)
+if TYPE_CHECKING:
+    from google.protobuf.message import Message as ProtobufMessage
+
+    from spur.core.job import JobSpec
+
 __all__ = [
     "PROTOBUF_ABOVE",
     "SERVICE",
@@ -110,7 +116,7 @@ class Message:
         return name in self.__dict__
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.SerializeToString() == other.SerializeToString()  # type: ignore[attr-defined]
+        return type(other) is type(self) and self.SerializeToString() == other.SerializeToString()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -342,8 +348,8 @@ def _skip(buf: bytes, pos: int, wire: int) -> int:
     raise DecodeError(f"unsupported wire type {wire}")
 
 
-def _unpack(kind: int, buf: bytes, pos: int, end: int) -> list:
-    out = []
+def _unpack(kind: int, buf: bytes, pos: int, end: int) -> list[int | float]:
+    out: list[int | float] = []
     if kind in _FIXED:
         st = _FIXED[kind]
         while pos < end:
@@ -402,7 +408,8 @@ def _build(full_name: str) -> type[Message]:
             attrs[f.name] = MappingProxyType({})
         elif f.kind != K_MSG:
             attrs[f.name] = _ZERO[f.kind]
-    cls = _CLASSES[full_name] = type(full_name.rsplit(".", 1)[1], (Message,), attrs)
+    cls: type[Message] = type(full_name.rsplit(".", 1)[1], (Message,), attrs)
+    _CLASSES[full_name] = cls
     for f, (_n, _name, _t, _label, sub) in zip(fields, rows, strict=True):
         if sub:
             f.cls = _CLASSES.get(sub) or _build(sub)  # registered before recursing: cycles are fine
@@ -415,7 +422,7 @@ def _build(full_name: str) -> type[Message]:
 SERVICE_DESCRIPTOR = _Descriptor(SERVICE)
 
 
-def spec_request(spec) -> Message:
+def spec_request(spec: JobSpec) -> Message:
     """``SubmitJobRequest(spec=...)`` for a :class:`spur.core.job.JobSpec`, as
     :func:`spur.rpc.convert.spec_to_proto` builds it (its fields mirror the message's; only set
     values are passed)."""
@@ -441,13 +448,14 @@ class Adaptive:
         self.full_name = full_name
         self.DESCRIPTOR = _Descriptor(full_name)
 
-    def FromString(self, data: bytes):  # noqa: N802 - protobuf's name
+    def FromString(self, data: bytes) -> Message | ProtobufMessage:  # noqa: N802 - protobuf's name
         if len(data) <= PROTOBUF_ABOVE:
             return message_class(self.full_name).FromString(data)
         from spur.rpc.proto import spur_pb2  # spur.rpc.proto first: it defers protobuf's unused runtime
 
         try:
-            return getattr(spur_pb2, self.full_name.rsplit(".", 1)[1]).FromString(data)
+            decoded: ProtobufMessage = getattr(spur_pb2, self.full_name.rsplit(".", 1)[1]).FromString(data)
+            return decoded
         except Exception as exc:
             from google.protobuf.message import DecodeError as ProtobufDecodeError
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import FieldDescriptor
 
 # The Controller RPCs the hot CLI paths (sbatch, squeue, scontrol show job) make without protobuf.
 METHODS = ("GetJobs", "SubmitJob")
@@ -26,7 +30,7 @@ type is the descriptor's field type name, label one of "singular", "optional" (e
 '''
 
 
-def _label(field) -> str:
+def _label(field: FieldDescriptor) -> str:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         return "map"
     if field.is_repeated:
@@ -54,7 +58,7 @@ def render() -> str:
     }
     service = spur_pb2.DESCRIPTOR.services_by_name[SERVICE.rsplit(".", 1)[1]]
     methods = {m.name: (m.input_type, m.output_type) for m in service.methods if m.name in METHODS}
-    messages: dict[str, list[tuple]] = {}
+    messages: dict[str, list[tuple[int, str, str, str, str]]] = {}
     todo = [d for pair in methods.values() for d in pair]
     while todo:
         desc = todo.pop()

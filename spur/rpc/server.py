@@ -51,7 +51,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, cast
 
 import h2.errors
 import h2.events
@@ -310,8 +310,16 @@ class Server:
             log.exception("gRPC connection handler failed")
 
 
+class _OverSocket(Protocol):
+    """A stream this server accepts, as ``_peer_of`` reads it: a socket stream, or TLS over one."""
+
+    @property
+    def socket(self) -> trio.socket.SocketType: ...
+
+
 def _peer_of(stream: trio.abc.Stream) -> str:
-    inner = getattr(stream, "transport_stream", stream)  # a trio.SSLStream: its socket stream
+    # a trio.SSLStream: its socket stream
+    inner = cast("_OverSocket", getattr(stream, "transport_stream", stream))
     try:
         addr = inner.socket.getpeername()
     except OSError:

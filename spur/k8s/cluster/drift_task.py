@@ -72,7 +72,7 @@ class DriftSweep:
 
     @property
     def record(self) -> k.K8sClusterRecord:
-        return self.state.domains["k8s_cluster"].record
+        return self.state.domain(k.K8sClusterDomain).record
 
     def _node_states(self) -> dict[str, str]:
         """What the candidates rule needs of each registered node's state, cheaply (no usage

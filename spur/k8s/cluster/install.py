@@ -24,6 +24,8 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Protocol, Self
 
 CHUNK = 1 << 20
 ARCHES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm",
@@ -79,7 +81,21 @@ def tag_from_latest(final_url: str) -> str:
     return urllib.parse.unquote(tag)
 
 
-def _get(url: str, timeout: float) -> urllib.request.addinfourl:
+class _Download(Protocol):
+    """An open ``urlopen`` answer as this module reads it (an HTTP response, or a file URL's)."""
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+    def read(self, amt: int = ..., /) -> bytes: ...
+
+    def geturl(self) -> str: ...
+
+
+def _get(url: str, timeout: float) -> _Download:
     try:
         return urllib.request.urlopen(url, timeout=timeout)  # noqa: S310 (https or a configured base)
     except urllib.error.HTTPError as exc:

@@ -142,7 +142,7 @@ class K8sClusterService:
 
     @property
     def record(self) -> k.K8sClusterRecord:
-        return self.ctl.state.domains["k8s_cluster"].record
+        return self.ctl.state.domain(k.K8sClusterDomain).record
 
     def _inventory(self) -> Inventory:
         state = self.ctl.state

@@ -87,7 +87,7 @@ class K8sReconciler:
 
     @property
     def record(self) -> k.K8sClusterRecord:
-        return self.state.domains["k8s_cluster"].record
+        return self.state.domain(k.K8sClusterDomain).record
 
     def kick(self) -> None:
         self.wake.set()

@@ -182,7 +182,11 @@ class KubeClient:
 
     async def delete(self, path: str, *, grace_seconds: int | None = None) -> bool:
         """Delete; False when it was already gone."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        body: dict[str, str | int] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
         try:
@@ -241,19 +245,21 @@ async def watch_from(
     *,
     backoff: float = 0.5,
     max_backoff: float = 10.0,
+    timeout_seconds: int = 300,
     **params: str,
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """Every event of ``path`` after ``version`` (a list's resourceVersion), for as long as the caller
     iterates: a watch the server ends is started again from the last version seen, and one that drops
     (API server unreachable) is resumed from there after a backoff (doubling from ``backoff`` up to
     ``max_backoff``, reset by the next event). Raises :class:`WatchExpired` when that version has been
-    compacted away (the caller lists again) and :class:`KubeError` for any other refusal."""
+    compacted away (the caller lists again) and :class:`KubeError` for any other refusal.
+    ``timeout_seconds`` and ``params`` go to each :meth:`KubeClient.watch`."""
     cursor = WatchCursor(version)
     delay = backoff
     while True:
         began, delivered = trio.current_time(), False
         try:
-            async for kind, obj in kube.watch(path, cursor, **params):
+            async for kind, obj in kube.watch(path, cursor, timeout_seconds=timeout_seconds, **params):
                 delay, delivered = backoff, True
                 yield kind, obj
             if not delivered and trio.current_time() - began < backoff:
