@@ -170,7 +170,9 @@ def test_a_client_session_validates_against_the_real_document(
                       name="sleeper", standard_output="sl-%j.txt")["job_id"]  # fmt: skip
     wait_for(lambda: _state(api, S, sleeper) == "RUNNING", timeout=30, what="the sleeper to run")
     # until the agent has launched it the controller answers 409 (try again): retry until delivered
-    wait_for(lambda: api("DELETE", f"{S}/job/{sleeper}", params={"signal": "USR1"}).status_code == 200,
+    # as scancel: without BATCH_JOB (or FULL_JOB) a signal reaches only the steps, and this job has none
+    assert api("DELETE", f"{S}/job/{sleeper}", params={"signal": "USR1", "flags": "NOPE"}).status_code == 400
+    wait_for(lambda: api("DELETE", f"{S}/job/{sleeper}", params={"signal": "USR1", "flags": "BATCH_JOB"}).status_code == 200,
              timeout=30, what="the signal to be accepted")  # fmt: skip
     wait_for(lambda: "usr1" in (tmp_path / f"sl-{sleeper}.txt").read_text(), timeout=30, what="the signal")
     assert _state(api, S, sleeper) == "RUNNING"

@@ -311,11 +311,7 @@ class RestApi:
         async def cancel_job(job_id: str) -> Body:
             source = "slurm_kill_job"
             md = self.identity_metadata(source)
-            jid, task = mapping.parse_job_id(job_id, source)
-            sig = mapping.parse_signal(request.args.get("signal"), source)
-            req = pb.CancelJobRequest(job_id=jid, signal=0 if sig == 9 else sig)
-            if task is not None:
-                req.array_task_id = task
+            req = mapping.cancel_request(job_id, request.args.get("signal"), request.args.get("flags"), source)
             await self.call("CancelJob", req, source, md)
             return body()
 

@@ -294,6 +294,33 @@ def parse_signal(value: str | None, source: str) -> int:
     raise RestError(400, ESLURM_REST_INVALID_QUERY, f"unknown signal {value!r}", source)
 
 
+# Slurm's kill flags on ``DELETE job?flags=``: the two that choose what a signal reaches, and the rest
+# (accepted by slurmrestd, with no effect on one cluster's job here).
+_KILL_FLAGS_NO_EFFECT = frozenset(
+    {"ARRAY_TASK", "FULL_STEPS_ONLY", "FEDERATION_REQUEUE", "HURRY", "OUT_OF_MEMORY", "NO_SIBLING_JOBS",
+     "RESERVATION_JOB", "NO_CRON_JOBS", "VERBOSE", "CRON_JOBS", "WARNING_SENT"}
+)  # fmt: skip
+
+
+def cancel_request(job_id: str, signal: str | None, flags: str | None, source: str) -> pb.CancelJobRequest:
+    """``DELETE job/{job_id}?signal=&flags=`` as a CancelJob call. As ``scancel``: a signal other than
+    KILL reaches only the job's steps unless ``flags`` has ``BATCH_JOB`` (the batch shell only) or
+    ``FULL_JOB`` (the shell and every step); flags are comma-separated names, an unknown one is a 400."""
+    jid, task = parse_job_id(job_id, source)
+    sig = parse_signal(signal, source)
+    req = pb.CancelJobRequest(job_id=jid, signal=0 if sig == 9 else sig)
+    if task is not None:
+        req.array_task_id = task
+    for flag in (f.strip().upper() for f in (flags or "").split(",") if f.strip()):
+        if flag == "BATCH_JOB":
+            req.batch_only = True
+        elif flag == "FULL_JOB":
+            req.full = True
+        elif flag not in _KILL_FLAGS_NO_EFFECT:
+            raise RestError(400, ESLURM_REST_INVALID_QUERY, f"unknown signal flag {flag!r}", source)
+    return req
+
+
 # ---------------------------------------------------------------------------- submit / update
 
 

@@ -143,11 +143,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     async def cancel_job(job_id: str) -> Body:
         source = "_op_handler_job_delete"
         md = api.identity_metadata(source)
-        jid, task = mapping.parse_job_id(job_id, source)
-        sig = mapping.parse_signal(request.args.get("signal"), source)
-        req = pb.CancelJobRequest(job_id=jid, signal=0 if sig == 9 else sig)
-        if task is not None:
-            req.array_task_id = task
+        req = mapping.cancel_request(job_id, request.args.get("signal"), request.args.get("flags"), source)
         # An unknown job is a 404 with 2017 (24.11 answers 200 and a status[] entry whose required
         # keys its own document names "error/code", which no generated client could parse).
         await api.call("CancelJob", req, source, md)
