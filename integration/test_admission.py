@@ -231,6 +231,7 @@ def test_a_launch_the_agent_ignored_is_requeued_and_runs(tmp_path: Path):
         c.wait_nodes("node1")
         cluster_id = c.cli("spur", "show", "cluster").stdout.split()[0].removeprefix("ClusterId=")
         done = tmp_path / "agent-node1" / "clusters" / cluster_id / "done"
+        done.mkdir(parents=True, exist_ok=True)  # the agent makes it at its first job of the cluster
         (done / "1").write_text("0")
         (tmp_path / "hello.sh").write_text(HELLO)
         c.cli("sbatch", "hello.sh", cwd=tmp_path)
