@@ -36,6 +36,7 @@ def base_env() -> dict[str, str]:
     # The suite's thousands of short commands are not measured in a coverage run (CI): each would
     # start the tracer and write a data file, for lines the CLI tests already cover.
     env.pop("COVERAGE_PROCESS_START", None)
+    env.pop("COVERAGE_PROCESS_CONFIG", None)
     env["LC_ALL"] = "C"
     env["TZ"] = "UTC"
     return env
