@@ -70,6 +70,7 @@ DAEMON_ONLY = {
     "Leave",
     "RemoveNode",  # Inventory (the Kubernetes operator: a deleted node)
     "Apply",  # MeshAgent (the leader's push)
+    "ApplyDelta",  # MeshAgent (the leader's push of a membership change)
 }
 # Methods whose bare name another service also uses are listed as "Service/Method".
 DAEMON_ONLY |= {f"K0sAgent/{m.name}" for m in k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"].methods}

@@ -172,7 +172,7 @@ def test_bad_batch_script_is_rejected_clearly(cluster: Cluster, tmp_path: Path):
     (tmp_path / "bad.sh").write_text("echo no shebang\n")
     out = cluster.cli("sbatch", "bad.sh", cwd=tmp_path, check=False)
     assert out.returncode != 0
-    assert "first line must start with #!" in out.stderr
+    assert "line must start with #! followed by the path to an interpreter" in out.stderr
     bogus = cluster.cli("sbatch", "--bogus", "x.sh", check=False)
     assert bogus.returncode == 255
     assert bogus.stderr.startswith("sbatch: unrecognized option '--bogus'")

@@ -54,6 +54,11 @@ def test_scontrol_show_job_layout_matches_slurm() -> None:
     assert scontrol_job(held, NOW) == HELD.format(submit=format_timestamp(NOW - 10))
 
 
+def test_scontrol_show_job_alloc_sid_is_the_submitters_session() -> None:
+    held = job(217, "held", "PENDING", spec={"alloc_sid": 4242}, submit_host="login1")
+    assert "AllocNode:Sid=login1:4242\n" in scontrol_job(held, NOW)
+
+
 def test_scontrol_array_task_first_line_and_dependency() -> None:
     task = array_task(221, 218, 4, "PENDING", reason="Dependency", dependency="afterok:12_*(unfulfilled)")
     text = scontrol_job(task, NOW)

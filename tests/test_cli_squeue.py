@@ -145,6 +145,13 @@ def test_state_filters_accept_short_long_and_all() -> None:
     assert parse_states(["all"]) is None
     with pytest.raises(QueueError):
         parse_states(["nonsense"])
+    # Slurm's state flags filter as Slurm's squeue takes them (no Spur job carries one).
+    assert parse_states(["CF", "configuring", "SO"]) == {"CONFIGURING", "STAGE_OUT"}
+
+
+def test_alloc_sid_is_the_submitters_session() -> None:
+    held = job(217, "held", "PENDING", spec={"alloc_sid": 4242})
+    assert squeue_value(held, "@alloc_sid", NOW) == "4242"
 
 
 def test_select_jobs_by_task_name_and_state() -> None:

@@ -36,8 +36,8 @@ _NODE_METRICS = (
     "no power or external-sensor plugins: Slurm's values for those come from the machine itself."
 )
 _ALLOC_NODE = (
-    "Slurm records the submitting host as slurmctld resolved it and the submitting shell's session id; Spur "
-    "records the submit host's own name and no session."
+    "Slurm records the submitting host as slurmctld resolved it; Spur records the submit host's own name "
+    "(both record the submitting shell's session id)."
 )
 _PRIORITY_BASIC = (
     "Slurm's priority/basic gives each job a priority counting down from the first job of the controller's "
@@ -76,7 +76,6 @@ ALLOWED: dict[str, str] = {
     ),
     "squeue/O/QOS": _NO_ACCOUNTING,
     "squeue/O/AllocNodes": _ALLOC_NODE,
-    "squeue/O/AllocSID": _ALLOC_NODE,
     "scontrol/show_job_*/AllocNode:Sid": _ALLOC_NODE,
     "scontrol/show_job_running/Priority": _PRIORITY_BASIC,
     "scontrol/show_job_completed/Priority": _PRIORITY_BASIC,

@@ -576,6 +576,10 @@ TABLES: tuple[Table, ...] = (
             ("squeue_unknown_job", _first_error("squeue -j 999999")),
             ("squeue_unknown_partition", _first_error("squeue -p nosuchpart")),
             ("squeue_bad_state", _first_error("squeue -t bogus")),
+            (
+                "squeue_state_flags",
+                "squeue -h -t CF,RS,RF,RH,SE,ST,SI,SO,RD,RV,configuring,stage_out; echo rc=$?",
+            ),
             ("squeue_unknown_user", _first_error("squeue -u nosuchuser")),
             ("squeue_bad_format", _first_error("squeue -O Bogus")),
             ("squeue_bad_sort", _first_error("squeue -S '?'")),
@@ -653,8 +657,13 @@ TABLES: tuple[Table, ...] = (
             ),
             ("sacct_step", _first_error("sacct -j $JD.batch -n -o JobID")),
             ("sshare_user", _first_error("sshare -U")),
-            ("srun_granted", "srun -o /dev/null true; echo rc=$?"),
-            ("salloc_granted", "salloc true 2>&1 | sed 's/[0-9][0-9]*/N/g'"),
+            ("srun_granted", "settled; srun -o /dev/null true; echo rc=$?"),
+            # Slurm's salloc sometimes also prints "Job allocation N has been revoked." when the
+            # controller's completion message beats its own exit: a race inside Slurm, not compared.
+            (
+                "salloc_granted",
+                "settled; salloc true 2>&1 | grep -v 'has been revoked' | sed 's/[0-9][0-9]*/N/g'",
+            ),
         ),
     ),
 )

@@ -41,6 +41,17 @@ sub() {  # sbatch --parsable "$@", wait for the job, print its id
   wj "$id" || return $?
   echo "$id"
 }
+settled() {  # wait until no job but the shared held one ($JP) is pending or completing
+  # Both schedulers grant an allocation at submission only when nothing competes for the node; an
+  # earlier case's job may still be draining (under load, Slurm's epilogue takes a while).
+  local i
+  for i in $(seq 600); do
+    [ -z "$(squeue -h -t PD,CG,CF -o %i | grep -vx "${JP:-}")" ] && return 0
+    sleep 0.1
+  done
+  echo "settled: jobs still pending or completing after 60 s" >&2
+  return 1
+}
 """
 
 

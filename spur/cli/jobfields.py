@@ -28,6 +28,17 @@ SHORT_STATE = {
     "BOOT_FAIL": "BF",
     "DEADLINE": "DL",
     "OUT_OF_MEMORY": "OOM",
+    # Slurm's state flags: Spur's jobs never show them, but squeue -t takes them as Slurm does.
+    "CONFIGURING": "CF",
+    "RESIZING": "RS",
+    "REQUEUE_FED": "RF",
+    "REQUEUE_HOLD": "RH",
+    "SPECIAL_EXIT": "SE",
+    "STOPPED": "ST",
+    "SIGNALING": "SI",
+    "STAGE_OUT": "SO",
+    "RESV_DEL_HOLD": "RD",
+    "REVOKED": "RV",
 }
 LONG_STATE = {short: long for long, short in SHORT_STATE.items()}
 
@@ -494,7 +505,7 @@ def squeue_value(job, letter: str, now: float, group: ArrayGroup | None = None) 
         case "@alloc_node":
             return job.submit_host or "(null)"
         case "@alloc_sid":
-            return "0"
+            return str(spec.alloc_sid)
         case "@batch_flag":
             return "0" if spec.interactive else "1"
         case "@last_sched_eval":
@@ -592,7 +603,7 @@ def scontrol_job(job, now: float, *, one_liner: bool = False) -> str:
         f"StartTime={start} EndTime={end} Deadline=N/A",
         f"SuspendTime={suspend} SecsPreSuspend={max(0, pre_sus)} LastSchedEval={ts(job.submit_time)} "
         "Scheduler=Main",
-        f"Partition={job.partition} AllocNode:Sid={job.submit_host or 'localhost'}:0",
+        f"Partition={job.partition} AllocNode:Sid={job.submit_host or 'localhost'}:{spec.alloc_sid}",
         f"ReqNodeList={','.join(spec.nodelist) or '(null)'} ExcNodeList={','.join(spec.exclude) or '(null)'}",
         f"NodeList={job.nodelist}",
     ]

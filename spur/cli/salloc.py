@@ -65,6 +65,7 @@ def prepare(argv: list[str], environ: Mapping[str, str], cwd: str):  # -> (JobSp
     spec.dependency = opts.dependency or ""
     spec.qos = opts.qos or ""
     spec.environment.setdefault("SLURM_SUBMIT_HOST", socket.gethostname())
+    spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
     return spec, opts, command
 
 

@@ -53,6 +53,7 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     spec.name = spec.name or os.path.basename(command[0])
     spec.command = " ".join(command)
     spec.environment.setdefault("SLURM_SUBMIT_HOST", socket.gethostname())
+    spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
     return spec, opts
 
 

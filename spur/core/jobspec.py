@@ -53,6 +53,7 @@ class JobSpec:
     kill_on_invalid_dep: bool = False
     ntasks_per_gpu: int = 0
     allocation_only: bool = False
+    alloc_sid: int = 0
 
     @property
     def tasks(self) -> int:

@@ -94,6 +94,7 @@ MESSAGES = {
         (38, "kill_on_invalid_dep", "bool", "singular", ""),
         (39, "ntasks_per_gpu", "uint32", "singular", ""),
         (40, "allocation_only", "bool", "singular", ""),
+        (41, "alloc_sid", "uint32", "singular", ""),
     ),
     "spur.v1.JobSpec.EnvironmentEntry": (
         (1, "key", "string", "singular", ""),
