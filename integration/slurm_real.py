@@ -23,6 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from integration.harness import wait_for
+from integration.slurm_accounting import (
+    ACCOUNTING_PACKAGES,
+    ACCOUNTING_PROGRAMS,
+    AccountingError,
+    start_accounting,
+)
 
 SBIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -31,35 +37,41 @@ class Skip(Exception):
     """Slurm cannot be run here; the message says why."""
 
 
-def slurm_binaries() -> dict[str, str] | None:
-    """Paths of the Slurm and munge programs used, or None when any is missing."""
+def slurm_binaries(accounting: bool = False) -> dict[str, str] | None:
+    """Paths of the Slurm and munge programs used (with ``accounting``, slurmdbd's and MariaDB's too),
+    or None when any is missing."""
     names = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "sinfo")
+    if accounting:
+        names += ACCOUNTING_PROGRAMS
     found = {name: shutil.which(name, path=SBIN) for name in names}
     if not all(found.values()):
         return None
     return {name: path for name, path in found.items() if path}
 
 
-def ensure_slurm(install: bool = True) -> dict[str, str]:
-    """The Slurm programs, installing Debian's slurm-wlm first when missing; raises :class:`Skip`."""
-    found = slurm_binaries()
+def ensure_slurm(install: bool = True, accounting: bool = False) -> dict[str, str]:
+    """The Slurm programs, installing Debian's slurm-wlm first when missing (with ``accounting``, also
+    slurmdbd and MariaDB); raises :class:`Skip`."""
+    found = slurm_binaries(accounting)
     if found:
         return found
+    packages = ["slurm-wlm", *(ACCOUNTING_PACKAGES if accounting else ())]
+    wanted = " ".join(packages)
     if not install:
         raise Skip("Slurm is not installed and installing it was not allowed")
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise Skip("Slurm is not installed and this is not a root Debian host (apt-get install -y slurm-wlm)")
+        raise Skip(f"Slurm is not installed and this is not a root Debian host (apt-get install -y {wanted})")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    print("installing Slurm: apt-get install -y slurm-wlm ...", flush=True)
-    cmd = ["apt-get", "install", "-y", "-o", "DPkg::Lock::Timeout=600", "--no-install-recommends", "slurm-wlm"]
+    print(f"installing Slurm: apt-get install -y {wanted} ...", flush=True)
+    cmd = ["apt-get", "install", "-y", "-o", "DPkg::Lock::Timeout=600", "--no-install-recommends", *packages]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:  # a stale package index: refresh once and retry
         subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    found = slurm_binaries()
+    found = slurm_binaries(accounting)
     if proc.returncode != 0 or not found:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise Skip("apt-get install -y slurm-wlm failed: " + " / ".join(tail))
+        raise Skip(f"apt-get install -y {wanted} failed: " + " / ".join(tail))
     return found
 
 
@@ -103,10 +115,14 @@ class SlurmLayout:
     extra: Sequence[str] = ()
     # Use the configured CPUs/memory even where the machine has fewer (slurmd would drain the node).
     config_overrides: bool = False
+    # slurmdbd's port: with one, the cluster keeps accounting in its own MariaDB through slurmdbd
+    # (integration.slurm_accounting); without, AccountingStorageType=accounting_storage/none.
+    dbd_port: int | None = None
 
 
 def slurm_conf(root: Path, layout: SlurmLayout) -> str:
-    """slurm.conf for ``layout`` on loopback, throughput-tuned, no accounting/cgroups."""
+    """slurm.conf for ``layout`` on loopback, throughput-tuned, no cgroups; accounting through slurmdbd
+    only when the layout has a ``dbd_port``."""
     ctld_port, slurmd_port = layout.ports
     lines = [
         f"ClusterName={layout.cluster}",
@@ -127,7 +143,18 @@ def slurm_conf(root: Path, layout: SlurmLayout) -> str:
         "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none",
         "JobAcctGatherType=jobacct_gather/none",
-        "AccountingStorageType=accounting_storage/none",
+        *(
+            [
+                "AccountingStorageType=accounting_storage/slurmdbd",
+                "AccountingStorageHost=localhost",
+                f"AccountingStoragePort={layout.dbd_port}",
+                # Where the commands and slurmctld find munged for their slurmdbd connections (the
+                # AuthInfo socket above covers only the slurmctld/slurmd ones).
+                f"AccountingStoragePass={root / 'munge' / 'munge.socket'}",
+            ]
+            if layout.dbd_port
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "JobCompType=jobcomp/none",
         "MpiDefault=none",
         "ReturnToService=2",
@@ -192,6 +219,14 @@ def slurm_cluster(bins: dict[str, str], layout: SlurmLayout, keep: bool = False)
         ]  # fmt: skip
         procs.append(subprocess.Popen(munged, stdout=log, stderr=log, env=env))
         wait_for(lambda: (munge / "munge.socket").exists(), timeout=10, what="munged")
+        if layout.dbd_port:
+            try:
+                procs += start_accounting(
+                    bins, root, env, dbd_port=layout.dbd_port, cluster=layout.cluster,
+                    munge_socket=munge / "munge.socket", log=log,
+                )  # fmt: skip
+            except AccountingError as exc:
+                raise Skip(f"Slurm's accounting did not start: {exc}") from None
         ctld = [bins["slurmctld"], "-D", "-c", "-f", str(conf)]
         procs.append(subprocess.Popen(ctld, stdout=log, stderr=log, env=env))
         slurmd = [bins["slurmd"], "-D", "-f", str(conf), "-N", layout.node]
@@ -218,7 +253,7 @@ def slurm_cluster(bins: dict[str, str], layout: SlurmLayout, keep: bool = False)
 
 def tail_logs(root: Path) -> str:
     out = []
-    for name in ("daemons.out", "slurmctld.log", "slurmd.log", "munge/munged.log"):
+    for name in ("daemons.out", "slurmctld.log", "slurmd.log", "slurmdbd.log", "munge/munged.log"):
         f = root / name
         if f.exists():
             out.append(f"--- {name}\n" + "\n".join(f.read_text(errors="replace").splitlines()[-8:]))

@@ -20,7 +20,7 @@ from spur.rpc.proto import spur_pb2 as pb
 HELD = """\
 JobId=217 JobName=held
    UserId=root(0) GroupId=root(0) MCS_label=N/A
-   Priority=0 Nice=0 Account=(null) QOS=(null)
+   Priority=0 Nice=0 Account=(null) QOS=normal
    JobState=PENDING Reason=JobHeldUser Dependency=(null)
    Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0
    RunTime=00:00:00 TimeLimit=1-00:00:00 TimeMin=N/A

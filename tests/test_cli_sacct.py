@@ -46,11 +46,38 @@ def test_parsable_forms() -> None:
     assert render_table(cols, rows, header=False, parsable="trailing") == "13|bad|FAILED|7:0|\n"
 
 
-def test_cancelled_job_names_who_cancelled_and_batch_step_is_plain() -> None:
+def test_cancelled_job_names_who_cancelled_and_batch_step_carries_the_signal() -> None:
+    # As Slurm 22.05 records a job scancel'd while it ran (sacct/layout/cancelled in the
+    # conformance suite): the job ends 0:0, its batch step is CANCELLED by the signal.
     j = finished(14, "c", "CANCELLED", sig=15, uid=1000, user="alice")
     rows = build_rows([j], NOW, allocations_only=False)
     out = render_table(parse_columns("JobID,State,ExitCode"), rows, header=False, parsable="plain")
-    assert out == "14|CANCELLED by 1000|0:15\n14.batch|CANCELLED|0:15\n"
+    assert out == "14|CANCELLED by 1000|0:0\n14.batch|CANCELLED|0:15\n"
+
+
+def test_a_batch_shell_killed_by_a_signal_is_a_cancelled_step() -> None:
+    j = finished(15, "k", "FAILED", sig=15)
+    rows = build_rows([j], NOW, allocations_only=False)
+    out = render_table(parse_columns("JobID,State,ExitCode"), rows, header=False, parsable="plain")
+    assert out == "15|FAILED|0:15\n15.batch|CANCELLED|0:15\n"
+
+
+def test_zero_width_column_and_cut_titles() -> None:
+    rows = build_rows([finished(16, "done", "COMPLETED")], NOW, allocations_only=True)
+    out = render_table(parse_columns("JobName%0,State,ExitCode%3"), rows, header=True)
+    assert out.splitlines() == ["      State Exi ", " ---------- --- ", "  COMPLETED 0:0 "]
+    cols = parse_columns("JobName%0,State")
+    assert render_table(cols, rows, header=False, parsable="plain", delimiter=":") == "done:COMPLETED\n"
+
+
+def test_step_lines_blank_what_belongs_to_the_job() -> None:
+    j = finished(17, "d", "COMPLETED", spec={"submit_line": "sbatch --wrap true"})
+    rows = build_rows([j], NOW, allocations_only=False, cluster="c1")
+    cols = parse_columns("JobID,Cluster,SubmitLine,WorkDir,DerivedExitCode,AllocTRES,Layout,ReqCPUFreq")
+    assert render_table(cols, rows, header=False, parsable="plain").splitlines() == [
+        "17|c1|sbatch --wrap true|/tmp/slurmbench|0:0|billing=1,cpu=1,node=1||Unknown",
+        "17.batch|c1||||cpu=1,mem=0,node=1|Unknown|0",
+    ]
 
 
 def test_array_tasks_and_steps() -> None:
@@ -83,7 +110,7 @@ def test_standalone_srun_job_has_step_zero_and_pending_has_no_steps() -> None:
         parse_columns("JobID,State,AllocCPUS,NodeList,Start"), rows, header=False, parsable="plain"
     )
     assert out.splitlines()[1] == f"15.0|COMPLETED|1|vm|{rows[1]['Start']}"
-    assert out.splitlines()[2] == "16|PENDING|0|None assigned|Unknown"
+    assert out.splitlines()[2] == "16|PENDING|1|None assigned|Unknown"  # the CPUs it asks, as Slurm shows
 
 
 def test_width_suffix_case_insensitive_names_and_truncation() -> None:
@@ -139,3 +166,19 @@ def test_end_bound_covers_its_whole_second() -> None:
 def test_array_selector_field_of_a_pending_task() -> None:
     task = array_task(222, 218, 5, "PENDING")
     assert build_rows([task], NOW, allocations_only=False)[0]["JobID"] == "218_5"
+
+
+def test_state_filter_means_in_that_state_during_the_window() -> None:
+    from spur.cli.sacct import in_state_window
+
+    done = finished(20, "d", "COMPLETED", eligible_time=NOW - 30, start_time=NOW - 20)
+    held = job(21, "h", "PENDING", priority=0)
+    running = job(22, "r", "RUNNING", start_time=NOW - 5)
+    # -s PD: eligible and waiting at some time in the window (a held job never was)
+    assert in_state_window(done, {"PENDING"}, 0, NOW)
+    assert not in_state_window(held, {"PENDING"}, 0, NOW)
+    assert not in_state_window(done, {"PENDING"}, NOW - 10, NOW)
+    # -s R: started and not ended then; -s CD: ended so within the window
+    assert in_state_window(running, {"RUNNING"}, NOW - 1, NOW)
+    assert in_state_window(done, {"RUNNING"}, NOW - 10, NOW) and not in_state_window(done, {"RUNNING"}, NOW, NOW)
+    assert in_state_window(done, {"COMPLETED"}, 0, NOW) and not in_state_window(done, {"COMPLETED"}, NOW, NOW)

@@ -53,3 +53,20 @@ def test_more_tasks_than_ntasks_per_node_allows_is_refused():
     assert isinstance(too_many, Rejected) and too_many.code == "INVALID_ARGUMENT"
     assert "--ntasks-per-node=2" in too_many.message
     assert log.state.jobs[j].next_step_id == before
+
+
+def test_a_step_gets_no_more_cpus_than_its_job_holds_on_a_node():
+    log = Log()
+    j = running_job(log)  # two CPUs on each of three nodes
+    before = log.state.jobs[j].next_step_id
+    refused = log(c.CreateStep(j, StepSpec(argv=["a"], num_nodes=1, num_tasks=3), 1000, 2.0))
+    assert isinstance(refused, Rejected) and refused.code == "INVALID_ARGUMENT"
+    assert refused.message == "More processors requested than permitted"
+    assert log.state.jobs[j].next_step_id == before
+    wide = log(c.CreateStep(j, StepSpec(argv=["a"], num_tasks=1, cpus_per_task=3), 1000, 2.0))
+    assert isinstance(wide, Rejected)
+    assert layout(log(c.CreateStep(j, StepSpec(argv=["a"], num_tasks=6), 1000, 2.0))) == [
+        ("n1", 2),
+        ("n2", 2),
+        ("n3", 2),
+    ]

@@ -208,3 +208,31 @@ def test_bad_begin_times_raise_naming_the_spec(spec: str) -> None:
     with pytest.raises(TimeSpecError) as exc:
         parse_begin_time(spec, NOW)
     assert repr(spec) in str(exc.value)
+
+
+def test_slurm_time_format_selects_the_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from spur.core.timespec import STANDARD_TIME_FORMAT, relative_time_format, time_format
+
+    assert time_format(None) == time_format("") == time_format("standard") == STANDARD_TIME_FORMAT
+    assert time_format("%s") == "%s"
+    assert time_format("no percent") == STANDARD_TIME_FORMAT  # Slurm ignores a value without a %
+    assert time_format("%Y" * 20) == STANDARD_TIME_FORMAT  # ... and one too long for its buffer
+    ts = datetime(2026, 3, 4, 5, 6, 7).timestamp()
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "%s")
+    assert format_timestamp(ts) == str(int(ts))
+    monkeypatch.setenv("SLURM_TIME_FORMAT", "%Y/%m")
+    assert format_timestamp(ts) == "2026/03"
+    assert format_timestamp(0) == "Unknown"
+
+    def day(y: int, m: int, d: int) -> time.struct_time:
+        return datetime(y, m, d, 12).timetuple()
+
+    today = day(2026, 3, 4)
+    assert relative_time_format(day(2026, 3, 4), today) == "%H:%M:%S"
+    assert relative_time_format(day(2026, 3, 3), today) == "Ystday %H:%M"
+    assert relative_time_format(day(2026, 3, 5), today) == "Tomorr %H:%M"
+    assert relative_time_format(day(2026, 3, 9), today) == "%a %H:%M"
+    assert relative_time_format(day(2026, 2, 20), today) == "%-d %b %H:%M"
+    assert relative_time_format(day(2024, 3, 4), today) == "%-d %b %Y"

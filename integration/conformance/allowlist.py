@@ -19,9 +19,17 @@ _TASK_IDS = (
     "and the last task keeps the array's own id, so a task's SLURM_JOB_ID differs (the array id agrees)."
 )
 
-_NO_ACCOUNTING = (
-    "The reference Slurm of this suite runs without slurmdbd (AccountingStorageType=accounting_storage/none), "
-    "so its jobs have no QOS and its sacct has no data; Spur always keeps accounting and the default QOS normal."
+_ROW_IDS = (
+    "Slurm's accounting database numbers its rows (associations, QOS, job records) and sacct/squeue show "
+    "those numbers; Spur's accounting keys associations and QOS by name and has no row numbers to show."
+)
+_WHOLE_NODE_MEMORY = (
+    "Slurm 22.05 records a job that asks no memory as asking its node's whole memory (ReqMem=900M, "
+    "mem=900M in ReqTRES); Spur records memory only where it was asked for."
+)
+_SCHEDULED_LATER = (
+    "Slurm's slurmctld starts a batch job on its next scheduler pass (SchedMain), so the job waits (is "
+    "'reserved') for a second or so; Spur allocates a batch job that fits at submission, waiting none."
 )
 _TOPOLOGY = (
     "Slurm takes the node's layout from slurm.conf (CPUs=4: 4 sockets of 1 core); Spur's agent reports the "
@@ -67,16 +75,33 @@ ALLOWED: dict[str, str] = {
     "env/array_list/SLURM_JOB_ID": _TASK_IDS,
     "env/array_list/SLURM_JOBID": _TASK_IDS,
     # ---- squeue / sinfo / scontrol field tables
-    "squeue/o/%q": _NO_ACCOUNTING,
-    "commands/rows/sacct_step": _NO_ACCOUNTING,
     "commands/rows/scontrol_oneliner_job": (
         "The one-line record holds the same keys in the same order; it differs only in AllocNode:Sid and in "
         "the pending job's whole-node default memory in TRES, as the multi-line record does (see "
         "scontrol/show_job_*/AllocNode:Sid and scontrol/show_job_pending/TRES)."
     ),
-    "squeue/O/QOS": _NO_ACCOUNTING,
     "squeue/O/AllocNodes": _ALLOC_NODE,
     "scontrol/show_job_*/AllocNode:Sid": _ALLOC_NODE,
+    "squeue/O/AssocID": _ROW_IDS,
+    "sacct/o/AssocID": _ROW_IDS,
+    "sacct/o/DBIndex": _ROW_IDS,
+    "sacct/o/QOSRAW": _ROW_IDS,
+    "sacct/o/Priority": _PRIORITY_BASIC,
+    "sacct/o/ReqMem": _WHOLE_NODE_MEMORY,
+    "sacct/o/ReqTRES": _WHOLE_NODE_MEMORY,
+    "sacct/layout/long": _WHOLE_NODE_MEMORY,
+    "sacct/o/Reserved": _SCHEDULED_LATER,
+    "sacct/o/ResvCPU": _SCHEDULED_LATER,
+    "sacct/o/ResvCPURAW": _SCHEDULED_LATER,
+    "sacct/o/Flags": (
+        "Slurm's job record flags say how the job was scheduled (SchedMain, SchedBackfill, SchedSubmit) and "
+        "that its start was recorded; Spur's records do not carry these flags."
+    ),
+    "scontrol/show_config/AccountingStorageType": (
+        "Spur's controller keeps the job history and associations itself (PostgreSQL only when "
+        "[accounting] database_url is set) and says accounting_storage/none without a database; the "
+        "reference Slurm stores them through slurmdbd."
+    ),
     "scontrol/show_job_running/Priority": _PRIORITY_BASIC,
     "scontrol/show_job_completed/Priority": _PRIORITY_BASIC,
     "scontrol/show_config/PriorityType": (

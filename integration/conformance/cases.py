@@ -486,6 +486,107 @@ SINFO_FIELDS = "aAbBcCdDeEfFgGhHIlLmMnNoOpPrRsStTuUvVwXYZz"
 
 _ALL3 = '"$JP,$JR,$JD"'
 
+def _sacct_field_names() -> tuple[str, ...]:
+    """Every field name of ``sacct -e`` (22.05); that Spur lists the same ones is itself a case
+    (``sacct/layout/fields``)."""
+    from spur.cli.sacct import FIELDS
+
+    return tuple(name for name, _width in FIELDS)
+
+
+# sacct's rows read accounting once its record of the job is final (``wa``); each job they make
+# is their own, so that no other case's job shows up in them.
+_SACCT_JOB = '{ j=$(sub -o /dev/null %s) && wa "$j"; }; '
+_SACCT_LAYOUT = (
+    ("default", "wa $JD; sacct -j $JD"),
+    ("brief", "sacct -b -j $JD"),
+    ("long", "sacct -l -j $JD"),
+    ("allocations", "sacct -X -j $JD"),
+    ("step", "sacct -j $JD.batch"),
+    ("parsable", "sacct -p -j $JD"),
+    ("parsable2", "sacct -P -j $JD"),
+    ("noheader", "sacct -n -j $JD"),
+    ("delimiter", "sacct -P --delimiter=: -j $JD -o JobID,JobName,State"),
+    ("widths", "sacct -j $JD -o JobID%20,JobName%-15,State%5,ExitCode%3"),
+    ("width_zero", "sacct -j $JD -o JobName%0,State"),
+    ("env_format", "SACCT_FORMAT=JobID,State,Elapsed sacct -j $JD"),
+    ("cli_over_env", "SACCT_FORMAT=JobID,State sacct -j $JD -o JobName"),
+    ("time_format_epoch", "SLURM_TIME_FORMAT=%s sacct -X -n -j $JD -o Submit,Start,End"),
+    (
+        "time_format_custom",
+        "SLURM_TIME_FORMAT='%Y/%m' sacct -X -n -j $JD -o Start | tr -d ' ' | grep -c '^[0-9]*/[0-9]*$'",
+    ),
+    ("fields", "sacct -e"),
+    ("helpformat", "sacct --helpformat"),
+    ("running", "sacct -X -j $JR -o JobID,JobName,State,ExitCode"),
+    ("running_batch", "sacct -j $JR.batch -o JobID,JobName,State"),
+    ("pending", "sacct -j $JP -o JobID,JobName,State,ExitCode,NodeList,AllocCPUS"),
+    ("pending_no_steps", "sacct -n -j $JP | wc -l"),
+    ("state_filter", "sacct -X -n -s CD -j $JD,$JP -o JobID,State"),
+    ("state_filter_pending", "sacct -X -n -s PD -j $JD,$JP -o JobID,State"),
+    ("state_filter_running", "sacct -X -n -s R -j $JD,$JR,$JP -o JobID,State"),
+    ("state_filter_no_start", "sacct -X -n -s CD -o JobID,State | wc -l"),
+    (
+        "time_format_relative",
+        "SLURM_TIME_FORMAT=relative sacct -X -n -j $JD -o Submit | sed 's/[0-9]/N/g'",
+    ),
+    ("mem_per_cpu", _SACCT_JOB % "-c 2 --mem-per-cpu=50 --wrap true" + "sacct -X -n -j $j -o ReqMem,ReqTRES%40"),
+    (
+        "step_over_allocation",
+        '{ j=$(sub -o out.txt -n 1 --wrap "srun -n 2 true; echo rc=\\$?") && wa "$j"; }; '
+        "sed 's/[0-9][0-9]*/N/g' out.txt; sacct -n -j $j -o JobID,State,ExitCode",
+    ),
+    ("name_filter", "sacct -X -n --name=done -j $JD,$JP -o JobName,State"),
+    ("two_jobs", "sacct -X -n -j $JP,$JD -o JobID,State"),
+    ("failed", _SACCT_JOB % "--wrap false" + "sacct -j $j -o JobID,JobName,State,ExitCode,DerivedExitCode"),
+    ("exit3", _SACCT_JOB % "--wrap 'exit 3'" + "sacct -j $j -o JobID,State,ExitCode"),
+    (
+        "signaled",
+        _SACCT_JOB % "--wrap 'kill -TERM $$'" + "sacct -j $j -o JobID,State,ExitCode",
+    ),
+    (
+        "cancelled",
+        "j=$(sbatch --parsable -o /dev/null --wrap 'sleep 60'); "
+        'for i in $(seq 300); do squeue -h -j "$j" -o %T | grep -q RUNNING && break; sleep 0.1; done; '
+        # The job line only: Slurm records its batch step either CANCELLED 0:15 or FAILED 15:0, as
+        # slurmstepd's report races the kill (Spur's is CANCELLED 0:15; see tests/test_cli_sacct.py).
+        'scancel "$j"; wj "$j"; wa "$j"; sacct -X -j $j -o JobID,State,ExitCode',
+    ),
+    (
+        "cancelled_pending",
+        'j=$(sbatch --parsable -H -o /dev/null --wrap true); scancel "$j"; wj "$j"; '
+        'for i in $(seq 300); do sacct -n -X -j $j -o State | grep -q CANCELLED && break; sleep 0.1; done; '
+        "sacct -j $j -o JobID,State,ExitCode,NodeList",
+    ),
+    (
+        "steps",
+        _SACCT_JOB % "--wrap 'srun true; srun false; srun -J last hostname >/dev/null'"
+        + "sacct -j $j -o JobID,JobName,State,ExitCode,NTasks,AllocCPUS",
+    ),
+    ("steps_one", _SACCT_JOB % "--wrap 'srun true; srun true'" + "sacct -n -j $j.1 -o JobID,State"),
+    ("named_steps", _SACCT_JOB % "--wrap 'srun -J first true'" + "sacct -n -j $j -o JobID,JobName"),
+    (
+        "array",
+        '{ j=$(sub -o /dev/null --array=1-3 --wrap true) && wa "${j}_1" && wa "${j}_2" && wa "${j}_3"; }; '
+        "sacct -X -j $j -o JobID,JobName,State",
+    ),
+    (
+        "array_task",
+        '{ j=$(sub -o /dev/null --array=4-5 --wrap true) && wa "${j}_4" && wa "${j}_5"; }; '
+        "sacct -n -X -j ${j}_5 -o JobID,State",
+    ),
+    (
+        "resources",
+        _SACCT_JOB % "-n 2 -c 2 --mem=100 --wrap true"
+        + "sacct -X -j $j -o JobID,AllocCPUS,NCPUS,NNodes,ReqCPUS,ReqMem,ReqNodes,AllocNodes",
+    ),
+    ("job_name", _SACCT_JOB % "-J a_long_job_name_here --wrap true" + "sacct -X -j $j -o JobName,JobName%30"),
+    ("comment", _SACCT_JOB % "--comment=hello --wrap true" + "sacct -X -P -n -j $j -o Comment"),
+    ("time_limit", _SACCT_JOB % "-t 7 --wrap true" + "sacct -X -n -j $j -o Timelimit,TimelimitRaw"),
+    ("workdir", _SACCT_JOB % "--wrap true" + "sacct -X -P -n -j $j -o WorkDir,Cluster,Partition,User,Group"),
+)
+
+
 TABLES: tuple[Table, ...] = (
     Table("squeue", "o", tuple((f"%{c}", f"squeue -j $JP -o '%{c}'") for c in SQUEUE_FIELDS)),
     Table("squeue", "O", tuple((f, f"squeue -j $JP -O {f}") for f in SQUEUE_LONG_FIELDS)),
@@ -640,6 +741,15 @@ TABLES: tuple[Table, ...] = (
             ("sacct_bad_option", _first_error("sacct --bogus")),
         ),
     ),
+    Table(
+        "sacct",
+        "o",
+        tuple(
+            (f, ("wa $JD; " if i == 0 else "") + f"sacct -j $JD -P -o {f}")
+            for i, f in enumerate(_sacct_field_names())
+        ),
+    ),
+    Table("sacct", "layout", _SACCT_LAYOUT),
     # scontrol -o, the date line of sinfo -l, sacct -j ID.STEP, sshare -U, immediate grant (srun, salloc)
     Table(
         "commands",

@@ -19,7 +19,7 @@ def pair(tmp_path_factory):
     from integration.slurm_real import Skip, ensure_slurm
 
     try:
-        ensure_slurm(install=True)
+        ensure_slurm(install=True, accounting=True)
     except Skip as exc:
         pytest.skip(f"real Slurm 22.05 is not available: {exc}")
     with running_pair(tmp_path_factory.mktemp("conformance")) as systems:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from integration.conformance.systems import FIRST_JOB_ID, Outcome, System, run_snippet
 from integration.harness import BIN, Cluster, wait_for
+from integration.reaper import MARKER
 from integration.slurm_real import SlurmLayout, ensure_slurm, free_port_pair, slurm_cluster
 
 CPUS = 4
@@ -33,6 +34,8 @@ def base_env() -> dict[str, str]:
     drop = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SQUEUE_", "SINFO_", "SACCT_", "SPUR_", "SCONTROL_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env.pop("VIRTUAL_ENV", None)
+    if MARKER in os.environ:  # what the test session's reaper finds its processes by
+        env[MARKER] = os.environ[MARKER]
     # The suite's thousands of short commands are not measured in a coverage run (CI): each would
     # start the tracer and write a data file, for lines the CLI tests already cover.
     env.pop("COVERAGE_PROCESS_START", None)
@@ -44,10 +47,13 @@ def base_env() -> dict[str, str]:
 
 @contextmanager
 def running_pair(root: Path) -> Iterator[tuple[System, System]]:
-    """(slurm, spur), both up and idle; raises :class:`integration.slurm_real.Skip` without Slurm."""
-    bins = ensure_slurm(install=True)
+    """(slurm, spur), both up and idle, Slurm with accounting (slurmdbd, MariaDB) as Spur always has;
+    raises :class:`integration.slurm_real.Skip` without Slurm."""
+    bins = ensure_slurm(install=True, accounting=True)
+    ctld_port, slurmd_port = free_port_pair()
     layout = SlurmLayout(
-        ports=free_port_pair(),
+        ports=(ctld_port, slurmd_port),
+        dbd_port=_free_port(),
         cpus=CPUS,
         memory_mb=MEMORY_MB,
         cluster="sltst",
@@ -88,6 +94,14 @@ def running_pair(root: Path) -> Iterator[tuple[System, System]]:
         finally:
             cluster.stop()
             _kill_leftover_jobs(cluster)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _move_ids_past(cluster: Cluster) -> None:

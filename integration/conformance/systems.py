@@ -9,7 +9,9 @@ what may legitimately differ into placeholders, so the two results can be compar
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,15 +43,29 @@ sub() {  # sbatch --parsable "$@", wait for the job, print its id
   wj "$id" || return $?
   echo "$id"
 }
-settled() {  # wait until no job but the shared held one ($JP) is pending or completing
-  # Both schedulers grant an allocation at submission only when nothing competes for the node; an
-  # earlier case's job may still be draining (under load, Slurm's epilogue takes a while).
+wa() {  # wait until accounting holds job $1's final record (its allocation and the batch step ended)
   local i
   for i in $(seq 600); do
-    [ -z "$(squeue -h -t PD,CG,CF -o %i | grep -vx "${JP:-}")" ] && return 0
+    if sacct -n -X -P -j "$1" -o State,Partition 2>/dev/null | grep -qE '^(COMPLETED|FAILED|CANCELLED|TIMEOUT|OUT_OF_MEMORY)[^|]*[|].' &&
+      sacct -n -P -j "$1.batch" -o State 2>/dev/null | grep -qE '^(COMPLETED|FAILED|CANCELLED)'; then
+      return 0
+    fi
     sleep 0.1
   done
-  echo "settled: jobs still pending or completing after 60 s" >&2
+  echo "wa: job $1 has no final accounting record after 60 s" >&2
+  return 1
+}
+settled() {  # cancel every job but the shared ones ($JP, $JR), then wait until none is left
+  # Both schedulers grant an allocation at submission only when nothing competes for the node: an
+  # earlier case's job still pending (for resources) or draining would make Slurm queue the request.
+  local i left
+  squeue -h -o %A | grep -vxE "${JP:-x}|${JR:-x}" | sort -u | xargs -r scancel
+  for i in $(seq 600); do
+    left=$(squeue -h -o '%i %T %r' | grep -vE "^(${JP:-x}|${JR:-x}) ")
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  echo "settled: after 60 s still queued: $left" >&2
   return 1
 }
 """
@@ -94,21 +110,25 @@ class System:
 def run_snippet(system: System, case_id: str, snippet: str, timeout: float = 150) -> Outcome:
     """Run ``snippet`` with bash in a fresh directory of ``system``; the normalized outcome."""
     cwd = system.case_dir(case_id)
+    # In a session of its own, so that a snippet that runs out of time goes with everything it
+    # started (a waiting srun would otherwise outlive the case and the cluster).
+    proc = subprocess.Popen(
+        ["bash", "-c", PRELUDE + snippet],
+        cwd=cwd,
+        env=system.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
-        proc = subprocess.run(
-            ["bash", "-c", PRELUDE + snippet],
-            cwd=cwd,
-            env=system.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-        rc, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as exc:
+        out, err = proc.communicate(timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
         rc = -999
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
         err += f"\n(timed out after {timeout} s)\n"
     outcome, top = normalize(
         Outcome(rc, out, err), cwd=str(cwd), names=system.names, id_floor=system.id_floor, spool=system.spool

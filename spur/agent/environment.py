@@ -159,6 +159,7 @@ def build_job_environment(
         slurm["SLURM_MEM_PER_NODE"] = str(spec.mem_per_node_mb)
     if spec.account:
         slurm["SLURM_JOB_ACCOUNT"] = spec.account
+    slurm["SLURM_JOB_QOS"] = spec.qos or "normal"  # a job asking none runs in the default QOS
     if job.time_limit_secs > 0:
         slurm["SLURM_JOB_TIME_LIMIT"] = str(job.time_limit_secs)
     slurm.update(array_environment(job))

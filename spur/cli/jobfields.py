@@ -592,7 +592,7 @@ def scontrol_job(job, now: float, *, one_liner: bool = False) -> str:
         first,
         f"UserId={job.user}({job.uid}) GroupId={job.group or job.gid}({job.gid}) MCS_label=N/A",
         f"Priority={job.priority} Nice={spec.nice} Account={spec.account or '(null)'} "
-        f"QOS={spec.qos or '(null)'}" + (f" WCKey={spec.wckey}" if spec.wckey else ""),
+        f"QOS={spec.qos or 'normal'}" + (f" WCKey={spec.wckey}" if spec.wckey else ""),
         f"JobState={job.state} Reason={(job.reason or 'None').replace(' ', '_')} Dependency={dependency}",
         f"Requeue={0 if spec.no_requeue else 1} Restarts={job.restarts} BatchFlag={1 if batch else 0} "
         f"Reboot=0 ExitCode={exit_code_text(job)}",

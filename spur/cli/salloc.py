@@ -66,6 +66,7 @@ def prepare(argv: list[str], environ: Mapping[str, str], cwd: str):  # -> (JobSp
     spec.qos = opts.qos or ""
     spec.environment.setdefault("SLURM_SUBMIT_HOST", socket.gethostname())
     spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
+    spec.submit_line = " ".join(["salloc", *argv])  # sacct's SubmitLine, as Slurm joins it
     return spec, opts, command
 
 

@@ -98,6 +98,7 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}", code) from None
     spec.environment.setdefault("SLURM_SUBMIT_HOST", _hostname())
     spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
+    spec.submit_line = " ".join(["sbatch", *argv])  # sacct's SubmitLine, as Slurm joins it
     spec.command = os.path.abspath(os.path.join(cwd, script_path)) if script_path else "(null)"
     return spec, opts
 

@@ -54,6 +54,7 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     spec.command = " ".join(command)
     spec.environment.setdefault("SLURM_SUBMIT_HOST", socket.gethostname())
     spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
+    spec.submit_line = " ".join(["srun", *argv])  # sacct's SubmitLine, as Slurm joins it
     return spec, opts
 
 

@@ -54,6 +54,7 @@ class JobSpec:
     ntasks_per_gpu: int = 0
     allocation_only: bool = False
     alloc_sid: int = 0
+    submit_line: str = ""
 
     @property
     def tasks(self) -> int:

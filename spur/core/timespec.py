@@ -7,6 +7,7 @@ zero minutes means no limit, exactly as squeue then shows ``UNLIMITED``.
 
 from __future__ import annotations
 
+import os as _os
 import re
 import time as _time
 
@@ -142,11 +143,59 @@ def format_hms(secs: int | float) -> str:
     return f"{hours:02d}:{minutes:02d}:{seconds:02d}"
 
 
-def format_timestamp(ts: float) -> str:
-    """A unix time as Slurm prints it (``2026-12-02T12:37:53``, local time); 0 or less is ``Unknown``."""
+STANDARD_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+def time_format(setting: str | None) -> str:
+    """The display format a ``SLURM_TIME_FORMAT`` value selects, as Slurm's commands read it. Pure.
+
+    Unset, empty or ``standard``: ISO (``2026-12-02T12:37:53``); ``relative``: the marker
+    ``"relative"`` (see :func:`relative_time_format`); any other value holding a ``%`` and under 32
+    characters is a strftime format; anything else falls back to the standard one.
+    """
+    if not setting or setting == "standard":
+        return STANDARD_TIME_FORMAT
+    if setting == "relative":
+        return "relative"
+    if "%" not in setting or len(setting) >= 32:
+        return STANDARD_TIME_FORMAT
+    return setting
+
+
+def relative_time_format(when: _time.struct_time, today: _time.struct_time) -> str:
+    """The strftime format ``SLURM_TIME_FORMAT=relative`` uses for ``when`` seen on ``today``. Pure.
+
+    Same day: ``%H:%M:%S``; the day before or after: ``Ystday %H:%M`` / ``Tomorr %H:%M``; up to six days
+    ahead: ``%a %H:%M``; within a year: ``%-d %b %H:%M``; further: ``%-d %b %Y``.
+    """
+    distance = (1000 * when.tm_year + when.tm_yday) - (1000 * today.tm_year + today.tm_yday)
+    if distance == -1:
+        return "Ystday %H:%M"
+    if distance == 0:
+        return "%H:%M:%S"
+    if distance == 1:
+        return "Tomorr %H:%M"
+    if distance < -365 or distance > 365:
+        return "%-d %b %Y"
+    if distance < -1 or distance > 6:
+        return "%-d %b %H:%M"
+    return "%a %H:%M"
+
+
+def format_timestamp(ts: float, fmt: str | None = None) -> str:
+    """A unix time as Slurm prints it (local time); 0 or less is ``Unknown``.
+
+    ``fmt`` is a :func:`time_format` result; by default the one ``SLURM_TIME_FORMAT`` in this
+    process's environment selects (``2026-12-02T12:37:53`` when it is unset).
+    """
     if not ts or ts <= 0:
         return "Unknown"
-    return _time.strftime("%Y-%m-%dT%H:%M:%S", _time.localtime(ts))
+    if fmt is None:
+        fmt = time_format(_os.environ.get("SLURM_TIME_FORMAT"))
+    when = _time.localtime(ts)
+    if fmt == "relative":
+        fmt = relative_time_format(when, _time.localtime())
+    return _time.strftime(fmt, when)
 
 
 # ---- --begin -------------------------------------------------------------------------------------

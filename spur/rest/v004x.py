@@ -488,7 +488,7 @@ def db_job(job: pb.JobInfo, cluster: str, now: float) -> dict[str, Any]:
                      "memory_per_node": old["required"]["memory"] or None}  # fmt: skip
     d["tres"] = {"allocated": old["tres"]["allocated"], "requested": old["tres"]["requested"]}
     d["wckey"] = {"wckey": job.spec.wckey, "flags": []}
-    d["submit_line"] = ""
+    d["submit_line"] = job.spec.submit_line
     d["extra"] = ""
     d["failed_node"] = ""
     d["hold"] = False

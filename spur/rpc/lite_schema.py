@@ -95,6 +95,7 @@ MESSAGES = {
         (39, "ntasks_per_gpu", "uint32", "singular", ""),
         (40, "allocation_only", "bool", "singular", ""),
         (41, "alloc_sid", "uint32", "singular", ""),
+        (42, "submit_line", "string", "singular", ""),
     ),
     "spur.v1.JobSpec.EnvironmentEntry": (
         (1, "key", "string", "singular", ""),

@@ -292,16 +292,17 @@ class AccountingDomain(StateDomain):
     def admit(self, spec: JobSpec, user: str, partition: str, count: int) -> str:
         """Check a submission (called by SubmitJob's apply, last, so a "" answer means accepted).
 
-        With enforcement on, fills in the user's default account and the association's default QOS
-        and refuses an unknown account/user pair, a QOS the association may not use, or a job over
+        Fills in a known user's default account; with enforcement on, also the association's default
+        QOS, and refuses an unknown account/user pair, a QOS the association may not use, or a job over
         a submit limit (GrpSubmit, MaxSubmitJobs). Returns Slurm's message, or "" and counts the
         ``count`` new jobs.
         """
+        known = self.users.get(user)
+        if not spec.account and known is not None:
+            # As slurmctld with accounting, enforced or not: a known user's job gets its default account.
+            spec.account = known.default_account
         enforce = set(self.enforce)
         if enforce:
-            known = self.users.get(user)
-            if not spec.account and known is not None:
-                spec.account = known.default_account
             assoc = self.assoc_for(spec.account, user, partition) if spec.account else None
             if assoc is None:
                 return INVALID_ACCOUNT

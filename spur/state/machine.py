@@ -862,6 +862,9 @@ class ClusterState:
         chosen = nodes[:count]
         per_node = [tasks // count + (1 if i < tasks % count else 0) for i in range(count)]
         cpt = spec.cpus_per_task or job.spec.cpus_per_task
+        if any(n * cpt > a.cpus for a, n in zip(chosen, per_node, strict=True)):
+            # As slurmctld: a step gets at most the CPUs its job holds on each node.
+            return Rejected("INVALID_ARGUMENT", "More processors requested than permitted")
         allocation = [
             NodeAllocation(
                 node=a.node, cpus=min(a.cpus, n * cpt), mem_mb=a.mem_mb, gpus=list(a.gpus), tasks=n

@@ -23,7 +23,7 @@ class GpuDevice(_message.Message):
     def __init__(self, index: _Optional[int] = ..., vendor: _Optional[str] = ..., model: _Optional[str] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "environment", "partition", "num_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "gres", "time_limit_secs", "interactive", "account", "gpus_total", "nice", "nodelist", "exclude", "exclusive", "mem_per_cpu_mb", "ntasks_per_node", "hold", "comment", "constraint", "command", "array", "dependency", "begin_time", "no_requeue", "signal", "open_mode", "qos", "wckey", "gpus_per_task", "kill_on_invalid_dep", "ntasks_per_gpu", "allocation_only", "alloc_sid")
+    __slots__ = ("name", "script", "argv", "work_dir", "stdout_pattern", "stderr_pattern", "stdin_path", "environment", "partition", "num_nodes", "num_tasks", "cpus_per_task", "mem_per_node_mb", "gres", "time_limit_secs", "interactive", "account", "gpus_total", "nice", "nodelist", "exclude", "exclusive", "mem_per_cpu_mb", "ntasks_per_node", "hold", "comment", "constraint", "command", "array", "dependency", "begin_time", "no_requeue", "signal", "open_mode", "qos", "wckey", "gpus_per_task", "kill_on_invalid_dep", "ntasks_per_gpu", "allocation_only", "alloc_sid", "submit_line")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class JobSpec(_message.Message):
     NTASKS_PER_GPU_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_ONLY_FIELD_NUMBER: _ClassVar[int]
     ALLOC_SID_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_LINE_FIELD_NUMBER: _ClassVar[int]
     name: str
     script: str
     argv: _containers.RepeatedScalarFieldContainer[str]
@@ -113,7 +114,8 @@ class JobSpec(_message.Message):
     ntasks_per_gpu: int
     allocation_only: bool
     alloc_sid: int
-    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gres: _Optional[_Iterable[str]] = ..., time_limit_secs: _Optional[int] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., gpus_total: _Optional[int] = ..., nice: _Optional[int] = ..., nodelist: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., mem_per_cpu_mb: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., hold: _Optional[bool] = ..., comment: _Optional[str] = ..., constraint: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., begin_time: _Optional[float] = ..., no_requeue: _Optional[bool] = ..., signal: _Optional[str] = ..., open_mode: _Optional[str] = ..., qos: _Optional[str] = ..., wckey: _Optional[str] = ..., gpus_per_task: _Optional[int] = ..., kill_on_invalid_dep: _Optional[bool] = ..., ntasks_per_gpu: _Optional[int] = ..., allocation_only: _Optional[bool] = ..., alloc_sid: _Optional[int] = ...) -> None: ...
+    submit_line: str
+    def __init__(self, name: _Optional[str] = ..., script: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., work_dir: _Optional[str] = ..., stdout_pattern: _Optional[str] = ..., stderr_pattern: _Optional[str] = ..., stdin_path: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., partition: _Optional[str] = ..., num_nodes: _Optional[int] = ..., num_tasks: _Optional[int] = ..., cpus_per_task: _Optional[int] = ..., mem_per_node_mb: _Optional[int] = ..., gres: _Optional[_Iterable[str]] = ..., time_limit_secs: _Optional[int] = ..., interactive: _Optional[bool] = ..., account: _Optional[str] = ..., gpus_total: _Optional[int] = ..., nice: _Optional[int] = ..., nodelist: _Optional[_Iterable[str]] = ..., exclude: _Optional[_Iterable[str]] = ..., exclusive: _Optional[bool] = ..., mem_per_cpu_mb: _Optional[int] = ..., ntasks_per_node: _Optional[int] = ..., hold: _Optional[bool] = ..., comment: _Optional[str] = ..., constraint: _Optional[_Iterable[str]] = ..., command: _Optional[str] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., begin_time: _Optional[float] = ..., no_requeue: _Optional[bool] = ..., signal: _Optional[str] = ..., open_mode: _Optional[str] = ..., qos: _Optional[str] = ..., wckey: _Optional[str] = ..., gpus_per_task: _Optional[int] = ..., kill_on_invalid_dep: _Optional[bool] = ..., ntasks_per_gpu: _Optional[int] = ..., allocation_only: _Optional[bool] = ..., alloc_sid: _Optional[int] = ..., submit_line: _Optional[str] = ...) -> None: ...
 
 class StepSpec(_message.Message):
     __slots__ = ("argv", "name", "num_tasks", "num_nodes", "cpus_per_task", "stdout_pattern", "stderr_pattern", "environment", "unbuffered", "label", "overlap", "work_dir", "nodelist", "ntasks_per_node", "kill_on_bad_exit", "mpi")
