@@ -64,15 +64,33 @@ def ensure_slurm(install: bool = True, accounting: bool = False) -> dict[str, st
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     print(f"installing Slurm: apt-get install -y {wanted} ...", flush=True)
     cmd = ["apt-get", "install", "-y", "-o", "DPkg::Lock::Timeout=600", "--no-install-recommends", *packages]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:  # a stale package index: refresh once and retry
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+    with _no_service_starts():
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:  # a stale package index: refresh once and retry
+            subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     found = slurm_binaries(accounting)
     if proc.returncode != 0 or not found:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise Skip(f"apt-get install -y {wanted} failed: " + " / ".join(tail))
     return found
+
+
+@contextmanager
+def _no_service_starts() -> Iterator[None]:
+    """While installing, Debian's maintainer scripts start no services (munge, slurmctld, MariaDB on
+    the machine's own ports): the tests run private instances. A policy-rc.d already in place is left
+    as it is."""
+    policy = Path("/usr/sbin/policy-rc.d")
+    if policy.exists():
+        yield
+        return
+    policy.write_text("#!/bin/sh\n# written by Spur's test set-up while it installs Slurm\nexit 101\n")
+    policy.chmod(0o755)
+    try:
+        yield
+    finally:
+        policy.unlink(missing_ok=True)
 
 
 def port_free(port: int) -> bool:
