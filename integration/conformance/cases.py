@@ -152,6 +152,13 @@ _RING = (
     f"mpicc.mpich -o ring {__import__('pathlib').Path(__file__).parents[1] / 'mpi' / 'ring.c'} || exit 9\n"
 )
 
+# Open MPI's ring, for the mpirun cases (Open MPI refuses root without these two variables).
+_RING_OMPI = (
+    "mpicc.openmpi -o ring "
+    f"{__import__('pathlib').Path(__file__).parents[1] / 'mpi' / 'ring.c'} || exit 9\n"
+    "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1\n"
+)
+
 SNIPPETS: tuple[Snippet, ...] = (
     # ---- script arguments
     Snippet("sbatch", "args_two", _ARGS + 'sub -o out a.sh a1 "b 2" >/dev/null && cat out'),
@@ -386,6 +393,11 @@ SNIPPETS: tuple[Snippet, ...] = (
         "step_ntasks_env",
         'sub -o o -n 2 --wrap "srun -n 2 printenv SLURM_NTASKS SLURM_NPROCS | sort" >/dev/null; cat o',
     ),
+    # ---- mpirun inside an allocation (each starts its ranks, or its daemons through srun, itself)
+    # (Open MPI names its job by a hash of its own: [[N,1],0].)
+    Snippet("srun", "mpirun_openmpi_ring", _RING_OMPI + 'sub -o o -n 2 --wrap "mpirun.openmpi ./ring --exit 3; echo rc=\\$?" >/dev/null; sed -e "s/ on .*//" -e "s/[[][[][0-9]*,/[[N,/" o | LC_ALL=C sort'),
+    Snippet("srun", "mpirun_hydra_ring", _RING + 'sub -o o -n 2 --wrap "mpiexec.hydra ./ring --exit 3; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
+    Snippet("srun", "mpirun_hydra_steps", _RING + '{ j=$(sub -o o -n 2 --wrap "mpiexec.hydra ./ring") && wa $j; }; sacct -n -j $j -o JobID,JobName,State,ExitCode'),
     # ---- MPI direct launch (srun --mpi=pmi2, MPICH's PMI client over PMI_FD)
     Snippet("srun", "mpi_pmi2_ring", _RING + 'sub -o o -n 2 --wrap "srun --mpi=pmi2 -n 2 ./ring --exit 3; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
     Snippet("srun", "mpi_pmi2_abort", _RING + 'sub -o o -n 2 --wrap "srun --mpi=pmi2 -n 2 ./ring --abort 1 5; echo rc=\\$?" >/dev/null; sed "s/ on .*//" o | LC_ALL=C sort'),
