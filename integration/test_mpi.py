@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from integration.harness import BIN, wait_for
 from integration.mesh_hosts import Hosts
 from integration.mpi_hosts import (
     MPICH,
@@ -276,3 +279,60 @@ def test_srun_mpi_pmi2_outside_an_allocation_takes_one_and_runs_the_ring_as_its_
     job = cluster.wait_job(job.job_id, "COMPLETED", "FAILED", timeout=30)
     assert (job.state, job.exit_code) == ("FAILED", 3)
     assert [(s.step_id, s.spec.mpi) for s in job.steps] == [(0, "pmi2")]
+
+
+def held_ranks(hold: Path, count: int) -> dict[int, tuple[str, int]]:
+    """rank -> (host, pid) once all ``count`` ranks of ring --hold wrote their files."""
+    wait_for(lambda: len(list(hold.glob("rank-*"))) == count, timeout=60, what=f"{count} ranks holding")
+    out = {}
+    for f in hold.glob("rank-*"):
+        host, pid = f.read_text().split()
+        out[int(f.name.split("-")[1])] = (host, int(pid))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("launch", "how"),
+    [("pmi2", "scancel"), ("pmi2", "ctrl-c"), ("openmpi", "scancel")],
+    ids=["direct-scancel", "direct-ctrl-c", "mpirun-scancel"],
+)
+def test_scancel_and_ctrl_c_reach_every_rank_on_every_host(mpi_cluster, tmp_path, launch, how):
+    """Ranks holding after the ring on two hosts (2 each) are all gone after ``scancel JOB`` or a
+    user's Ctrl-C to srun: the step ends on every host, not only where srun runs."""
+    cluster, _hosts = mpi_cluster
+    stack = OPENMPI if launch == "openmpi" else MPICH
+    exe = ring(stack, tmp_path)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    proc = None
+    job_id = 0
+    if how == "ctrl-c":
+        cmd = [str(BIN / "srun"), "--mpi=pmi2", "-N2", "-n4", str(exe), "--hold", str(hold)]
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    else:
+        run = f"srun --mpi=pmi2 -N2 -n4 {exe}" if launch == "pmi2" else f"{ROOT_OK} {stack.launcher} {exe}"
+        (tmp_path / "h.sh").write_text(f"#!/bin/sh\n{run} --hold {hold}\n")
+        out = cluster.cli(
+            "sbatch", "--parsable", "-N2", "--ntasks-per-node=2", "-o", "h.out", "h.sh", cwd=tmp_path
+        )
+        job_id = int(out.stdout)
+    ranks = held_ranks(hold, 4)
+    assert len({host for host, _pid in ranks.values()}) == 2, ranks
+    if proc is not None:
+        # A user's Ctrl-C, twice within a second as Slurm's srun asks for to abort a step.
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0, err
+        [job] = [j for j in cluster.jobs().values() if j.spec.allocation_only]
+        job_id = job.job_id
+    else:
+        cluster.cli("scancel", str(job_id))
+    cluster.wait_job(job_id, "CANCELLED", "FAILED", "COMPLETED", timeout=60)
+    wait_for(
+        lambda: not any(running(pid) for _host, pid in ranks.values()),
+        timeout=30,
+        what="every rank on both hosts gone",
+    )
