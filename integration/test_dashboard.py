@@ -114,6 +114,11 @@ def test_pages_show_the_cluster_as_the_cli_does(cluster: Cluster) -> None:
         assert "Started" in job and 'id="stdout"' in job
         cluster_page = h.get("/ui/cluster").text
         assert re.search(r"<td>[Ll]eader</td>", cluster_page)
+        # Managed Kubernetes is off here: the page says so in `spur k8s status`'s words.
+        off = cluster.cli("spur", "k8s", "status", check=False).stderr
+        assert "[cluster] enabled = false" in off
+        assert '<p id="k8s-note">Spur-managed Kubernetes is off ([cluster] enabled = false).' in cluster_page
+        assert '<p id="mesh-note">No node has joined the mesh.</p>' in cluster_page
         assert h.get("/ui/accounting").status_code == 200
         nodes = h.get("/ui/nodes").text
         assert 'aria-valuenow="2"' in nodes

@@ -131,6 +131,78 @@ def test_in_the_browser(cluster: Cluster, browser: Any, shots: Path) -> None:
     _no_console_errors(browser)
 
 
+# WCAG 2.1 contrast of every visible piece of text (its colour over the backgrounds behind it,
+# composited onto the white canvas), and a label for every form control. Run in the page.
+_A11Y_AUDIT = r"""
+function rgba(text) {
+  const m = text.match(/rgba?\(([^)]+)\)/);
+  if (!m) return [0, 0, 0, 0];
+  const p = m[1].split(",").map(Number);
+  return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+}
+function over(top, under) {  // top composited over an opaque colour
+  const a = top[3];
+  return [0, 1, 2].map(i => top[i] * a + under[i] * (1 - a));
+}
+function background(el) {
+  const layers = [];
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgba(getComputedStyle(e).backgroundColor);
+    if (c[3] > 0) layers.push(c);
+    if (c[3] >= 1) break;
+  }
+  let colour = [255, 255, 255];
+  for (const layer of layers.reverse()) colour = over(layer, colour);
+  return colour;
+}
+function luminance(c) {
+  const [r, g, b] = c.map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+const low = [];
+for (const el of document.querySelectorAll("body *")) {
+  const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+  const box = el.getBoundingClientRect();
+  const style = getComputedStyle(el);
+  if (!own || box.width === 0 || box.height === 0 || style.visibility === "hidden") continue;
+  const bg = background(el);
+  const fg = over(rgba(style.color), bg);
+  const [hi, lo] = [luminance(fg), luminance(bg)].sort((a, b) => b - a);
+  const ratio = (hi + 0.05) / (lo + 0.05);
+  const size = parseFloat(style.fontSize), bold = parseInt(style.fontWeight, 10) >= 700;
+  const needed = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+  if (ratio < needed) low.push(`${el.tagName} "${el.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)} < ${needed}`);
+}
+const unlabelled = [];
+for (const c of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+  const named = c.getAttribute("aria-label") || c.getAttribute("aria-labelledby") || c.closest("label")
+    || (c.id && document.querySelector(`label[for="${c.id}"]`)) || (c.type === "submit" && c.value);
+  if (!named) unlabelled.push(`${c.tagName} ${c.name || c.id}`);
+}
+return {low, unlabelled};
+"""
+
+
+def test_every_page_reads_well_and_labels_its_controls(cluster: Cluster, browser: Any) -> None:
+    """Accessibility basics on every view: text contrast (WCAG AA: 4.5:1, 3:1 for large text) and a
+    label for each form control, in the browser's own computed styles."""
+    base = f"http://127.0.0.1:{cluster.rest_port}"
+    browser.delete_all_cookies()
+    browser.get(cluster.cli("spur", "web", "--no-browser", "--url", base).stdout.strip())
+    _wait(browser, lambda d: d.current_url.endswith("/ui/"))
+    script = cluster.root / "a11y.sh"
+    script.write_text("#!/bin/sh\necho a11y\nsleep 30\n")
+    job_id = int(cluster.cli("sbatch", "--parsable", str(script)).stdout.strip().split(";")[0])
+    try:
+        for page in ("", "jobs?state=all", "nodes", "accounting", "cluster", f"job/{job_id}", "login"):
+            browser.get(f"{base}/ui/{page}")
+            audit = browser.execute_script(_A11Y_AUDIT)
+            assert audit == {"low": [], "unlabelled": []}, (page, audit)
+    finally:
+        cluster.cli("scancel", str(job_id))
+    _no_console_errors(browser)
+
+
 def test_another_user_is_refused_in_the_browser(cluster: Cluster, browser: Any) -> None:
     from selenium.webdriver.common.by import By
 

@@ -298,3 +298,26 @@ def test_a_ready_workers_stopped_unit_is_started_again(env):
     wait_for(running_again, timeout=30, interval=0.2, what="r2's k0s started again")
     wait_for(lambda: node_line(env.status(), "r2")[1:3] == ["worker", "active"], what="status shows r2 active")
     assert "start=" not in node_line(env.status(), "r2"), "no wait, nothing in flight once it runs"
+
+
+def test_the_dashboard_cluster_page_shows_the_k0s_cluster_as_spur_k8s_status(env):
+    import re
+
+    import httpx
+
+    env.hosts_up("n1", "n2")
+    assert "phase: ready" in env.spur("k8s", "up").stdout
+    st = env.status()
+    env.cluster.wait_rest()
+    with httpx.Client(base_url=f"http://127.0.0.1:{env.cluster.rest_port}", timeout=30) as h:
+        # This cluster has no JWT key: the sign-in form takes a user name, as its REST API does.
+        assert h.post("/ui/login", data={"user": "root"}).status_code == 303
+        r = h.get("/ui/cluster")
+    assert r.status_code == 200, r.text
+    page = r.text
+    assert '<span id="k8s-phase">ready</span>' in page
+    assert '<span id="k8s-control-planes">n1</span>' in page
+    for name in ("n1", "n2"):
+        _name, role, state = node_line(st, name)[:3]
+        row = re.search(f'<tr data-node="{name}"><td>{name}</td><td>([^<]*)</td><td>([^<]*)</td>', page)
+        assert row is not None and row.groups() == (role, state), page

@@ -184,3 +184,35 @@ def test_queue_job_reads_the_same_from_the_state_and_from_jobinfo() -> None:
         assert mine[:-1] == wire[:-1]
         assert mine.nodelist == wire.nodelist
     assert QueueJob.from_job(running).nodelist == "n[1-2]" and QueueJob.from_job(pending).nodelist == ""
+
+
+def test_cluster_page_views_of_k0s_and_the_mesh() -> None:
+    from spur.rpc.proto import k8s_pb2 as kpb
+    from spur.rpc.proto import mesh_pb2
+    from spur.ui.views.cluster import k8s_view, mesh_view
+
+    status = kpb.K8sClusterStatus(
+        phase="degraded",
+        control_planes=["a"],
+        nodes=[
+            kpb.K8sNodeInfo(name="a", role="controller", component_state="active", enabled=True),
+            kpb.K8sNodeInfo(name="b", role="worker", enabled=True, start_failure="exit 1", drift="unit missing"),
+        ],
+    )
+    view = k8s_view(status)
+    assert view["phase"] == "degraded" and view["control_planes"] == ["a"]
+    assert [(n["name"], n["state"], n["problem"]) for n in view["nodes"]] == [
+        ("a", "active", ""),
+        ("b", "unknown", "unit missing"),  # drift first: it says what is wrong now
+    ]
+    members = mesh_pb2.MemberSet(
+        cidr="10.90.0.0/24",
+        listen_port=51820,
+        members=[
+            mesh_pb2.Member(node="z", address="10.90.0.3", public_key="Zk" * 22),
+            mesh_pb2.Member(node="m", address="10.90.0.2", public_key="Mk" * 22, pod_cidr="10.244.1.0/24"),
+        ],
+    )
+    mesh = mesh_view(members)
+    assert [m["node"] for m in mesh["members"]] == ["m", "z"]
+    assert mesh["members"][0]["key"] == "MkMkMkMk" and mesh["members"][0]["pod_cidr"] == "10.244.1.0/24"

@@ -317,7 +317,8 @@ class Controller:
         self.accounting_backend = AccountingBackend(self, accounting)
         from spur.controller.mesh import MESH_SERVICE, MeshService
 
-        server.add_service(MESH_SERVICE, MeshService(self))
+        self.mesh_service = MeshService(self)  # also read by the dashboard's Cluster page
+        server.add_service(MESH_SERVICE, self.mesh_service)
         from spur.controller.inventory import SERVICE as INVENTORY
         from spur.controller.inventory import InventoryService
 
@@ -329,7 +330,8 @@ class Controller:
         from spur.k8s.cluster.service import K8sClusterService
         from spur.rpc.proto import k8s_pb2
 
-        server.add_service(k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"], K8sClusterService(self))
+        self.k8s_service = K8sClusterService(self)  # also read by the dashboard's Cluster page
+        server.add_service(k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"], self.k8s_service)
         server.add_service(auth_pb2.DESCRIPTOR.services_by_name["Auth"], ControllerAuthService(self))
         self.grpc_server = server
         from spur.accounting.service import SERVICE as ACCOUNTING_DB

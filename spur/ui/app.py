@@ -158,6 +158,15 @@ class Dashboard:
         backend = getattr(self.ctl, "accounting_backend", None)
         if backend is not None:
             self.adapters["accounting"] = backend.adapter
+        # The Cluster page's k0s and mesh status, through the same auth policy as `spur k8s status`
+        # and `spur net mesh` (spurctld serves both services; a bare REST host may not).
+        for name, attr, path in (
+            ("k8s", "k8s_service", "/spur.k8s.v1.K8sCluster/"),
+            ("mesh", "mesh_service", "/spur.mesh.v1.Mesh/"),
+        ):
+            service = getattr(self.ctl, attr, None)
+            if service is not None:
+                self.adapters[name] = ServiceAdapter(self.ctl, service, path)
         self.sessions = SessionStore()
         self.links = LinkLedger()
         self.ring = smp.SampleRing()

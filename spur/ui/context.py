@@ -66,3 +66,8 @@ class ViewContext:
     async def acct_call(self, method: str, request: Any) -> Any:
         """An Accounting service call (sshare, sacctmgr show) as the signed-in user."""
         return await self.caller.call(self.session, "accounting", method, request)
+
+    async def service_call(self, service: str, method: str, request: Any) -> Any:
+        """A call to another of spurctld's services (``"k8s"``, ``"mesh"``) as the signed-in user;
+        RestError (404 when this process does not serve it) as :meth:`call`."""
+        return await self.caller.call(self.session, service, method, request)
