@@ -62,7 +62,7 @@ def init_tls(
 ) -> int:
     """``spur cert init`` (and ``spurctld --init-tls``): CA + this host's certificate; prints what was
     written and the [tls] lines. Returns the exit code."""
-    from spur.rpc.certs import CA_DAYS, CertError, ensure_ca, issue, local_names, tls_lines
+    from spur.rpc.certs import CA_DAYS, NODE_DAYS, CertError, ensure_ca, issue, local_names, tls_lines
 
     host, dns, ips = local_names()
     name = name or host
@@ -80,8 +80,7 @@ def init_tls(
                 node_cert, directory / f"{name}.key", False, cert.serial_number, cert.not_valid_after_utc
             )
         else:
-            kwargs = {} if days is None else {"days": days}
-            node = issue(directory, name, dns=dns, ips=ips, **kwargs)
+            node = issue(directory, name, dns=dns, ips=ips, days=NODE_DAYS if days is None else days)
         _say_issued(node, f"certificate of {name}")
     except CertError as exc:
         print(f"{PROG} init: error: {exc}", file=sys.stderr)

@@ -13,6 +13,24 @@ from collections.abc import Iterable
 
 from spur.core.timespec import format_elapsed, format_hms, format_time_limit, format_timestamp
 
+TYPE_CHECKING = False  # typing itself is not imported at run time (a CLI start-up cost)
+if TYPE_CHECKING:
+    from typing import Protocol, TypeVar
+
+    class ArrayMember(Protocol):
+        """What :func:`group_array_tasks` reads of a job (a JobInfo, protobuf's or spur.rpc.lite's)."""
+
+        @property
+        def state(self) -> str: ...
+        @property
+        def reason(self) -> str: ...
+        @property
+        def array_job_id(self) -> int: ...
+        @property
+        def array_task_id(self) -> int: ...
+
+    J = TypeVar("J", bound=ArrayMember)
+
 SHORT_STATE = {
     "PENDING": "PD",
     "RUNNING": "R",
@@ -648,13 +666,13 @@ def record_text(lines: list[str], one_liner: bool) -> str:
     return "\n   ".join(lines) + "\n\n"
 
 
-def group_array_tasks(jobs, *, expand: bool) -> list[tuple[object, ArrayGroup | None]]:
+def group_array_tasks(jobs: Iterable[J], *, expand: bool) -> list[tuple[J, ArrayGroup | None]]:
     """squeue's rows: pending tasks of one array with the same reason fold into one row unless ``expand``.
 
     Returns ``(job, group)`` pairs; ``group`` is ``None`` for a row showing one job or task.
     """
-    rows: list[tuple[object, ArrayGroup | None]] = []
-    groups: dict[tuple[int, str, str], list] = {}
+    rows: list[tuple[J, ArrayGroup | None]] = []
+    groups: dict[tuple[int, str, str], list[J]] = {}
     for job in jobs:
         if not expand and job.state == "PENDING" and has_task(job) and job.array_job_id:
             groups.setdefault((job.array_job_id, job.state, job.reason), []).append(job)

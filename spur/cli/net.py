@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spur.rpc.proto.mesh_pb2 import MemberSet, NetStatus
 
 USAGE = """Usage: spur net join [--agent HOST:PORT]
        spur net leave [--agent HOST:PORT]
@@ -112,15 +116,15 @@ def _ago(ts: float, now: float) -> str:
     return f"{secs // 3600}h ago"
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    rows = [header, *rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
+    lines = [header, *rows]
+    widths = [max(len(r[i]) for r in lines) for i in range(len(header))]
     return "".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in rows
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n" for row in lines
     )
 
 
-def format_status(st: Any, now: float | None = None) -> str:
+def format_status(st: NetStatus, now: float | None = None) -> str:
     """The ``spur net status`` text (a NetStatus message)."""
     now = time.time() if now is None else now
     lines = [
@@ -155,7 +159,7 @@ def format_status(st: Any, now: float | None = None) -> str:
     return out
 
 
-def format_members(ms: Any) -> str:
+def format_members(ms: MemberSet) -> str:
     """The ``spur net mesh`` text (a MemberSet message)."""
     from spur.net.model import allowed_ips
     from spur.net.reconcile import member_from_proto

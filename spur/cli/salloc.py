@@ -273,7 +273,6 @@ async def _run_command(ctl, job_id: int, command: list[str], env: dict[str, str]
 
         nursery.start_soon(on_signal)
         nursery.start_soon(watch_job)
-        await proc.wait()
+        rc = await proc.wait()
         nursery.cancel_scope.cancel()
-    rc = proc.returncode
     return (0, -rc, revoked) if rc < 0 else (rc, 0, revoked)

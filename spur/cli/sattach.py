@@ -145,9 +145,11 @@ async def attach(url: str, headers: list[tuple[str, str]], label: bool, ssl_cont
     import trio_websocket
 
     out, err = sys.stdout.buffer, sys.stderr.buffer
+    # trio_websocket takes header bytes; ASCII is what h11 would have encoded text headers as.
+    extra_headers = [(name.encode("ascii"), value.encode("ascii")) for name, value in headers]
     try:
         async with trio_websocket.open_websocket_url(
-            url, extra_headers=headers, ssl_context=ssl_context
+            url, extra_headers=extra_headers, ssl_context=ssl_context
         ) as ws:
             while True:
                 try:

@@ -296,7 +296,7 @@ def delete(rest: list[str]) -> int:
     if key.lower() != "nodename" or not value:
         return _err("scontrol: error: delete takes one NodeName=LIST")
 
-    async def body(stub):  # type: ignore[no-untyped-def]
+    async def body(stub):
         from spur.cli.client import service_stub
 
         inventory = service_stub(stub, inventory_pb2.DESCRIPTOR.services_by_name["Inventory"])

@@ -41,7 +41,10 @@ class SlurmArgParser(argparse.ArgumentParser):
         # argparse builds a formatter on every add_argument (to validate metavars), and the default
         # one imports shutil (with bz2, lzma, fnmatch) to ask for the terminal's width: ~2 ms of a
         # query command's start-up. The width is found here the way shutil.get_terminal_size does.
-        return self.formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+        formatter_class = self.formatter_class
+        if isinstance(formatter_class, type) and issubclass(formatter_class, argparse.HelpFormatter):
+            return formatter_class(prog=self.prog, width=_terminal_columns() - 2)
+        return formatter_class(prog=self.prog)  # another factory: called as argparse calls it
 
     def error(self, message: str) -> NoReturn:
         prefix = "unrecognized arguments: "
@@ -61,9 +64,12 @@ def _terminal_columns() -> int:
     except (KeyError, ValueError):
         columns = 0
     if columns <= 0:
+        stdout = sys.__stdout__
+        if stdout is None:  # the interpreter started without a stdout: no terminal to ask
+            return 80
         try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
+            columns = os.get_terminal_size(stdout.fileno()).columns
+        except (ValueError, OSError):
             columns = 80
     return columns or 80
 

@@ -26,7 +26,22 @@ from spur.cli.optlists import split_list
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Protocol
+
     from spur.cli.slurmargs import SlurmArgParser
+
+    class SortedJob(Protocol):
+        """What squeue's default order reads of a job (a JobInfo, protobuf's or spur.rpc.lite's)."""
+
+        @property
+        def partition(self) -> str: ...
+        @property
+        def state(self) -> str: ...
+        @property
+        def priority(self) -> int: ...
+        @property
+        def job_id(self) -> int: ...
 
 ACTIVE_STATES = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING"})
 ALL_STATES = frozenset(STATE_ORDER)
@@ -84,7 +99,29 @@ def build_parser() -> SlurmArgParser:
 
 
 class _Args:
-    """The parsed options (what argparse's Namespace would hold)."""
+    """The parsed options, one attribute per :data:`OPTIONS` dest: :func:`quick_parse` fills one, and
+    argparse fills one too (``parse_args(namespace=...)``), so both paths give the same type."""
+
+    noheader: bool
+    format: str | None
+    long_format: str | None
+    jobs: list[str] | None
+    user: list[str] | None
+    states: list[str] | None
+    partition: list[str] | None
+    name: list[str] | None
+    account: list[str] | None
+    nodelist: list[str] | None
+    me: bool
+    long: bool
+    all: bool
+    array: bool
+    iterate: int | None
+    sort: str | None
+    verbose: int | None
+    noconvert: bool
+    local: bool
+    json: bool
 
     def __init__(self, values: dict[str, object]) -> None:
         self.__dict__.update(values)
@@ -121,7 +158,8 @@ def quick_parse(argv: list[str]) -> _Args | None:
         if kind in ("flag", "count"):
             if eq:
                 return None
-            values[dest] = True if kind == "flag" else (values[dest] or 0) + 1  # type: ignore[operator]
+            count = values[dest]  # a count starts as None
+            values[dest] = True if kind == "flag" else (count + 1 if isinstance(count, int) else 1)
             continue
         if not eq:
             if i >= len(argv) or argv[i].startswith("-"):
@@ -135,7 +173,8 @@ def quick_parse(argv: list[str]) -> _Args | None:
                 return None
             values[dest] = int(value)
         elif kind in ("append", "append?"):
-            values[dest] = [*(values[dest] or []), value]  # type: ignore[misc]
+            given = values[dest]  # None until the option's first use
+            values[dest] = [*given, value] if isinstance(given, list) else [value]
         else:
             values[dest] = value
     return _Args(values)
@@ -166,7 +205,7 @@ def parse_states(values: list[str]) -> set[str] | None:
     return out
 
 
-def job_sort_key(row: tuple[object, ArrayGroup | None]) -> tuple:
+def job_sort_key(row: tuple[SortedJob, ArrayGroup | None]) -> tuple[str, str, int, int]:
     """Slurm's default sort "P,t,-p": partition, state (by name, as Slurm compares state strings),
     priority descending; then job id."""
     job = row[0]
@@ -197,11 +236,18 @@ def sort_rows(rows: list, keys: list[tuple[str, bool]], now: float) -> list:
     one stable sort per key, the last key first. Pure."""
     out = sorted(rows, key=lambda r: r[0].job_id)
     for letter, descending in reversed(keys):
-        out.sort(key=lambda r, ltr=letter: _sort_value(r, ltr, now), reverse=descending)
+        out.sort(key=_sort_key(letter, now), reverse=descending)
     return out
 
 
-def _sort_value(row, letter: str, now: float) -> object:
+def _sort_key(
+    letter: str, now: float
+) -> Callable[[tuple[object, ArrayGroup | None]], str | float | tuple[int, int]]:
+    """The sort key of one -S letter (a closure: each key keeps its own letter)."""
+    return lambda row: _sort_value(row, letter, now)
+
+
+def _sort_value(row, letter: str, now: float) -> str | float | tuple[int, int]:
     from spur.cli.jobfields import squeue_value
 
     job, group = row
@@ -387,7 +433,7 @@ def _join_sort_values(argv: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     argv = _join_sort_values(argv)
-    args = quick_parse(argv) or build_parser().parse_args(argv)
+    args = quick_parse(argv) or build_parser().parse_args(argv, namespace=_Args({}))
     from spur.rpc import lite as pb  # the wire without protobuf's start-up cost
 
     try:

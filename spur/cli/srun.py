@@ -355,7 +355,6 @@ async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> 
     from spur.rpc.proto import spur_pb2 as pb
 
     said_waiting = False
-    info = None
     async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
         # Like Slurm, say nothing while the job can start at once: only once the scheduler has looked at
         # it and given a reason (Resources, Priority, PartitionConfig, ...) does srun say it waits.
@@ -374,6 +373,8 @@ async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> 
             if phase.get("revoked"):
                 return 1  # our own Ctrl-C cancelled it; the signal handler has said so
             raise CliError(f"srun: error: job {job_id} ended {info.state} before it started: {info.reason}")
+    else:  # the controller ends the stream only after a terminal state, so this is a lost stream
+        raise CliError(f"srun: error: job {job_id}: the controller stopped reporting it before it started")
     nodes = await ctl.GetNodes(pb.GetNodesRequest(names=[a.node for a in info.allocation]), timeout=10)
     results: list[tuple[int, int]] = []
     async with trio.open_nursery() as nursery:

@@ -45,14 +45,38 @@ __all__ = ["BlockingChannel", "BlockingStub", "NeedsEventLoop", "blocking_contro
 
 TYPE_CHECKING = False  # typing itself is not imported at run time (a CLI start-up cost)
 if TYPE_CHECKING:
-    from typing import Any, TypeVar
+    from typing import Any, Protocol, TypeVar
 
-    from google.protobuf.message import Message
+    from google.protobuf.descriptor import ServiceDescriptor
 
     from spur.rpc.tls import ClientTLS
 
-    M = TypeVar("M", bound=Message)
+    M = TypeVar("M")
+    M_co = TypeVar("M_co", covariant=True)
     T = TypeVar("T")
+
+    class _Named(Protocol):
+        @property
+        def full_name(self) -> str: ...
+
+    class Message(Protocol):
+        """A request: a protobuf message or a :mod:`spur.rpc.lite` one."""
+
+        @property
+        def DESCRIPTOR(self) -> _Named: ...  # noqa: N802 - protobuf's name
+
+        def SerializeToString(self) -> bytes: ...  # noqa: N802 - protobuf's name
+
+    class ResponseType(Protocol[M_co]):
+        """What decodes a response: a protobuf message class, a lite one or a ``lite.Adaptive``."""
+
+        @property
+        def DESCRIPTOR(self) -> _Named: ...  # noqa: N802 - protobuf's name
+
+        def FromString(self, data: bytes, /) -> M_co: ...  # noqa: N802 - protobuf's name
+
+    # A stub's method: (path, request class, response type, streaming).
+    _Method = tuple[str, type[Message], ResponseType[object], bool]
 USER_AGENT = "spur-rpc-blocking/0.1"
 # The last TLS session per target, offered again by the next connection in this process.
 _SESSIONS: dict[tuple[str, Any], Any] = {}
@@ -110,7 +134,7 @@ class BlockingChannel:
         self,
         method: str,
         request: Message,
-        response_type: type[M],
+        response_type: ResponseType[M],
         *,
         timeout: float | None = None,
         metadata: dict[str, str] | None = None,
@@ -130,7 +154,7 @@ class BlockingChannel:
         self,
         method: str,
         request: Message,
-        response_type: type[M],
+        response_type: ResponseType[M],
         deadline: float | None,
         timeout: float | None,
         metadata: dict[str, str] | None,
@@ -297,7 +321,7 @@ def _create_connection(host: str | bytes, port: int, timeout: float | None) -> _
     raise error if error is not None else OSError(f"getaddrinfo returned no address for {host!r}")
 
 
-def _decode_errors(response_type: Any) -> tuple[type[Exception], ...]:
+def _decode_errors(response_type: ResponseType[object]) -> tuple[type[Exception], ...]:
     """What ``response_type.FromString`` raises on bad input: a :mod:`spur.rpc.lite` class names its
     own; for a protobuf class it is protobuf's (imported here, so lite-only processes never load it)."""
     own = getattr(response_type, "DecodeError", None)
@@ -357,20 +381,22 @@ class BlockingStub:
     """Unary RPCs of a service on a :class:`BlockingChannel`; each call runs at once and returns an
     already-completed awaitable. Server-streaming RPCs raise :class:`NeedsEventLoop` when called."""
 
-    def __init__(self, channel: BlockingChannel, service: Any) -> None:
+    def __init__(self, channel: BlockingChannel, service: ServiceDescriptor) -> None:
         from google.protobuf import message_factory
 
         self.channel = channel
-        self.service = service
-        self._methods = {
-            m.name: (
+        self.service: _Named = service
+        self._methods: dict[str, _Method] = {}
+        for m in service.methods:
+            # types-protobuf declares DESCRIPTOR an instance variable of Message, so a message class
+            # does not match ResponseType's DESCRIPTOR; generated classes do have it as a class attribute.
+            response_type: ResponseType[object] = message_factory.GetMessageClass(m.output_type)  # type: ignore[assignment]
+            self._methods[m.name] = (
                 f"/{service.full_name}/{m.name}",
                 message_factory.GetMessageClass(m.input_type),
-                message_factory.GetMessageClass(m.output_type),
+                response_type,
                 m.server_streaming or m.client_streaming,
             )
-            for m in service.methods
-        }
 
     def __getattr__(self, name: str) -> Any:
         methods = self.__dict__.get("_methods", {})

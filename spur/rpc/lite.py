@@ -92,7 +92,7 @@ class Message:
     DESCRIPTOR: _Descriptor
     _fields: tuple[_Field, ...] = ()
     _by_name: dict[str, _Field] = {}
-    _by_key: dict[int, tuple[str, int, bool, object]] = {}
+    _by_key: dict[int, _Entry] = {}
     DecodeError = DecodeError
 
     def __init__(self, **values: object) -> None:
@@ -192,13 +192,21 @@ def _put_varint(out: bytearray, n: int) -> None:
     out.append(n)
 
 
-def _put_value(out: bytearray, kind: int, value) -> None:
+def _put_value(out: bytearray, kind: int, value: str | bytes | int | float) -> None:
+    """Write a number of ``kind``; TypeError for a zigzag-encoded value that is not an int."""
     if kind in (K_UINT, K_INT, K_BOOL):
         _put_varint(out, int(value))
     elif kind == K_SINT:
+        if not isinstance(value, int):
+            raise _wrong_type(value)
         _put_varint(out, (value << 1) ^ (value >> 63))
     else:
         out += _FIXED[kind].pack(value)
+
+
+def _wrong_type(value: object) -> TypeError:
+    """What protobuf raises for a value of the wrong type."""
+    return TypeError(f"{value!r} has type {type(value).__name__}, which the field does not take")
 
 
 def _put_bytes(out: bytearray, tag: bytes, data: bytes) -> None:
@@ -207,10 +215,14 @@ def _put_bytes(out: bytearray, tag: bytes, data: bytes) -> None:
     out += data
 
 
-def _put_scalar(out: bytearray, f: _Field, value) -> None:
+def _put_scalar(out: bytearray, f: _Field, value: str | bytes | int | float) -> None:
     if f.kind == K_STR:
+        if not isinstance(value, str):
+            raise _wrong_type(value)
         _put_bytes(out, f.tag, value.encode())
     elif f.kind == K_BYTES:
+        if isinstance(value, (str, int, float)):
+            raise _wrong_type(value)
         _put_bytes(out, f.tag, bytes(value))
     else:
         out += f.tag
@@ -221,29 +233,44 @@ def _put_scalar(out: bytearray, f: _Field, value) -> None:
 (A_UINT, A_INT, A_SINT, A_BOOL, A_STR, A_BYTES, A_MSG, A_MAP, A_FIXED, A_PACKED) = range(10)
 
 
-def _keys(fields: tuple[_Field, ...]) -> dict[int, tuple[str, int, bool, object]]:
-    """``(number << 3 | wire type)`` -> (name, action, repeated, sub-class / struct / kind): what
-    :func:`_decode` does with that key. Repeated numbers are accepted packed and unpacked, as
-    protobuf does; a key with any other wire type is an unknown field (skipped)."""
+if TYPE_CHECKING:
+    # What _decode does with a key: (name, action, repeated, message class, struct, kind). The class
+    # is A_MSG's sub-message or A_MAP's entry, the struct A_FIXED's, the kind A_PACKED's; a slot its
+    # action does not read holds a placeholder of the slot's type (typed slots, not a union that
+    # the hot loop would narrow field by field).
+    _Entry = tuple[str, int, bool, type[Message], Struct, int]
+
+
+def _keys(fields: tuple[_Field, ...]) -> dict[int, _Entry]:
+    """``(number << 3 | wire type)`` -> :data:`_Entry`: what :func:`_decode` does with that key.
+    Repeated numbers are accepted packed and unpacked, as protobuf does; a key with any other wire
+    type is an unknown field (skipped)."""
     actions = {K_UINT: A_UINT, K_INT: A_INT, K_SINT: A_SINT, K_BOOL: A_BOOL, K_STR: A_STR, K_BYTES: A_BYTES}
-    out: dict[int, tuple[str, int, bool, object]] = {}
+    out: dict[int, _Entry] = {}
     for f in fields:
         rep = f.label == REPEATED
         if f.kind == K_MSG:
-            out[f.number << 3 | 2] = (f.name, A_MAP if f.label == MAP else A_MSG, rep, f.cls)
+            if f.cls is None:
+                raise KeyError(f"message field {f.name!r} names no message type in the tables")
+            out[f.number << 3 | 2] = (f.name, A_MAP if f.label == MAP else A_MSG, rep, f.cls, _DOUBLE, f.kind)
         elif f.kind in _FIXED:
-            out[f.number << 3 | f.wire] = (f.name, A_FIXED, rep, _FIXED[f.kind])
+            out[f.number << 3 | f.wire] = (f.name, A_FIXED, rep, Message, _FIXED[f.kind], f.kind)
         else:
-            out[f.number << 3 | f.wire] = (f.name, actions[f.kind], rep, None)
+            out[f.number << 3 | f.wire] = (f.name, actions[f.kind], rep, Message, _DOUBLE, f.kind)
         if rep and f.kind not in (K_STR, K_BYTES, K_MSG):
-            out[f.number << 3 | 2] = (f.name, A_PACKED, rep, f.kind)
+            out[f.number << 3 | 2] = (f.name, A_PACKED, rep, Message, _DOUBLE, f.kind)
     return out
 
 
 def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # noqa: C901 - one tight loop
     """Decode ``buf[pos:end]`` as ``cls``. The hot loop of a ``squeue``: kept flat on purpose."""
     keys = cls._by_key
-    d: dict = {}
+    d: dict[str, object] = {}
+    # The repeated fields' lists and the maps' dicts, also in ``d`` (inserted at first sight, as
+    # field order there is the order read).
+    lists: dict[str, list[object]] = {}
+    maps: dict[str, dict[object, object]] = {}
+    v: object  # each branch below narrows it by assignment
     while pos < end:
         key = buf[pos]
         pos += 1
@@ -261,7 +288,7 @@ def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # n
         if f is None:
             pos = _skip(buf, pos, key & 7)
             continue
-        name, action, rep, sub = f
+        name, action, rep, sub, st, kind = f
         if action <= A_BOOL:  # a varint
             v = buf[pos]
             pos += 1
@@ -283,8 +310,8 @@ def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # n
             elif action == A_SINT:
                 v = (v >> 1) ^ -(v & 1)
         elif action == A_FIXED:
-            v = sub.unpack_from(buf, pos)[0]  # type: ignore[attr-defined]
-            pos += sub.size  # type: ignore[attr-defined]
+            v = st.unpack_from(buf, pos)[0]
+            pos += st.size
         else:  # length-delimited
             n = buf[pos]
             pos += 1
@@ -305,18 +332,32 @@ def _decode(cls: type[Message], buf: bytes, pos: int, end: int) -> Message:  # n
             if action == A_STR:
                 v = buf[start:pos].decode()
             elif action == A_MSG:
-                v = _decode(sub, buf, start, pos)  # type: ignore[arg-type]
+                v = _decode(sub, buf, start, pos)
             elif action == A_MAP:
-                entry = _decode(sub, buf, start, pos).__dict__  # type: ignore[arg-type]
-                d.setdefault(name, {})[entry.get("key", sub.key)] = entry.get("value", sub.value)  # type: ignore[union-attr]
+                entry = _decode(sub, buf, start, pos).__dict__
+                mapping = maps.get(name)
+                if mapping is None:
+                    mapping = maps[name] = {}
+                    d[name] = mapping
+                # An item the entry leaves out reads as the entry class's default (set by _build).
+                defaults = sub.__dict__
+                mapping[entry.get("key", defaults["key"])] = entry.get("value", defaults["value"])
                 continue
             elif action == A_BYTES:
                 v = bytes(buf[start:pos])
             else:  # packed numbers
-                d.setdefault(name, []).extend(_unpack(sub, buf, start, pos))  # type: ignore[arg-type]
+                items = lists.get(name)
+                if items is None:
+                    items = lists[name] = []
+                    d[name] = items
+                items.extend(_unpack(kind, buf, start, pos))
                 continue
         if rep:
-            d.setdefault(name, []).append(v)
+            items = lists.get(name)
+            if items is None:
+                items = lists[name] = []
+                d[name] = items
+            items.append(v)
         else:
             d[name] = v
     if pos != end:
