@@ -1,6 +1,7 @@
 """Does a watched dashboard slow submission down? Submit p99 at 500 jobs/s with and without live pages.
 
     python -m bench.ui_stream [--rate 500] [--duration 20] [--viewers 4] [--rounds 2] [--csv FILE]
+                              [--pages /ui/,/ui/jobs,...] [--profile]
 
 Each run starts a fresh spurctld (no agents: every job stays queued, so every submission changes what
 the pages show), then drives ``bench.submitter`` at ``--rate`` SubmitJob/s for ``--duration`` s and
@@ -15,6 +16,7 @@ ratio, and writes the rows as CSV.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import statistics
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.common import controller, print_table, proc_cpu_secs
+from bench.common import Profiler, controller, print_table
 from integration.harness import wait_for
 
 PAGES = ("/ui/", "/ui/jobs", "/ui/nodes", "/ui/cluster")
@@ -72,24 +74,31 @@ class Viewer(threading.Thread):
             self.ready.set()
 
 
-def one_run(kind: str, rate: int, duration: float, viewers: int) -> Run:
+def one_run(
+    kind: str, rate: int, duration: float, viewers: int, pages: list[str], profile: bool = False
+) -> Run:
     with controller() as ctl:  # 100,000 jobs may queue (max_job_count): 200 s at 500/s
         base = f"http://{ctl.rest_address}"
         wait_for(lambda: httpx.get(f"{base}/ui/login", timeout=2).status_code == 200, what="the dashboard")
-        watching = [Viewer(base, PAGES[i % len(PAGES)]) for i in range(viewers if kind == "watched" else 0)]
+        watching = [Viewer(base, pages[i % len(pages)]) for i in range(viewers if kind == "watched" else 0)]
         for v in watching:
             v.start()
         for v in watching:
             v.ready.wait(30)
             if v.error:
                 raise RuntimeError(v.error)
-        cpu0 = proc_cpu_secs(ctl.proc.pid)
-        out = subprocess.run(
-            [sys.executable, "-m", "bench.submitter", "--address", ctl.address, "--rate", str(rate),
-             "--duration", str(duration)],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        cpu = proc_cpu_secs(ctl.proc.pid) - cpu0
+        cpu0 = ctl.cpu_secs()
+        prof = Profiler(ctl.pid, duration) if profile else None
+        with prof if prof is not None else contextlib.nullcontext():
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.submitter", "--address", ctl.address, "--rate", str(rate),
+                 "--duration", str(duration)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+        cpu = ctl.cpu_secs() - cpu0
+        if prof is not None:
+            print(f"where spurctld spent its time in this {kind} run:")
+            prof.print_top(40)
         stats = json.loads(out.stdout.strip().splitlines()[-1])
         for v in watching:
             v.stop.set()
@@ -107,11 +116,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--viewers", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--csv", type=Path, default=RESULTS / "ui_stream.csv")
+    parser.add_argument("--profile", action="store_true", help="sample spurctld with py-spy in the watched runs")
+    parser.add_argument("--pages", default=",".join(PAGES), help="the pages the viewers watch, in turn")
     args = parser.parse_args(argv)
     runs: list[Run] = []
     for _ in range(args.rounds):
         for kind in ("plain", "watched"):
-            runs.append(one_run(kind, args.rate, args.duration, args.viewers))
+            pages = args.pages.split(",")
+            runs.append(one_run(kind, args.rate, args.duration, args.viewers, pages, args.profile and kind == "watched"))
             r = runs[-1]
             print(f"{r.kind:8} p50 {r.p50_ms:7.1f} ms  p99 {r.p99_ms:7.1f} ms  {r.live_events} live events", flush=True)
     print_table(

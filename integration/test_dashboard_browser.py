@@ -212,5 +212,6 @@ def test_another_user_is_refused_in_the_browser(cluster: Cluster, browser: Any) 
     browser.find_element(By.ID, "token").send_keys(mint(b"not-the-cluster-key-0123456789abcdef", "root", 0,
                                                          now=time.time(), ttl_secs=60))  # fmt: skip
     browser.find_element(By.CSS_SELECTOR, "form.login button").click()
-    assert "Sign-in refused" in browser.find_element(By.ID, "login-error").text
+    # the answer is a new page: wait for it rather than read the one being left
+    _wait(browser, lambda d: "Sign-in refused" in d.find_element(By.ID, "login-error").text)
     assert browser.get_cookies() == []
