@@ -172,6 +172,12 @@ def test_more_nodes_than_the_partition_has_is_partition_node_limit():
     assert result.reasons == {1: "PartitionNodeLimit"}
 
 
+def test_a_partition_whose_nodes_have_not_registered_yet_waits_for_nodes():
+    # A controller that has just started knows no node yet: the job is not "too big for the partition".
+    result = plan(snap([], [job(1)]), {})
+    assert result.reasons == {1: "ReqNodeNotAvail"}
+
+
 # ----- backfill --------------------------------------------------------------------------------
 
 

@@ -319,6 +319,10 @@ class BackfillPlanner:
     def _compute_static_reason(self, job: PendingView, req: Request) -> str:
         cands = self._candidates_for(job)
         size = len(self.part_names[job.partition]) if job.partition else len(self.views)
+        if not size:
+            # No node of the partition has registered yet (a controller just started): one may come
+            # up, so the job waits for nodes rather than being told it can never fit.
+            return REQ_NODE_NOT_AVAIL
         if req.n > size:
             return PARTITION_NODE_LIMIT
         configured = set(cands.config)
