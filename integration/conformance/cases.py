@@ -601,7 +601,16 @@ _SACCT_LAYOUT = (
 
 TABLES: tuple[Table, ...] = (
     Table("squeue", "o", tuple((f"%{c}", f"squeue -j $JP -o '%{c}'") for c in SQUEUE_FIELDS)),
-    Table("squeue", "O", tuple((f, f"squeue -j $JP -O {f}") for f in SQUEUE_LONG_FIELDS)),
+    # (AllocSID is the submitting shell's session id, a process id: compared as <SID>, so that it
+    # never passes for a job id in the normalization; its value is unit-tested.)
+    Table(
+        "squeue",
+        "O",
+        tuple(
+            (f, f"squeue -j $JP -O {f}" + (" | sed 's/^[0-9][0-9]*/<SID>/'" if f == "AllocSID" else ""))
+            for f in SQUEUE_LONG_FIELDS
+        ),
+    ),
     Table(
         "squeue",
         "layout",

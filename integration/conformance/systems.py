@@ -141,6 +141,8 @@ _ISO_TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b")
 _EPOCH = re.compile(r"(?<!\d)1[6-9]\d{8}(?!\d)")
 _NUMBER = re.compile(r"(?<![\d.])(\d+)(?![\d])")
 _PIDS = re.compile(r"\b((?:SLURM|SPUR)_(?:TASK_PID|PRIO_PROCESS)=)\d+")
+# The submitting shell's session id (a process id, which may fall in the job id range).
+_SID = re.compile(r"(AllocNode:Sid=\S*?:)\d+")
 
 
 def normalize(
@@ -155,7 +157,8 @@ def normalize(
     - timestamps (ISO and epoch seconds) -> ``<TIME>``;
     - numbers in ``[id_floor, id_floor + 5000)`` -> ``J1``, ``J2``, ... in order of first appearance
       (stdout before stderr), so both systems' first job reads ``J1``;
-    - process ids in ``SLURM_TASK_PID=``/``SLURM_PRIO_PROCESS=`` -> ``<PID>``.
+    - process ids in ``SLURM_TASK_PID=``/``SLURM_PRIO_PROCESS=`` -> ``<PID>``, and the session id of
+      ``AllocNode:Sid=host:N`` -> ``<SID>`` (a process id must not pass for a job id).
     """
     ids: dict[str, str] = {}
     top = id_floor - 1
@@ -176,6 +179,7 @@ def normalize(
         text = _ISO_TIME.sub("<TIME>", text)
         text = _EPOCH.sub("<TIME>", text)
         text = _PIDS.sub(r"\1<PID>", text)
+        text = _SID.sub(r"\1<SID>", text)
         return _NUMBER.sub(job_id, text)
 
     out = one(outcome.stdout)
