@@ -132,6 +132,16 @@ def test_elapsed_and_times() -> None:
     assert row["End"] == "Unknown"
 
 
+def test_reserved_is_the_wait_from_eligible_to_start_times_cpus() -> None:
+    # 2 tasks x 2 CPUs waited 65 s from submission (eligible) to start.
+    j = job(19, submit_time=NOW - 100, start_time=NOW - 35, spec={"num_tasks": 2})
+    j.spec.cpus_per_task = 2
+    row = build_rows([j], NOW, allocations_only=True)[0]
+    assert (row["Reserved"], row["ResvCPU"], row["ResvCPURAW"]) == ("00:01:05", "00:04:20", "260")
+    held = job(20, "h", "PENDING", submit_time=NOW - 100, priority=0)
+    assert build_rows([held], NOW, allocations_only=True)[0]["Reserved"] == "00:00:00"
+
+
 def test_selectors_states_and_times() -> None:
     assert parse_job_selectors(["12", "218_3", "14.batch"]) == [(12, None, None), (218, 3, None), (14, None, "batch")]
     with pytest.raises(SacctError):

@@ -27,10 +27,6 @@ _WHOLE_NODE_MEMORY = (
     "Slurm 22.05 records a job that asks no memory as asking its node's whole memory (ReqMem=900M, "
     "mem=900M in ReqTRES); Spur records memory only where it was asked for."
 )
-_SCHEDULED_LATER = (
-    "Slurm's slurmctld starts a batch job on its next scheduler pass (SchedMain), so the job waits (is "
-    "'reserved') for a second or so; Spur allocates a batch job that fits at submission, waiting none."
-)
 _TOPOLOGY = (
     "Slurm takes the node's layout from slurm.conf (CPUs=4: 4 sockets of 1 core); Spur's agent reports the "
     "machine's own sockets and cores beside the CPU count it was given."
@@ -90,9 +86,6 @@ ALLOWED: dict[str, str] = {
     "sacct/o/ReqMem": _WHOLE_NODE_MEMORY,
     "sacct/o/ReqTRES": _WHOLE_NODE_MEMORY,
     "sacct/layout/long": _WHOLE_NODE_MEMORY,
-    "sacct/o/Reserved": _SCHEDULED_LATER,
-    "sacct/o/ResvCPU": _SCHEDULED_LATER,
-    "sacct/o/ResvCPURAW": _SCHEDULED_LATER,
     "sacct/o/Flags": (
         "Slurm's job record flags say how the job was scheduled (SchedMain, SchedBackfill, SchedSubmit) and "
         "that its start was recorded; Spur's records do not carry these flags."

@@ -506,6 +506,20 @@ def _sacct_field_names() -> tuple[str, ...]:
     return tuple(name for name, _width in FIELDS)
 
 
+# Durations measured by the clock of each system's scheduler: Slurm's slurmctld starts a batch job on
+# its next scheduler pass, so the job is "reserved" for 0 or 1 s and its elapsed time rounds to 0 or 1 s
+# as the machine's load decides; these fields are compared by their format (digits masked), their values
+# are unit-tested (tests/test_cli_sacct.py).
+_SCHEDULER_TIMED = frozenset(
+    ("Elapsed", "ElapsedRaw", "CPUTime", "CPUTimeRAW", "Reserved", "ResvCPU", "ResvCPURAW")
+)
+
+
+def _digits_masked(field: str) -> str:
+    """The shell suffix that masks the digits of ``field``'s value when it is scheduler-timed."""
+    return " | sed 's/[0-9]/N/g'" if field in _SCHEDULER_TIMED else ""
+
+
 # sacct's rows read accounting once its record of the job is final (``wa``); each job they make
 # is their own, so that no other case's job shows up in them.
 _SACCT_JOB = '{ j=$(sub -o /dev/null %s) && wa "$j"; }; '
@@ -766,7 +780,7 @@ TABLES: tuple[Table, ...] = (
         "sacct",
         "o",
         tuple(
-            (f, ("wa $JD; " if i == 0 else "") + f"sacct -j $JD -P -o {f}")
+            (f, ("wa $JD; " if i == 0 else "") + f"sacct -j $JD -P -o {f}" + _digits_masked(f))
             for i, f in enumerate(_sacct_field_names())
         ),
     ),
