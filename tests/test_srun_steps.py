@@ -85,6 +85,21 @@ def test_salloc_spec_is_allocation_only() -> None:
     assert command == ["sh", "-c", "exit 3"]
 
 
+def test_submitting_session_and_command_line_are_recorded() -> None:
+    # Slurm's AllocSID is the submitting shell's session; sacct's SubmitLine the words as typed.
+    import os
+
+    from spur.cli import sbatch, srun
+
+    argv = ["-n", "1", "--wrap", "echo a  b"]
+    spec, _opts = sbatch.prepare(argv, {}, "/work")
+    assert (spec.alloc_sid, spec.submit_line) == (os.getsid(0), "sbatch -n 1 --wrap echo a  b")
+    spec, _opts = srun.prepare(["-N1", "hostname"], {}, "/work")
+    assert (spec.alloc_sid, spec.submit_line) == (os.getsid(0), "srun -N1 hostname")
+    spec, _opts, _command = salloc.prepare(["-t", "5"], {"SHELL": "/bin/sh"}, "/work")
+    assert (spec.alloc_sid, spec.submit_line) == (os.getsid(0), "salloc -t 5")
+
+
 def test_salloc_environment() -> None:
     job = pb.JobInfo(
         job_id=9,

@@ -17,7 +17,16 @@ from datetime import datetime
 from typing import NamedTuple
 
 from spur.cli.client import CliError, with_controller
-from spur.cli.jobfields import LONG_STATE, SHORT_STATE, has_task, is_held, num_cpus, num_nodes, num_tasks
+from spur.cli.jobfields import (
+    LONG_STATE,
+    SHORT_STATE,
+    TERMINAL_STATES,
+    has_task,
+    is_held,
+    num_cpus,
+    num_nodes,
+    num_tasks,
+)
 from spur.cli.slurmargs import SlurmArgParser, split_list
 from spur.core.timespec import format_hms, format_timestamp
 
@@ -544,9 +553,8 @@ def in_state_window(job, states: set[str], start: float, end: float) -> bool:
     return False
 
 
-_END_STATES = frozenset(
-    {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
-)
+# Slurm's end states: Spur's own, and those a Slurm state filter may name that Spur never records.
+_END_STATES = TERMINAL_STATES | {"PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 
 
 def build_rows(

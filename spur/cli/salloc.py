@@ -52,7 +52,16 @@ def prepare(argv: list[str], environ: Mapping[str, str], cwd: str):  # -> (JobSp
     opts, _cli_opts, command = parse_option_layers(PROG, argv, environ, USAGE)
     command = list(command) or [environ.get("SHELL") or "/bin/sh"]
     try:
-        spec = build_job_spec(opts, script="", argv=[], cwd=cwd, environ=environ, command=PROG)
+        spec = build_job_spec(
+            opts,
+            script="",
+            argv=[],
+            cwd=cwd,
+            environ=environ,
+            command=PROG,
+            session_id=os.getsid(0),
+            command_line=[PROG, *argv],
+        )
     except (JobOptionError, ValueError) as exc:
         raise CliError(f"salloc: error: {exc}") from None
     spec.interactive = True
@@ -65,8 +74,6 @@ def prepare(argv: list[str], environ: Mapping[str, str], cwd: str):  # -> (JobSp
     spec.dependency = opts.dependency or ""
     spec.qos = opts.qos or ""
     spec.environment.setdefault("SLURM_SUBMIT_HOST", socket.gethostname())
-    spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
-    spec.submit_line = " ".join(["salloc", *argv])  # sacct's SubmitLine, as Slurm joins it
     return spec, opts, command
 
 

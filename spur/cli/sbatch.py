@@ -90,15 +90,20 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
         raise CliError(str(exc), 255) from None
     try:
         spec = build_job_spec(
-            opts, script=script, argv=script_args, cwd=cwd, environ=environ, script_path=script_path
+            opts,
+            script=script,
+            argv=script_args,
+            cwd=cwd,
+            environ=environ,
+            script_path=script_path,
+            session_id=os.getsid(0),
+            command_line=["sbatch", *argv],
         )
     except (JobOptionError, ValueError) as exc:
         text = str(exc)
         code = exc.exit_code if isinstance(exc, JobOptionError) else 1
         raise CliError(text if text.startswith(f"{PROG}:") else f"{PROG}: error: {text}", code) from None
     spec.environment.setdefault("SLURM_SUBMIT_HOST", _hostname())
-    spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
-    spec.submit_line = " ".join(["sbatch", *argv])  # sacct's SubmitLine, as Slurm joins it
     spec.command = os.path.abspath(os.path.join(cwd, script_path)) if script_path else "(null)"
     return spec, opts
 

@@ -44,7 +44,15 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     if not command:
         raise CliError("srun: fatal: No command given to execute.", exit_code=1)
     try:
-        spec = build_job_spec(opts, script="", argv=command, cwd=cwd, environ=environ)
+        spec = build_job_spec(
+            opts,
+            script="",
+            argv=command,
+            cwd=cwd,
+            environ=environ,
+            session_id=os.getsid(0),
+            command_line=["srun", *argv],
+        )
     except (JobOptionError, ValueError) as exc:
         raise CliError(f"srun: error: {exc}") from None
     spec.interactive = True
@@ -53,8 +61,6 @@ def prepare(argv: list[str], environ: dict[str, str], cwd: str):  # -> (JobSpec,
     spec.name = spec.name or os.path.basename(command[0])
     spec.command = " ".join(command)
     spec.environment.setdefault("SLURM_SUBMIT_HOST", socket.gethostname())
-    spec.alloc_sid = os.getsid(0)  # as Slurm: the submitting shell's session (AllocSID)
-    spec.submit_line = " ".join(["srun", *argv])  # sacct's SubmitLine, as Slurm joins it
     return spec, opts
 
 

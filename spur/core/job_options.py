@@ -1074,6 +1074,8 @@ def build_job_spec(
     command: str = "sbatch",
     script_path: str | None = None,
     now: float | None = None,
+    session_id: int = 0,
+    command_line: Sequence[str] = (),
 ) -> JobSpec:
     """Fill a :class:`JobSpec` from merged options.
 
@@ -1088,6 +1090,9 @@ def build_job_spec(
     are stored as given (validated); ``begin_time`` is ``--begin`` resolved against ``now``
     (default: the current time); ``no_requeue`` is set by ``--no-requeue``; salloc specs are
     ``allocation_only``. Options without a JobSpec field (mail, verbosity, ...) stay in ``opts``.
+    ``session_id`` is the submitting shell's session (Slurm's AllocSID) and ``command_line`` the
+    command as typed, program first (sacct's SubmitLine: its words joined by single spaces, as Slurm
+    joins them).
     """
     work_dir = os.path.normpath(os.path.join(cwd, opts.chdir)) if opts.chdir else cwd
     gres = [format_gres(g) for g in parse_gres([opts.gres])] if opts.gres else []
@@ -1160,6 +1165,8 @@ def build_job_spec(
         kill_on_invalid_dep=bool(opts.kill_on_invalid_dep),
         ntasks_per_gpu=opts.ntasks_per_gpu or 0,
         allocation_only=command == "salloc",
+        alloc_sid=session_id,
+        submit_line=" ".join(command_line),
     )
 
 
