@@ -115,7 +115,7 @@ class SchedulerLoop:
         return started
 
     async def _cancel_never_satisfiable(self, reasons: dict[int, str]) -> None:
-        from spur.state.eligibility import NEVER
+        from spur.core.eligibility import NEVER
 
         for job_id, reason in list(reasons.items()):
             job = self.ctl.state.jobs.get(job_id)
