@@ -20,7 +20,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from spur.config.model import AdmissionMode
-from spur.controller.forwarding import served_by_leader
 from spur.core.admission import (
     CREDENTIAL_METADATA_KEY,
     TokenFormatError,
@@ -29,6 +28,7 @@ from spur.core.admission import (
     new_token,
     parse_token,
 )
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import admission_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from spur.controller.forwarding import served_by_leader
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import inventory_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from spur.controller.forwarding import served_by_leader
 from spur.net.model import Member
 from spur.net.reconcile import build_member_delta, build_member_set, plan_reconcile
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import mesh_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode

@@ -16,6 +16,7 @@ from spur.metrics.controller import MetricsHost
 from spur.rest.app import RestApi
 from spur.rest.host import RestHost
 from spur.rest.output import RestApi as OutputApi
+from spur.rpc.forwarding import LeaderGate
 from spur.state.domain import StateQueries
 from spur.state.machine import ClusterState, Usage
 from spur.state.sched_index import IndexedState, NodeUsage
@@ -27,7 +28,8 @@ def controller_parts(ctl: Controller) -> None:
     acctdb: AccountingDbHost = ctl
     rest: RestHost = ctl
     metrics: MetricsHost = ctl
-    del host, flusher, acctdb, rest, metrics
+    gate: LeaderGate = ctl
+    del host, flusher, acctdb, rest, metrics, gate
 
 
 def state_parts(state: ClusterState, usage: Usage) -> None:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from spur.controller.forwarding import served_by_leader
 from spur.k8s.cluster.mesh_link import mesh_ip
 from spur.k8s.cluster.planner import (
     Inventory,
@@ -33,6 +32,7 @@ from spur.k8s.cluster.planner import (
     plan_up,
     resolve_scope,
 )
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import k0s_pb2
 from spur.rpc.proto import k8s_pb2 as kpb
 from spur.rpc.server import CallContext
