@@ -3,8 +3,9 @@ matches the Protocol its consumers are typed against, so an interface that drift
 
 from __future__ import annotations
 
-from spur.accounting.flusher import FlusherHost
-from spur.accounting.service import AccountingDbHost
+from spur.accounting.shares import ShareSource
+from spur.controller.accounting_db_service import AccountingDbHost
+from spur.controller.accounting_flusher import FlusherHost
 from spur.controller.app import Controller
 from spur.controller.duties import Dispatcher
 from spur.controller.host import ControllerHost, HeartbeatWatch
@@ -17,6 +18,7 @@ from spur.rest.app import RestApi
 from spur.rest.host import RestHost
 from spur.rest.output import RestApi as OutputApi
 from spur.rpc.forwarding import LeaderGate
+from spur.state.accounting import AccountingDomain
 from spur.state.domain import StateQueries
 from spur.state.machine import ClusterState, Usage
 from spur.state.sched_index import IndexedState, NodeUsage
@@ -32,11 +34,12 @@ def controller_parts(ctl: Controller) -> None:
     del host, flusher, acctdb, rest, metrics, gate
 
 
-def state_parts(state: ClusterState, usage: Usage) -> None:
+def state_parts(state: ClusterState, usage: Usage, accounting: AccountingDomain) -> None:
     queries: StateQueries = state
     indexed: IndexedState = state
     node_usage: NodeUsage = usage
-    del queries, indexed, node_usage
+    shares: ShareSource = accounting
+    del queries, indexed, node_usage, shares
 
 
 def service_parts(
