@@ -265,7 +265,7 @@ def main(argv: list[str]) -> int:
         return 1
     cmd, rest = argv[0].lower(), argv[1:]
     if cmd == "version":
-        from spur.cli.cmdinfo import version_line
+        from spur.version import version_line
 
         print(version_line())
         return 0
