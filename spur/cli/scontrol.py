@@ -364,7 +364,8 @@ def show(rest: list[str], *, one_liner: bool = False) -> int:
         from spur.rpc.proto import spur_pb2 as pb
     try:
         if what in ("job", "jobs"):
-            from spur.cli.jobfields import has_task, scontrol_job
+            from spur.cli.jobfields import scontrol_job
+            from spur.core.array_rows import has_task
 
             ids: list[int] = []
             task = None
