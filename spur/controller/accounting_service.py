@@ -37,8 +37,8 @@ def may_administer(ident: Identity, domain: AccountingDomain) -> bool:
 
 
 def _caller(context: CallContext) -> Identity:
-    """The verified caller (see ``spur.controller.callers.caller``)."""
-    from spur.controller.callers import caller as verified_caller
+    """The verified caller (see ``spur.auth.callers.caller``)."""
+    from spur.auth.callers import caller as verified_caller
 
     return verified_caller(context)
 

@@ -143,7 +143,7 @@ class AdmissionService:
         self.ctl = ctl
 
     def _admin(self, context: CallContext, what: str = "managing node join tokens") -> Any:
-        from spur.controller.callers import require_admin as _require_admin
+        from spur.auth.callers import require_admin as _require_admin
 
         return _require_admin(context, what, self.ctl.state)
 

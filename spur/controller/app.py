@@ -338,7 +338,7 @@ class Controller:
         from spur.controller.accounting_db_service import AccountingDbService
 
         server.add_service(ACCOUNTING_DB, AccountingDbService(self))
-        from spur.controller.pool import controller_pool
+        from spur.rpc.pool import controller_pool
 
         raft_listen = (
             _split(self.cfg.controller.raft_listen_addr, 6821) if self.cfg.controller.peers else None

@@ -79,8 +79,8 @@ class AgentCalls:
 async def k8s_duty(ctl: ControllerHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """Leader duty: the reconcile task and the drift sweep with their agent channels (cancelled on
     step-down)."""
-    from spur.controller.pool import ChannelPool
     from spur.k8s.cluster.task import K8sReconciler
+    from spur.rpc.pool import ChannelPool
 
     async with ChannelPool(k0s_stub, metadata_provider=ctl.auth.daemon_metadata, tls=ctl.client_tls) as pool:
         reconciler = K8sReconciler(
@@ -131,12 +131,12 @@ class K8sClusterService:
     # ------------------------------------------------------------------ helpers
 
     def _admin(self, context: CallContext, what: str) -> Any:
-        from spur.controller.callers import require_admin as _require_admin
+        from spur.auth.callers import require_admin as _require_admin
 
         return _require_admin(context, what, self.ctl.state)
 
     def _caller(self, context: CallContext) -> Any:
-        from spur.controller.callers import caller as _caller
+        from spur.auth.callers import caller as _caller
 
         return _caller(context)
 
@@ -158,7 +158,7 @@ class K8sClusterService:
             reconciler.kick()
 
     async def _call_agent(self, node: str, method: str, request: Any, timeout: float) -> Any:
-        from spur.controller.pool import ChannelPool
+        from spur.rpc.pool import ChannelPool
 
         info = self.ctl.state.nodes.get(node)
         if info is None:
