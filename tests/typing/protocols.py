@@ -11,7 +11,7 @@ from spur.controller.duties import Dispatcher
 from spur.controller.host import ControllerHost, HeartbeatWatch
 from spur.controller.launch_batch import BatchDispatcher
 from spur.controller.launch_watch import LaunchWatch
-from spur.k8s.cluster.host import ClusterServiceHost
+from spur.k8s.cluster.host import ClusterServiceHost, K8sControllerHost
 from spur.k8s.cluster.service import K8sClusterService
 from spur.metrics.controller import MetricsHost
 from spur.rest.app import RestApi
@@ -31,7 +31,8 @@ def controller_parts(ctl: Controller) -> None:
     rest: RestHost = ctl
     metrics: MetricsHost = ctl
     gate: LeaderGate = ctl
-    del host, flusher, acctdb, rest, metrics, gate
+    k8s: K8sControllerHost = ctl
+    del host, flusher, acctdb, rest, metrics, gate, k8s
 
 
 def state_parts(state: ClusterState, usage: Usage, accounting: AccountingDomain) -> None:

@@ -40,7 +40,7 @@ from spur.rpc.status import RpcError, StatusCode
 from spur.state import k8s_cluster as k
 
 if TYPE_CHECKING:
-    from spur.controller.host import ControllerHost
+    from spur.k8s.cluster.host import K8sControllerHost
 
 log = logging.getLogger("spur.k8s")
 
@@ -61,7 +61,7 @@ def k0s_stub(channel: Any) -> Any:
 class AgentCalls:
     """Calls to nodes' K0sAgent service over a pool of daemon-signed channels."""
 
-    def __init__(self, ctl: ControllerHost, pool: Any) -> None:
+    def __init__(self, ctl: K8sControllerHost, pool: Any) -> None:
         self.ctl = ctl
         self.pool = pool
 
@@ -76,7 +76,9 @@ class AgentCalls:
         return await getattr(stub, method)(request, timeout=timeout)
 
 
-async def k8s_duty(ctl: ControllerHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def k8s_duty(
+    ctl: K8sControllerHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
     """Leader duty: the reconcile task and the drift sweep with their agent channels (cancelled on
     step-down)."""
     from spur.k8s.cluster.task import K8sReconciler
@@ -124,7 +126,7 @@ def _plan_error(exc: PlanError) -> RpcError:
 class K8sClusterService:
     """``spur.k8s.v1.K8sCluster`` (see the module docstring)."""
 
-    def __init__(self, ctl: ControllerHost) -> None:
+    def __init__(self, ctl: K8sControllerHost) -> None:
         self.ctl = ctl
         self._pool: Any = None
 
