@@ -82,8 +82,8 @@ async def store_rate(url: str, records: list[dict]) -> list[tuple[str, int, floa
 
 async def end_to_end(pg: PgCluster, jobs: int) -> tuple[float, float]:
     from integration.fleet import Fleet, FleetConfig, fixed_runtime
-    from spur.accounting.service import SERVICE
     from spur.auth.identity import identity_metadata
+    from spur.controller.accounting_db_service import SERVICE
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import accounting_db_pb2 as apb
     from spur.rpc.proto import spur_pb2 as pb

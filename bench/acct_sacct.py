@@ -48,8 +48,8 @@ FROM (SELECT g, %(now)s - {span} + g * ({span}::float8 / %(n)s) AS t FROM genera
 
 
 async def cluster_id(address: str) -> str:
-    from spur.accounting.service import SERVICE
     from spur.auth.identity import identity_metadata
+    from spur.controller.accounting_db_service import SERVICE
     from spur.rpc.channel import open_channel
     from spur.rpc.proto import accounting_db_pb2 as apb
     from spur.rpc.stub import Stub

@@ -84,8 +84,8 @@ def _counts(pg: PgCluster) -> tuple[int, int]:
 
 
 async def _diag(address: str) -> apb.DiagResponse:
-    from spur.accounting.service import SERVICE
     from spur.auth.identity import identity_metadata
+    from spur.controller.accounting_db_service import SERVICE
     from spur.rpc.channel import open_channel
     from spur.rpc.stub import Stub
 

@@ -10,10 +10,10 @@ import trio
 from trio.testing import MockClock
 
 from integration.harness import free_port
-from spur.accounting.flusher import AccountingFlusher
 from spur.accounting.pgstore import PgStore
 from spur.accounting.runtime import AccountingRuntime
 from spur.config import parse_config_text
+from spur.controller.accounting_flusher import AccountingFlusher
 from spur.controller.app import Controller
 from spur.core.job import JobSpec
 from spur.state import commands as c

@@ -21,17 +21,6 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 78
 
 
-class ListenError(OSError):
-    """A server could not bind its address; ``str()`` names the address and the reason."""
-
-    def __init__(self, host: str, port: int, cause: OSError) -> None:
-        super().__init__(cause.errno, cause.strerror or str(cause))
-        self.host, self.port = host, port
-
-    def __str__(self) -> str:
-        return f"cannot listen on {self.host or '*'}:{self.port}: {self.strerror}"
-
-
 def leaves(exc: BaseException) -> list[BaseException]:
     """The non-group exceptions inside ``exc`` (itself if it is not a group)."""
     if isinstance(exc, BaseExceptionGroup):
@@ -42,6 +31,7 @@ def leaves(exc: BaseException) -> list[BaseException]:
 def startup_message(daemon: str, exc: BaseException, *, flag_hint: str = "--listen") -> str | None:
     """One line for a start-up failure of ``daemon``, or None if ``exc`` holds none we know."""
     from spur.raft.storage import StorageError
+    from spur.rpc.server import ListenError
 
     for leaf in leaves(exc):
         if isinstance(leaf, ListenError):

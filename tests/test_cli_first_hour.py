@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from spur import version
 from spur.cli import cmdinfo
 from spur.cli import main as cli_main
 from spur.cli.completion import bash_script
@@ -37,7 +38,7 @@ def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
         (["spur", "--help"], 0, "Usage: spur COMMAND"),
         (["spur", "-h"], 0, "Usage: spur COMMAND"),
         (["spur", "help"], 0, "Usage: spur COMMAND"),
-        (["spur", "--version"], 0, f"slurm {cmdinfo.SLURM_VERSION} (spur {cmdinfo.spur_version()})"),
+        (["spur", "--version"], 0, f"slurm {version.SLURM_VERSION} (spur {version.spur_version()})"),
         (["spur", "bogus"], 1, "spur: error: unknown command 'bogus' (see 'spur --help')"),
         (
             ["spur", "sbumit"],
@@ -57,8 +58,8 @@ def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
         ),
         (["squeue", "--usage"], 0, "Usage: squeue [-h] [-o format] [-O long_format] [-j [jobs]] [-u user]"),
         (["salloc", "--usage"], 0, "Usage: salloc [-J name] [-A name] [-p partition] [-q qos] [-N n] [-n n]"),
-        (["salloc", "-V"], 0, f"slurm {cmdinfo.SLURM_VERSION} (spur {cmdinfo.spur_version()})"),
-        (["sbatch", "--version"], 0, f"slurm {cmdinfo.SLURM_VERSION} (spur {cmdinfo.spur_version()})"),
+        (["salloc", "-V"], 0, f"slurm {version.SLURM_VERSION} (spur {version.spur_version()})"),
+        (["sbatch", "--version"], 0, f"slurm {version.SLURM_VERSION} (spur {version.spur_version()})"),
     ],
 )
 def test_spur_and_meta_options_never_crash(argv, code, first, capsys) -> None:
@@ -91,7 +92,7 @@ def test_every_verb_answers_help_usage_and_version(verb: str, capsys) -> None:
     code, out, err = run_main([*prog, "--usage"], capsys)
     assert code == 0 and out.startswith(f"Usage: {' '.join(prog)}"), (verb, out, err)
     code, out, err = run_main([*prog, "--version"], capsys)
-    assert code == 0 and out.strip() == cmdinfo.version_line(), (verb, out, err)
+    assert code == 0 and out.strip() == version.version_line(), (verb, out, err)
     if slurm:
         code, out2, err = run_main(["spur", verb, "--help"], capsys)
         assert code == 0 and out2.startswith("Usage: "), (verb, out2, err)

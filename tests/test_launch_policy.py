@@ -11,8 +11,8 @@ from spur.controller.app import Controller
 from spur.controller.duties import LAUNCH_POLICY, Dispatcher
 from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
 from spur.controller.launch_watch import missing_jobs
-from spur.controller.pool import agent_pool
 from spur.core.job import JobSpec, JobState, Node, NodeAllocation
+from spur.rpc.pool import agent_pool
 from spur.rpc.status import StatusCode
 from spur.state import commands as c
 

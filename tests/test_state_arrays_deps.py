@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from state_helpers import Log, register, spec
 
+from spur.core.eligibility import dependency_display
 from spur.core.job import JobSpec, JobState, NodeAllocation, StepSpec
 from spur.state import commands as c
-from spur.state.eligibility import dependency_display
 from spur.state.machine import Rejected
 from spur.state.sched_view import eligible_jobs
 

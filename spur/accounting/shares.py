@@ -5,13 +5,34 @@ Read-only and deterministic for a given ``now``; values are formatted as Slurm p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.accounting.priority import PriorityWeights
 
 if TYPE_CHECKING:
+    from spur.accounting.model import Association
+    from spur.accounting.priority import PriorityFactors
     from spur.config.model import PriorityConfig
-    from spur.state.accounting import AccountingDomain
+    from spur.core.job import Job
+
+
+class ShareSource(Protocol):
+    """What the rows are computed from: the replicated accounting domain
+    (``spur.state.accounting.AccountingDomain``), which sits above this package."""
+
+    @property
+    def accounts(self) -> Mapping[str, object]: ...
+
+    def subtree(self, account: str) -> list[str]: ...
+
+    def depth(self, account: str) -> int: ...
+
+    def share_rows(self, now: float) -> list[tuple[Association, Any]]: ...
+
+    def job_factors(
+        self, jobs: Iterable[Job], weights: PriorityWeights, now: float
+    ) -> dict[int, PriorityFactors]: ...
 
 
 def weights_of(cfg: PriorityConfig) -> PriorityWeights:
@@ -27,7 +48,7 @@ def weights_of(cfg: PriorityConfig) -> PriorityWeights:
 
 
 def share_records(
-    domain: AccountingDomain,
+    domain: ShareSource,
     now: float,
     *,
     accounts: list[str] | None = None,
@@ -75,7 +96,7 @@ def share_records(
 
 def priority_records(
     state: Any,
-    domain: AccountingDomain,
+    domain: ShareSource,
     weights: PriorityWeights,
     now: float,
     *,

@@ -88,7 +88,7 @@ class AgentOptions:
 
 def _parser() -> argparse.ArgumentParser:
     """spurd's flags (also the option table of its man page, spurd.8)."""
-    from spur.cli.cmdinfo import version_line
+    from spur.version import version_line
 
     p = argparse.ArgumentParser(
         prog="spurd",

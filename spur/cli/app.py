@@ -12,8 +12,9 @@ from typing import Annotated
 
 from cyclopts import App, Parameter
 
-from spur.cli.cmdinfo import handle_meta, version_line
+from spur.cli.cmdinfo import handle_meta
 from spur.cli.verbs import SLURM_NAMES, VERBS, run_verb, verb_args
+from spur.version import version_line
 
 HELP = (
     "Spur: a Slurm-compatible scheduler. Each verb is a Slurm command under a plain name; the Slurm "

@@ -48,56 +48,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _say_issued(issued: object, what: str) -> None:
-    from spur.rpc.certs import Issued
-
-    assert isinstance(issued, Issued)
-    verb = "wrote" if issued.created else "kept existing"
-    print(f"{verb} {what}: {issued.cert} (serial {issued.serial:#x}, expires {issued.not_after:%Y-%m-%d})")
-    print(f"{' ' * len(verb)} key: {issued.key} (mode 0600)")
-
-
-def init_tls(
-    directory: Path, *, name: str | None = None, cluster: str = "spur", days: int | None = None
-) -> int:
-    """``spur cert init`` (and ``spurctld --init-tls``): CA + this host's certificate; prints what was
-    written and the [tls] lines. Returns the exit code."""
-    from spur.rpc.certs import CA_DAYS, NODE_DAYS, CertError, ensure_ca, issue, local_names, tls_lines
-
-    host, dns, ips = local_names()
-    name = name or host
-    try:
-        ca = ensure_ca(directory, cluster_name=cluster, days=CA_DAYS)
-        _say_issued(ca, "cluster CA")
-        node_cert = directory / f"{name}.crt"
-        if node_cert.exists():
-            from cryptography import x509
-
-            from spur.rpc.certs import Issued
-
-            cert = x509.load_pem_x509_certificate(node_cert.read_bytes())
-            node = Issued(
-                node_cert, directory / f"{name}.key", False, cert.serial_number, cert.not_valid_after_utc
-            )
-        else:
-            node = issue(directory, name, dns=dns, ips=ips, days=NODE_DAYS if days is None else days)
-        _say_issued(node, f"certificate of {name}")
-    except CertError as exc:
-        print(f"{PROG} init: error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"{PROG} init: error: {directory}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    print(f"\nAdd to spur.conf on this host ({name}):\n")
-    print(tls_lines(ca.cert, node.cert, node.key))
-    print(
-        f"\nOther hosts: spur cert issue HOST --dns HOST --ip ADDR --dir {directory}, then copy ca.crt and"
-        ' HOST.crt/HOST.key there.\nUsers\' machines need only ca.crt and: [tls] mode = "required",'
-        f' ca_file = "{ca.cert}"'
-    )
-    return 0
-
-
 def cmd_init(args: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"{PROG} init")
     parser.add_argument("--dir", metavar="DIR", default=DEFAULT_DIR, help=OPTION_HELP["dir"])
@@ -107,10 +57,13 @@ def cmd_init(args: list[str]) -> int:
     opts = parser.parse_args(args)
     if opts.days is not None and opts.days < 1:
         parser.error("--days must be at least 1")
+    from spur.rpc.cert_setup import init_tls
+
     return init_tls(Path(opts.dir), name=opts.name, cluster=opts.cluster, days=opts.days)
 
 
 def cmd_issue(args: list[str]) -> int:
+    from spur.rpc.cert_setup import say_issued
     from spur.rpc.certs import CertError, issue, tls_lines
 
     parser = argparse.ArgumentParser(prog=f"{PROG} issue")
@@ -133,7 +86,7 @@ def cmd_issue(args: list[str]) -> int:
     except OSError as exc:
         print(f"{PROG} issue: error: {directory}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    _say_issued(issued, f"certificate of {opts.name}")
+    say_issued(issued, f"certificate of {opts.name}")
     print(f"\nCopy {issued.cert}, {issued.key} and {directory / 'ca.crt'} to {opts.name}; its spur.conf:\n")
     print(tls_lines(directory / "ca.crt", issued.cert, issued.key))
     print("\nRunning daemons pick up a replaced certificate on SIGHUP or scontrol reconfigure.")

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import ModuleType
 
-SLURM_VERSION = "22.05.8"
+from spur.version import version_line
 
 
 @dataclass(frozen=True)
@@ -81,21 +81,6 @@ class CommandDoc:
         for opt in self.options:
             order.setdefault(opt.group, []).append(opt)
         return list(order.items())
-
-
-def spur_version() -> str:
-    """Spur's installed version (``0.0.0`` when run from a tree that was never installed)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("spur")
-    except PackageNotFoundError:
-        return "0.0.0"
-
-
-def version_line() -> str:
-    """What ``--version`` prints: Slurm's layout first (scripts parse ``slurm X.Y.Z``), then Spur's."""
-    return f"slurm {SLURM_VERSION} (spur {spur_version()})"
 
 
 def _module(verb: str) -> ModuleType:

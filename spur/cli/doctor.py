@@ -70,7 +70,8 @@ def shadowed_commands(
 
 
 def main(argv: list[str]) -> int:
-    from spur.cli.cmdinfo import handle_meta, version_line
+    from spur.cli.cmdinfo import handle_meta
+    from spur.version import version_line
 
     if argv[:1] and argv[0] in ("--help", "-h", "--usage", "-V", "--version"):
         return handle_meta("doctor", "--help" if argv[0] == "-h" else argv[0])

@@ -17,7 +17,8 @@ import re
 import sys
 from pathlib import Path
 
-from spur.cli.cmdinfo import CommandDoc, OptionDoc, argparse_options, describe, spur_version
+from spur.cli.cmdinfo import CommandDoc, OptionDoc, argparse_options, describe
+from spur.version import spur_version
 
 DATE = "December 2026"
 

@@ -21,13 +21,13 @@ from spur.cli.jobfields import (
     LONG_STATE,
     SHORT_STATE,
     TERMINAL_STATES,
-    has_task,
     is_held,
     num_cpus,
     num_nodes,
     num_tasks,
 )
 from spur.cli.slurmargs import SlurmArgParser, split_list
+from spur.core.array_rows import has_task
 from spur.core.timespec import format_hms, format_timestamp
 
 DEFAULT_FORMAT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"

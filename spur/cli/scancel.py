@@ -92,7 +92,8 @@ _ACTIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING")
 
 def filter_jobs(jobs, args, targets: list[tuple[int, int | None]]) -> list[tuple[int, int | None]]:
     """With -n/-u/-p/-t/-A: the active jobs matching every filter (and the given ids, if any)."""
-    from spur.cli.jobfields import LONG_STATE, has_task
+    from spur.cli.jobfields import LONG_STATE
+    from spur.core.array_rows import has_task
 
     states = {LONG_STATE.get(s.upper(), s.upper()) for s in split_list([args.state] if args.state else [])}
     out: list[tuple[int, int | None]] = []

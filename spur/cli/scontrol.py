@@ -265,7 +265,7 @@ def main(argv: list[str]) -> int:
         return 1
     cmd, rest = argv[0].lower(), argv[1:]
     if cmd == "version":
-        from spur.cli.cmdinfo import version_line
+        from spur.version import version_line
 
         print(version_line())
         return 0
@@ -364,7 +364,8 @@ def show(rest: list[str], *, one_liner: bool = False) -> int:
         from spur.rpc.proto import spur_pb2 as pb
     try:
         if what in ("job", "jobs"):
-            from spur.cli.jobfields import has_task, scontrol_job
+            from spur.cli.jobfields import scontrol_job
+            from spur.core.array_rows import has_task
 
             ids: list[int] = []
             task = None

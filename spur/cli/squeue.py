@@ -17,12 +17,10 @@ from spur.cli.jobfields import (
     SQUEUE_LONG_FORMAT,
     STATE_ORDER,
     TERMINAL_STATES,
-    ArrayGroup,
-    group_array_tasks,
-    has_task,
     squeue_value,
 )
 from spur.cli.optlists import split_list
+from spur.core.array_rows import ArrayGroup, group_array_tasks, has_task
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

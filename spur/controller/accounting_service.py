@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from spur.auth.admin import is_admin
 from spur.auth.identity import Identity
-from spur.controller.forwarding import served_by_leader
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import accounting_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -37,8 +37,8 @@ def may_administer(ident: Identity, domain: AccountingDomain) -> bool:
 
 
 def _caller(context: CallContext) -> Identity:
-    """The verified caller (see ``spur.controller.callers.caller``)."""
-    from spur.controller.callers import caller as verified_caller
+    """The verified caller (see ``spur.auth.callers.caller``)."""
+    from spur.auth.callers import caller as verified_caller
 
     return verified_caller(context)
 

@@ -20,7 +20,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from spur.config.model import AdmissionMode
-from spur.controller.forwarding import served_by_leader
 from spur.core.admission import (
     CREDENTIAL_METADATA_KEY,
     TokenFormatError,
@@ -29,6 +28,7 @@ from spur.core.admission import (
     new_token,
     parse_token,
 )
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import admission_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -143,7 +143,7 @@ class AdmissionService:
         self.ctl = ctl
 
     def _admin(self, context: CallContext, what: str = "managing node join tokens") -> Any:
-        from spur.controller.callers import require_admin as _require_admin
+        from spur.auth.callers import require_admin as _require_admin
 
         return _require_admin(context, what, self.ctl.state)
 

@@ -334,11 +334,11 @@ class Controller:
         server.add_service(k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"], self.k8s_service)
         server.add_service(auth_pb2.DESCRIPTOR.services_by_name["Auth"], ControllerAuthService(self))
         self.grpc_server = server
-        from spur.accounting.service import SERVICE as ACCOUNTING_DB
-        from spur.accounting.service import AccountingDbService
+        from spur.controller.accounting_db_service import SERVICE as ACCOUNTING_DB
+        from spur.controller.accounting_db_service import AccountingDbService
 
         server.add_service(ACCOUNTING_DB, AccountingDbService(self))
-        from spur.controller.pool import controller_pool
+        from spur.rpc.pool import controller_pool
 
         raft_listen = (
             _split(self.cfg.controller.raft_listen_addr, 6821) if self.cfg.controller.peers else None
@@ -457,7 +457,7 @@ class Controller:
         await duties.start(SchedulerLoop(self).run)
         await duties.start(Dispatcher(self).run)
         await duties.start(HealthSweep(self).run)
-        from spur.accounting.flusher import AccountingFlusher
+        from spur.controller.accounting_flusher import AccountingFlusher
 
         await duties.start(AccountingFlusher(self).run, name="accounting-flush")
         if self.cfg.network.wg_enabled:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spur.auth.service import AuthService
-from spur.controller.forwarding import served_by_leader
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import auth_pb2
 
 if TYPE_CHECKING:

@@ -15,8 +15,8 @@ import trio
 from spur.accounting.shares import weights_of
 from spur.controller.launch_batch import AGENT_CALL_TIMEOUT
 from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
-from spur.controller.pool import ChannelPool, agent_pool
 from spur.core.job import Job, JobState
+from spur.rpc.pool import ChannelPool, agent_pool
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
@@ -115,7 +115,7 @@ class SchedulerLoop:
         return started
 
     async def _cancel_never_satisfiable(self, reasons: dict[int, str]) -> None:
-        from spur.state.eligibility import NEVER
+        from spur.core.eligibility import NEVER
 
         for job_id, reason in list(reasons.items()):
             job = self.ctl.state.jobs.get(job_id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from spur.controller.forwarding import served_by_leader
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import inventory_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -36,7 +36,7 @@ class InventoryService:
     async def RemoveNodes(
         self, request: inventory_pb2.RemoveNodesRequest, context: CallContext
     ) -> inventory_pb2.RemoveNodesResponse:
-        from spur.controller.callers import require_admin as _require_admin
+        from spur.auth.callers import require_admin as _require_admin
 
         ident = _require_admin(context, "removing nodes (scontrol delete NodeName=...)", self.ctl.state)
         from spur.core.hostlist import HostlistError, expand

@@ -24,7 +24,7 @@ from spur.trace import span
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
-    from spur.controller.pool import ChannelPool
+    from spur.rpc.pool import ChannelPool
 
 __all__ = ["AGENT_CALL_TIMEOUT", "BatchDispatcher", "batch_target", "launch_batch"]
 

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from spur.cli.cmdinfo import version_line
+    from spur.version import version_line
 
     return version_line()
 
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.init_tls:
         from pathlib import Path
 
-        from spur.cli.cert import init_tls
+        from spur.rpc.cert_setup import init_tls
 
         return init_tls(Path(args.init_tls))
     from spur.config import ConfigError, load_config, parse_addr, resolve_node_id

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from spur.controller.forwarding import served_by_leader
 from spur.net.model import Member
 from spur.net.reconcile import build_member_delta, build_member_set, plan_reconcile
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import mesh_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -121,7 +121,7 @@ class MeshService:
 
     @_leader_only
     async def SetPodCidr(self, request: mesh_pb2.SetPodCidrRequest, context: CallContext) -> mesh_pb2.Member:
-        from spur.controller.callers import require_admin as _require_admin
+        from spur.auth.callers import require_admin as _require_admin
 
         ident = _require_admin(context, "routing pod CIDRs over the mesh", self.ctl.state)
         entry = await self.ctl.propose(SetMeshPodCidr(request.node, request.pod_cidr))
@@ -150,7 +150,7 @@ class MeshReconcile:
         self.last_pass_bytes = 0  # protobuf bytes of the last pass's pushes (the bench reads it)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        from spur.controller.pool import agent_pool
+        from spur.rpc.pool import agent_pool
 
         task_status.started()
         async with agent_pool(self.ctl.auth.daemon_metadata, tls=self.ctl.client_tls) as pool:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import trio
 
 from spur.auth.admin import is_admin, permission_denied
+from spur.auth.callers import caller as _caller
+from spur.auth.callers import require_admin as _require_admin
 from spur.auth.identity import Identity
-from spur.controller.callers import caller as _caller
-from spur.controller.callers import require_admin as _require_admin
 from spur.core.job import Job, JobState
 from spur.core.mpi import check_mpi_type
 from spur.rpc import convert
@@ -227,7 +227,7 @@ class ControllerService:
 
     async def _tell_agents(self, job, request: pb.SignalJobRequest) -> None:
         """Send ``request`` to every agent of the job's allocation; unknown-job answers are fine."""
-        from spur.controller.pool import agent_pool
+        from spur.rpc.pool import agent_pool
 
         async with agent_pool(self.ctl.auth.daemon_metadata, tls=self.ctl.client_tls) as pool:
             for a in job.allocation:

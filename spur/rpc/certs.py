@@ -9,7 +9,7 @@ Contracts:
 - Files are written atomically; private keys are created with mode 0600, certificates 0644.
 - :func:`ensure_ca` reuses a CA already in the directory (idempotent); :func:`issue` refuses to
   replace an existing certificate unless ``force`` (rotation), raising :class:`CertError`.
-- Nothing here prints: the callers (spur.cli.cert, spurctld --init-tls) say what was written.
+- Nothing here prints: the callers (spur.cli.cert, spur.rpc.cert_setup) say what was written.
 """
 
 from __future__ import annotations

@@ -137,8 +137,8 @@ def allocation_from_proto(m: pb.NodeAllocation) -> NodeAllocation:
 
 
 def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
+    from spur.core.eligibility import dependency_display
     from spur.core.hostlist import compress
-    from spur.state.eligibility import dependency_display
 
     spec = spec_to_proto(job.spec, include_script=include_script)
     values = {

@@ -78,7 +78,15 @@ from spur.rpc.wire import (
 if TYPE_CHECKING:
     from spur.rpc.tls import ServerTLS
 
-__all__ = ["Authenticator", "CallContext", "Interceptor", "Observer", "PreAuthLimits", "Server"]
+__all__ = [
+    "Authenticator",
+    "CallContext",
+    "Interceptor",
+    "ListenError",
+    "Observer",
+    "PreAuthLimits",
+    "Server",
+]
 
 log = logging.getLogger("spur.rpc.server")
 
@@ -93,6 +101,18 @@ Observer = Callable[[str, str, float], None]
 _MAX_STREAMS = 128
 # Long status messages are cut: peers cap header blocks (grpcio at 8-16 KiB).
 _MAX_STATUS_MESSAGE = 2048
+
+
+class ListenError(OSError):
+    """A server could not bind its address; ``str()`` names the address and the reason (the daemons
+    turn it into their start-up message, see :mod:`spur.startup`)."""
+
+    def __init__(self, host: str, port: int, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.host, self.port = host, port
+
+    def __str__(self) -> str:
+        return f"cannot listen on {self.host or '*'}:{self.port}: {self.strerror}"
 
 
 @dataclass(frozen=True)
@@ -275,13 +295,11 @@ class Server:
         """Listen on ``host:port`` (0 picks a free port), report the bound port via ``task_status``,
         and serve until cancelled. With port 0 and a host resolving to several addresses, only the
         first address is bound (so every listener shares one port). A failed bind raises
-        :class:`spur.startup.ListenError` (an OSError naming the address). ``tls``: serve TLS
+        :class:`ListenError` (an OSError naming the address). ``tls``: serve TLS
         (spur.rpc.tls.ServerTLS: required or optional); None: plaintext."""
         try:
             listeners = await trio.open_tcp_listeners(port, host=host or None)
         except OSError as exc:
-            from spur.startup import ListenError
-
             raise ListenError(host, port, exc) from exc
         if port == 0 and len(listeners) > 1:
             for extra in listeners[1:]:

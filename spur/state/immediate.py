@@ -106,7 +106,7 @@ def outranked(
     ``job``'s (slurmctld's ``_top_priority``: held jobs, jobs waiting on a dependency, a begin time,
     an array limit or an account limit do not count). ``priorities`` gives multifactor priorities
     (empty: the stored ones apply)."""
-    from spur.state.eligibility import ineligible_reason
+    from spur.core.eligibility import ineligible_reason
 
     basic = not priorities([job])  # stored priorities: the first rival at or above decides
     running_per_array: dict[int, int] | None = None

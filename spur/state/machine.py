@@ -378,7 +378,7 @@ class ClusterState:
                 "INVALID_ARGUMENT", "requested time limit is invalid (missing or exceeds some limit)"
             )
         if spec.dependency:
-            from spur.state.eligibility import dependency_error
+            from spur.core.eligibility import dependency_error
 
             error = dependency_error(spec.dependency, self._known_ids())
             if error:
@@ -448,7 +448,7 @@ class ClusterState:
     def _submit_reason(self, job: Job, now: float) -> str | None:
         """The reason a job waits from the moment it is submitted, as slurmctld sets it at submit
         (``BeginTime``, ``Dependency``, ``DependencyNeverSatisfied``), or None."""
-        from spur.state.eligibility import BEGIN_TIME, DEPENDENCY, NEVER, DepStatus, dependency_status
+        from spur.core.eligibility import BEGIN_TIME, DEPENDENCY, NEVER, DepStatus, dependency_status
 
         if job.spec.begin_time and job.spec.begin_time > now:
             return BEGIN_TIME

@@ -15,7 +15,7 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
 
     An array with a ``%N`` limit offers at most N minus its running tasks, lowest task ids first.
     """
-    from spur.state.eligibility import ARRAY_LIMIT, ineligible_reason
+    from spur.core.eligibility import ARRAY_LIMIT, ineligible_reason
     from spur.state.feasibility import partition_reason
 
     jobs = state.jobs

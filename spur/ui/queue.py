@@ -13,7 +13,7 @@ Contracts:
   ``JobInfo``; both give equal tuples for the same job.
 - :func:`select_rows` keeps the jobs matching every given field (``name`` matches a substring, the
   others exactly), folds the pending tasks of an array with the same reason into one row as squeue
-  does (:func:`spur.cli.jobfields.group_array_tasks`'s rule), and sorts: ``default`` is squeue's order
+  does (:func:`spur.core.array_rows.group_array_tasks`'s rule), and sorts: ``default`` is squeue's order
   (partition, state, priority descending, id), the others sort by that column then job id.
 - :func:`page_of` cuts the rows into pages of :data:`PAGE_SIZE`.
 """
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from spur.cli.jobfields import ArrayGroup, array_task_text
+from spur.core.array_rows import ArrayGroup, array_task_text
 from spur.rpc.proto import spur_pb2 as pb
 
 __all__ = [

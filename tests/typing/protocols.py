@@ -3,19 +3,22 @@ matches the Protocol its consumers are typed against, so an interface that drift
 
 from __future__ import annotations
 
-from spur.accounting.flusher import FlusherHost
-from spur.accounting.service import AccountingDbHost
+from spur.accounting.shares import ShareSource
+from spur.controller.accounting_db_service import AccountingDbHost
+from spur.controller.accounting_flusher import FlusherHost
 from spur.controller.app import Controller
 from spur.controller.duties import Dispatcher
 from spur.controller.host import ControllerHost, HeartbeatWatch
 from spur.controller.launch_batch import BatchDispatcher
 from spur.controller.launch_watch import LaunchWatch
-from spur.k8s.cluster.host import ClusterServiceHost
+from spur.k8s.cluster.host import ClusterServiceHost, K8sControllerHost
 from spur.k8s.cluster.service import K8sClusterService
 from spur.metrics.controller import MetricsHost
 from spur.rest.app import RestApi
 from spur.rest.host import RestHost
 from spur.rest.output import RestApi as OutputApi
+from spur.rpc.forwarding import LeaderGate
+from spur.state.accounting import AccountingDomain
 from spur.state.domain import StateQueries
 from spur.state.machine import ClusterState, Usage
 from spur.state.sched_index import IndexedState, NodeUsage
@@ -27,14 +30,17 @@ def controller_parts(ctl: Controller) -> None:
     acctdb: AccountingDbHost = ctl
     rest: RestHost = ctl
     metrics: MetricsHost = ctl
-    del host, flusher, acctdb, rest, metrics
+    gate: LeaderGate = ctl
+    k8s: K8sControllerHost = ctl
+    del host, flusher, acctdb, rest, metrics, gate, k8s
 
 
-def state_parts(state: ClusterState, usage: Usage) -> None:
+def state_parts(state: ClusterState, usage: Usage, accounting: AccountingDomain) -> None:
     queries: StateQueries = state
     indexed: IndexedState = state
     node_usage: NodeUsage = usage
-    del queries, indexed, node_usage
+    shares: ShareSource = accounting
+    del queries, indexed, node_usage, shares
 
 
 def service_parts(

@@ -1,26 +1,64 @@
-"""What the K8sCluster service's helpers (kubeconfig.py, removal.py) use of the service.
+"""What the K8sCluster service and the k8s leader duty use of spurctld, and what the service's helpers
+(kubeconfig.py, removal.py) use of the service.
 
-``spur.k8s.cluster.service.K8sClusterService`` imports those helpers and passes itself; they are
-typed against :class:`ClusterServiceHost`, so the imports run one way.
+``spur.controller.app.Controller`` builds ``spur.k8s.cluster.service.K8sClusterService`` and starts
+``k8s_duty`` with itself; both are typed against :class:`K8sControllerHost`, so this package never
+imports spur.controller (it sits below it). ``K8sClusterService`` imports its helpers and passes
+itself; they are typed against :class:`ClusterServiceHost`, so the imports run one way.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spur.rpc.forwarding import LeaderGate
+
 if TYPE_CHECKING:
+    import trio
+
+    from spur.auth.guard import ServerAuth
     from spur.auth.identity import Identity
-    from spur.controller.host import ControllerHost
+    from spur.config import SpurConfig
+    from spur.core.clock import Clock
     from spur.k8s.cluster.planner import Inventory
     from spur.rpc.server import CallContext
+    from spur.rpc.tls import ClientTLS
     from spur.state.k8s_cluster import K8sClusterRecord
+    from spur.state.machine import ClusterState
 
-__all__ = ["ClusterServiceHost"]
+__all__ = ["ClusterServiceHost", "K8sControllerHost"]
+
+
+class K8sControllerHost(LeaderGate, Protocol):
+    """spurctld's controller as the K8sCluster service and ``k8s_duty`` see it (it also serves the
+    service's calls on the leader: :class:`~spur.rpc.forwarding.LeaderGate`)."""
+
+    @property
+    def cfg(self) -> SpurConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def auth(self) -> ServerAuth: ...
+
+    @property
+    def client_tls(self) -> ClientTLS | None: ...
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    async def propose(self, cmd: Any) -> Any: ...
+
+    @property
+    def mesh_changed(self) -> trio.Event: ...
+
+    k8s_reconciler: Any  # set by k8s_duty while this controller leads
 
 
 class ClusterServiceHost(Protocol):
     @property
-    def ctl(self) -> ControllerHost: ...
+    def ctl(self) -> K8sControllerHost: ...
 
     @property
     def record(self) -> K8sClusterRecord: ...

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from spur.controller.forwarding import served_by_leader
 from spur.k8s.cluster.mesh_link import mesh_ip
 from spur.k8s.cluster.planner import (
     Inventory,
@@ -33,6 +32,7 @@ from spur.k8s.cluster.planner import (
     plan_up,
     resolve_scope,
 )
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import k0s_pb2
 from spur.rpc.proto import k8s_pb2 as kpb
 from spur.rpc.server import CallContext
@@ -40,7 +40,7 @@ from spur.rpc.status import RpcError, StatusCode
 from spur.state import k8s_cluster as k
 
 if TYPE_CHECKING:
-    from spur.controller.host import ControllerHost
+    from spur.k8s.cluster.host import K8sControllerHost
 
 log = logging.getLogger("spur.k8s")
 
@@ -61,7 +61,7 @@ def k0s_stub(channel: Any) -> Any:
 class AgentCalls:
     """Calls to nodes' K0sAgent service over a pool of daemon-signed channels."""
 
-    def __init__(self, ctl: ControllerHost, pool: Any) -> None:
+    def __init__(self, ctl: K8sControllerHost, pool: Any) -> None:
         self.ctl = ctl
         self.pool = pool
 
@@ -76,11 +76,13 @@ class AgentCalls:
         return await getattr(stub, method)(request, timeout=timeout)
 
 
-async def k8s_duty(ctl: ControllerHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def k8s_duty(
+    ctl: K8sControllerHost, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
     """Leader duty: the reconcile task and the drift sweep with their agent channels (cancelled on
     step-down)."""
-    from spur.controller.pool import ChannelPool
     from spur.k8s.cluster.task import K8sReconciler
+    from spur.rpc.pool import ChannelPool
 
     async with ChannelPool(k0s_stub, metadata_provider=ctl.auth.daemon_metadata, tls=ctl.client_tls) as pool:
         reconciler = K8sReconciler(
@@ -124,19 +126,19 @@ def _plan_error(exc: PlanError) -> RpcError:
 class K8sClusterService:
     """``spur.k8s.v1.K8sCluster`` (see the module docstring)."""
 
-    def __init__(self, ctl: ControllerHost) -> None:
+    def __init__(self, ctl: K8sControllerHost) -> None:
         self.ctl = ctl
         self._pool: Any = None
 
     # ------------------------------------------------------------------ helpers
 
     def _admin(self, context: CallContext, what: str) -> Any:
-        from spur.controller.callers import require_admin as _require_admin
+        from spur.auth.callers import require_admin as _require_admin
 
         return _require_admin(context, what, self.ctl.state)
 
     def _caller(self, context: CallContext) -> Any:
-        from spur.controller.callers import caller as _caller
+        from spur.auth.callers import caller as _caller
 
         return _caller(context)
 
@@ -158,7 +160,7 @@ class K8sClusterService:
             reconciler.kick()
 
     async def _call_agent(self, node: str, method: str, request: Any, timeout: float) -> Any:
-        from spur.controller.pool import ChannelPool
+        from spur.rpc.pool import ChannelPool
 
         info = self.ctl.state.nodes.get(node)
         if info is None:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from spur.accounting.pgstore import JobQuery, StoreError
 from spur.accounting.records import key_text, record_job
 from spur.accounting.selection import job_matches
-from spur.controller.forwarding import served_by_leader
 from spur.core.job import JobState
+from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import accounting_db_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode

@@ -1,7 +1,7 @@
 """Who is calling a controller service: the verified identity, and the administrators' gate.
 
-Shared by every gRPC service of spurctld (spur/controller/service.py and the services beside it);
-depends only on the auth layer and the RPC context.
+Shared by every gRPC service of spurctld (spur/controller/service.py and the services beside it, and
+the K8sCluster service of spur.k8s.cluster); depends only on the auth layer and the RPC context.
 """
 
 from __future__ import annotations

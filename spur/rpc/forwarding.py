@@ -5,19 +5,23 @@ Inventory, Mesh, K8sCluster) follows one rule: the leader answers, once it has p
 configuration (see ``Controller.leader_ready``); a follower forwards the call unchanged to the
 leader's same service, with the caller's metadata (so the leader authenticates the caller itself)
 and what is left of the caller's deadline.
+
+The rule belongs to the RPC layer, beside the server and stubs it uses: the services of every package
+(spur.controller, spur.accounting's, spur.k8s.cluster's) share it. What it needs of the controller is
+:class:`LeaderGate`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from google.protobuf.descriptor import ServiceDescriptor
 
 from spur.rpc.server import CallContext
 
-__all__ = ["forward_to_leader", "served_by_leader"]
+__all__ = ["LeaderGate", "forward_to_leader", "served_by_leader"]
 
 DEFAULT_FORWARD_TIMEOUT = 30.0
 
@@ -26,8 +30,21 @@ _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 
 
+class LeaderGate(Protocol):
+    """What serving on the leader needs of spurctld's controller (``spur.controller.app.Controller``)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    async def leader_ready(self) -> None: ...
+
+    async def read_barrier(self) -> None: ...
+
+    async def leader_stub(self) -> Any: ...
+
+
 async def forward_to_leader(
-    ctl: Any,
+    ctl: LeaderGate,
     service: ServiceDescriptor,
     method: str,
     request: Any,
@@ -52,7 +69,8 @@ def served_by_leader(
     [Callable[[_Servicer, _Request, CallContext], Awaitable[_Response]]],
     Callable[[_Servicer, _Request, CallContext], Coroutine[Any, Any, _Response]],
 ]:
-    """Decorate a servicer method (of an object with a ``ctl`` Controller) to run on the leader only.
+    """Decorate a servicer method (of an object whose ``ctl`` is a :class:`LeaderGate`) to run on the
+    leader only.
 
     On the leader the call waits for ``ctl.leader_ready()`` and, with ``read_barrier``, for a ReadIndex
     barrier (a linearizable read); on a follower it is forwarded with :func:`forward_to_leader`.
@@ -68,9 +86,10 @@ def served_by_leader(
                 if read_barrier:
                     await self.ctl.read_barrier()
                 return await method(self, request, context)
-            return await forward_to_leader(
+            answer: _Response = await forward_to_leader(
                 self.ctl, service, method.__name__, request, context, timeout=timeout
             )
+            return answer
 
         return serve
 
