@@ -1,7 +1,10 @@
 """Print the branch coverage of spur/ per package from the coverage data of a test run; exit 1 when
-the total is below ``[tool.coverage.report] fail_under`` in pyproject.toml.
+the total is below the floor of its scope in pyproject.toml: ``--scope full`` (the whole suite,
+``[tool.coverage.report] fail_under``) or ``--scope unit`` (tests/ alone, ``[tool.spur.coverage]
+unit_floor``).
 
-Run by scripts/test.sh after a measured run (SPUR_COVERAGE=1): combines the data files the test
+Run by scripts/test.sh after a measured run (the unit tests in every run, the whole suite with
+SPUR_COVERAGE=1): combines the data files the test
 process and its subprocesses wrote (``COVERAGE_FILE``'s directory), then reads coverage's JSON report. A package is ``spur.X`` (the
 modules directly in spur/ count as ``spur``); its figure is coverage's own: covered lines and branches
 over all lines and branches.
@@ -9,6 +12,7 @@ over all lines and branches.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -44,7 +48,17 @@ def percent(row: list[int]) -> float:
     return 100.0 * (row[1] + row[3]) / total if total else 100.0
 
 
+def floor_of(scope: str, pyproject: dict) -> float:
+    """The coverage floor (percent) of ``scope`` ("unit" or "full") from pyproject.toml's tables."""
+    if scope == "unit":
+        return float(pyproject["tool"]["spur"]["coverage"]["unit_floor"])
+    return float(pyproject["tool"]["coverage"]["report"]["fail_under"])
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scope", choices=("unit", "full"), default="full")
+    args = parser.parse_args()
     coverage = [sys.executable, "-m", "coverage"]
     data_file = Path(os.environ.get("COVERAGE_FILE", ROOT / ".coverage"))
     if list(data_file.parent.glob(data_file.name + ".*")):
@@ -64,11 +78,13 @@ def main() -> int:
     total = [sum(r[i] for r in rows.values()) for i in range(4)]
     figure = float(report["totals"]["percent_covered"])
     print(f"{'TOTAL':<18} {total[0]:>7} {total[0] - total[1]:>6} {total[2]:>7} {total[2] - total[3]:>6} {figure:>6.1f}%")
-    floor = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["coverage"]["report"]["fail_under"]
+    floor = floor_of(args.scope, tomllib.loads((ROOT / "pyproject.toml").read_text()))
+    where = "[tool.spur.coverage] unit_floor" if args.scope == "unit" else "[tool.coverage.report] fail_under"
+    what = "the unit tests'" if args.scope == "unit" else "the whole suite's"
     if figure < floor:
-        print(f"coverage: FAIL: branch coverage {figure:.1f}% is below the floor of {floor}% (pyproject.toml)")
+        print(f"coverage: FAIL: {what} branch coverage {figure:.1f}% is below the floor of {floor}% ({where})")
         return 1
-    print(f"coverage: {figure:.1f}% (floor {floor}%, pyproject.toml [tool.coverage.report] fail_under)")
+    print(f"coverage: {what} branch coverage {figure:.1f}% (floor {floor}%, pyproject.toml {where})")
     return 0
 
 
