@@ -68,8 +68,10 @@ def controller(
     scheduler_interval_secs: float = 2.0,
     extra: str = "",
     root: Path | None = None,
+    source: Path | None = None,
 ) -> Iterator[BenchController]:
-    """Start spurctld on a free loopback port with the given settings; kill it on exit."""
+    """Start spurctld on a free loopback port with the given settings; kill it on exit. With
+    ``source`` (another checkout) the controller imports Spur from there."""
     with tempfile.TemporaryDirectory(prefix="spur-bench-") as tmp:
         base = root or Path(tmp)
         port = free_port()
@@ -90,6 +92,8 @@ def controller(
         )
         env = dict(os.environ)
         env.pop("SPUR_CONF", None)
+        if source is not None:
+            env["PYTHONPATH"] = str(source.resolve())
         argv = [str(BIN / "spurctld"), "-f", str(conf), "--listen", f"127.0.0.1:{port}"]
         proc = Proc(argv, base / "spurctld.log", env).start()
 

@@ -1,7 +1,7 @@
 """Does a watched dashboard slow submission down? Submit p99 at 500 jobs/s with and without live pages.
 
     python -m bench.ui_stream [--rate 500] [--duration 20] [--viewers 4] [--rounds 2] [--csv FILE]
-                              [--pages /ui/,/ui/jobs,...] [--profile]
+                              [--pages /ui/,/ui/jobs,...] [--profile] [--baseline DIR]
 
 Each run starts a fresh spurctld (no agents: every job stays queued, so every submission changes what
 the pages show), then drives ``bench.submitter`` at ``--rate`` SubmitJob/s for ``--duration`` s and
@@ -10,7 +10,8 @@ signed-in dashboard sessions hold the live stream (``/ui/events``) of the Overvi
 Cluster pages open the whole time and count the ``live`` updates they receive. Plain and watched runs
 alternate (``--rounds`` of each) so that drift of the machine falls on both alike. The target
 (issue 27): the watched p99 within 10% of the plain one. Prints one row per run, the medians, their
-ratio, and writes the rows as CSV.
+ratio, and writes the rows as CSV. ``--baseline DIR`` (a checkout of another commit) runs its
+spurctld in the same rounds, plain and watched, and prints its ratio beside this tree's.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 @dataclass
 class Run:
+    tree: str  # "this tree" | "baseline"
     kind: str  # "plain" | "watched"
     p50_ms: float
     p99_ms: float
@@ -75,9 +77,15 @@ class Viewer(threading.Thread):
 
 
 def one_run(
-    kind: str, rate: int, duration: float, viewers: int, pages: list[str], profile: bool = False
+    kind: str,
+    rate: int,
+    duration: float,
+    viewers: int,
+    pages: list[str],
+    profile: bool = False,
+    source: Path | None = None,
 ) -> Run:
-    with controller() as ctl:  # 100,000 jobs may queue (max_job_count): 200 s at 500/s
+    with controller(source=source) as ctl:  # 100,000 jobs may queue (max_job_count): 200 s at 500/s
         base = f"http://{ctl.rest_address}"
         wait_for(lambda: httpx.get(f"{base}/ui/login", timeout=2).status_code == 200, what="the dashboard")
         watching = [Viewer(base, pages[i % len(pages)]) for i in range(viewers if kind == "watched" else 0)]
@@ -105,7 +113,7 @@ def one_run(
         errors = [v.error for v in watching if v.error]
         if errors:
             raise RuntimeError("; ".join(errors))
-        return Run(kind, stats["submit_p50_ms"], stats["submit_p99_ms"], stats["submitted"], cpu,
+        return Run("baseline" if source else "this tree", kind, stats["submit_p50_ms"], stats["submit_p99_ms"], stats["submitted"], cpu,
                    sum(v.events for v in watching))  # fmt: skip
 
 
@@ -118,29 +126,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=Path, default=RESULTS / "ui_stream.csv")
     parser.add_argument("--profile", action="store_true", help="sample spurctld with py-spy in the watched runs")
     parser.add_argument("--pages", default=",".join(PAGES), help="the pages the viewers watch, in turn")
+    parser.add_argument("--baseline", type=Path, help="another checkout, measured in the same rounds")
     args = parser.parse_args(argv)
+    trees: list[Path | None] = [None, args.baseline] if args.baseline else [None]
     runs: list[Run] = []
     for _ in range(args.rounds):
-        for kind in ("plain", "watched"):
-            pages = args.pages.split(",")
-            runs.append(one_run(kind, args.rate, args.duration, args.viewers, pages, args.profile and kind == "watched"))
-            r = runs[-1]
-            print(f"{r.kind:8} p50 {r.p50_ms:7.1f} ms  p99 {r.p99_ms:7.1f} ms  {r.live_events} live events", flush=True)
+        for source in trees:
+            for kind in ("plain", "watched"):
+                pages = args.pages.split(",")
+                profile = args.profile and kind == "watched" and source is None
+                runs.append(one_run(kind, args.rate, args.duration, args.viewers, pages, profile, source))
+                r = runs[-1]
+                print(f"{r.tree:9} {r.kind:8} p50 {r.p50_ms:7.1f} ms  p99 {r.p99_ms:7.1f} ms  "
+                      f"{r.live_events} live events", flush=True)  # fmt: skip
     print_table(
-        ["run", "submitted", "p50 ms", "p99 ms", "spurctld CPU s", "live events"],
-        [[r.kind, r.submitted, f"{r.p50_ms:.1f}", f"{r.p99_ms:.1f}", f"{r.controller_cpu_s:.1f}", r.live_events]
-         for r in runs],  # fmt: skip
+        ["tree", "run", "submitted", "p50 ms", "p99 ms", "spurctld CPU s", "live events"],
+        [[r.tree, r.kind, r.submitted, f"{r.p50_ms:.1f}", f"{r.p99_ms:.1f}", f"{r.controller_cpu_s:.1f}",
+          r.live_events] for r in runs],  # fmt: skip
         title=f"SubmitJob at {args.rate}/s for {args.duration:g} s, {args.viewers} live pages in the watched runs",
     )
-    plain = statistics.median(r.p99_ms for r in runs if r.kind == "plain")
-    watched = statistics.median(r.p99_ms for r in runs if r.kind == "watched")
-    print(f"median p99: plain {plain:.1f} ms, watched {watched:.1f} ms, ratio {watched / plain:.3f} (target <= 1.10)")
+    for tree in dict.fromkeys(r.tree for r in runs):
+        plain = statistics.median(r.p99_ms for r in runs if r.kind == "plain" and r.tree == tree)
+        watched = statistics.median(r.p99_ms for r in runs if r.kind == "watched" and r.tree == tree)
+        print(f"{tree}: median p99 plain {plain:.1f} ms, watched {watched:.1f} ms, ratio {watched / plain:.3f} "
+              "(target <= 1.10)")  # fmt: skip
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     with args.csv.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["run", "submitted", "p50_ms", "p99_ms", "controller_cpu_s", "live_events"])
+        w.writerow(["tree", "run", "submitted", "p50_ms", "p99_ms", "controller_cpu_s", "live_events"])
         for r in runs:
-            w.writerow([r.kind, r.submitted, f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.controller_cpu_s:.2f}",
+            w.writerow([r.tree, r.kind, r.submitted, f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", f"{r.controller_cpu_s:.2f}",
                         r.live_events])  # fmt: skip
     print(f"wrote {args.csv}")
     return 0

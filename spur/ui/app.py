@@ -23,9 +23,9 @@ Contracts:
   REST port's rule, :mod:`spur.rest.preauth`): a body over :data:`MAX_FORM_BYTES` is answered 413, and
   one without a live session cookie 401, except the sign-in form's.
 - ``/ui/events?page=<page path>``: one server-sent-event stream per open page. The page's live part
-  is rendered again after each change of the controller's state (at most once a second, and every
-  :data:`REFRESH_SECS` for the charts' clock) and sent as an ``live`` event when it differs from the last
-  one sent. On a job page the owner (or an administrator) also gets the job's output as ``output``
+  is rendered again after each change of the controller's state (paced by its cost, at most once a
+  second, and every 15 s without a change for the charts' clock: :mod:`spur.ui.live`) and sent as a
+  ``live`` event when it differs from the last one sent. On a job page the owner (or an administrator) also gets the job's output as ``output``
   events (the REST output WebSocket's messages) and an ``end`` event.
 """
 
@@ -51,6 +51,7 @@ from spur.rest.auth import metadata_from_headers, resolve_local_user
 from spur.rest.errors import RestError, from_rpc_error
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError
+from spur.ui import live
 from spur.ui import samples as smp
 from spur.ui.context import ViewContext
 from spur.ui.queue import FilterError, QueueJob
@@ -72,10 +73,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("spur.ui")
 
 MAX_FORM_BYTES = 64 * 1024
-REFRESH_SECS = 15.0
 # Records built, or template pieces rendered, between two checkpoints of a live page's refresh.
 _SLICE = 500
-MIN_RENDER_GAP_SECS = 1.0
 SOURCE = "spur_ui"
 _OPEN_PATHS = ("/ui/login", "/ui/login/link", "/ui/static/")
 _NODE_ACTIONS = {"drain": "DRAIN", "resume": "RESUME"}
@@ -516,27 +515,17 @@ class Dashboard:
         return response
 
     async def _live_loop(self, page: Page, session: Session, args: dict[str, str], send: Any) -> None:
-        last: str | None = None
+        async def render() -> str:
+            try:
+                return await self.render_live(page, session, await self.load(page, session, args))
+            except RestError as exc:
+                body = {"status": exc.status, "message": _message(exc)}
+                raise live.Refused(sse("refused", json.dumps(body)), final=exc.status == 401) from None
+            except FilterError as exc:
+                raise live.Refused(sse("refused", json.dumps({"status": 400, "message": str(exc)})), final=False) from None
+
         async with send:
-            while True:
-                started = trio.current_time()
-                html: str | None
-                try:
-                    html = await self.render_live(page, session, await self.load(page, session, args))
-                except (RestError, FilterError) as exc:
-                    status = exc.status if isinstance(exc, RestError) else 400
-                    await send.send(sse("refused", json.dumps({"status": status, "message": _message(exc) if isinstance(exc, RestError) else str(exc)})))
-                    if status == 401:
-                        return
-                    html = last
-                if html != last:
-                    await send.send(sse("live", html or ""))
-                    last = html
-                else:
-                    await send.send(": idle\n\n")  # a dead connection is noticed here
-                with trio.move_on_after(REFRESH_SECS):
-                    await self.ctl.wait_change()
-                await trio.sleep(max(0.0, started + MIN_RENDER_GAP_SECS - trio.current_time()))
+            await live.refresh_loop(render, self.ctl.wait_change, send, lambda html: sse("live", html))
 
     async def _output_loop(self, job_id: int, session: Session, peer: str, send: Any) -> None:
         """The job's output, for its owner or an administrator (the output WebSocket's check)."""
