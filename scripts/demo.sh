@@ -22,7 +22,7 @@ until scontrol ping >/dev/null 2>&1; do
 done
 say "controller up; starting spurd (log: $work/spurd.log)"
 spurd -D --controller http://localhost:6817 --state-dir "$work/agent" >"$work/spurd.log" 2>&1 & agent_pid=$!
-until [ -n "$(sinfo -h -t idle,mix,alloc 2>/dev/null)" ]; do
+until [ -n "$(sinfo -h -N -t idle,mix,alloc 2>/dev/null)" ]; do  # -N: nodes only (a partition with none still prints a line)
   kill -0 "$agent_pid" 2>/dev/null || { cat "$work/spurd.log"; exit 1; }
   sleep 0.2
 done
