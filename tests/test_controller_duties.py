@@ -88,3 +88,88 @@ async def test_silent_node_goes_down_after_timeout_and_fails_its_jobs(tmp_path, 
         await trio.sleep(600)
         assert ctl.state.node_state("chatty") == "idle"
         nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------------ scheduler pacing
+
+
+def test_pass_gap_paces_only_under_load() -> None:
+    from spur.controller.duties import BUSY_SHARE, pass_gap
+
+    common = {"min_interval": 0.05, "interval": 1.0}
+    # idle: a cheap pass on a quiet controller is followed by twice its CPU time only
+    assert pass_gap(pass_cpu=0.002, cycle_cpu=0.005, cycle_wall=0.1, **common) == pytest.approx(0.004)
+    # under load: the controller was busy for at least BUSY_SHARE of the cycle
+    assert pass_gap(pass_cpu=0.002, cycle_cpu=BUSY_SHARE * 0.1, cycle_wall=0.1, **common) == 0.05
+    # a costly pass spaces itself by twice its CPU, loaded or not, never beyond the interval
+    assert pass_gap(pass_cpu=0.04, cycle_cpu=0.04, cycle_wall=1.0, **common) == pytest.approx(0.08)
+    assert pass_gap(pass_cpu=0.9, cycle_cpu=0.9, cycle_wall=1.0, **common) == 1.0
+    # nothing to judge by: paced
+    assert pass_gap(pass_cpu=0.0, cycle_cpu=0.0, cycle_wall=0.0, **common) == 0.05
+    # min_interval 0: never paced beyond the pass's own cost
+    assert pass_gap(pass_cpu=0.001, cycle_cpu=1.0, cycle_wall=1.0, min_interval=0.0, interval=1.0) == 0.002
+
+
+class _PacedLoop(SchedulerLoop):
+    """A scheduler loop whose passes only record when they start; each takes 2 ms, 0.5 ms of it CPU
+    (in ``cpu``, for a CPU clock that reads it)."""
+
+    def __init__(self, host, cpu_clock, cpu: list[float]) -> None:  # noqa: ANN001 (a fake host)
+        super().__init__(host, cpu_clock=cpu_clock)
+        self.starts: list[float] = []
+        self.cpu = cpu
+
+    async def cycle(self) -> int:
+        self.starts.append(trio.current_time())
+        self.cpu[0] += 0.0005
+        await trio.sleep(0.002)
+        return 0
+
+
+def _fake_host(min_interval: float = 0.05):  # noqa: ANN202
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        cfg=SimpleNamespace(scheduler=SimpleNamespace(interval_secs=10.0, min_interval_secs=min_interval)),
+        state=SimpleNamespace(applied_index=0),
+        scheduler_kick=trio.Event(),
+        metrics=None,
+    )
+
+
+async def _kick_every(host, period: float, count: int) -> None:  # noqa: ANN001
+    for _ in range(count):
+        host.state.applied_index += 1
+        host.scheduler_kick.set()
+        await trio.sleep(period)
+
+
+async def test_an_idle_controller_serves_each_kick_at_once(autojump_clock) -> None:
+    host = _fake_host()
+    cpu = [0.0]  # the controller spends CPU only on the passes: idle
+    loop = _PacedLoop(host, lambda: cpu[0], cpu)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(loop.run)
+        began = trio.current_time()
+        await _kick_every(host, 0.01, 5)
+        await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    assert [round(t - began, 4) for t in loop.starts] == [0.0, 0.01, 0.02, 0.03, 0.04]
+
+
+async def test_a_loaded_controller_paces_passes_by_min_interval(autojump_clock) -> None:
+    host = _fake_host()
+    cpu = [0.0]
+    # Busy: the controller's CPU clock runs as fast as the wall clock between passes too.
+    loop = _PacedLoop(host, trio.current_time, cpu)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(loop.run)
+        began = trio.current_time()
+        await _kick_every(host, 0.01, 12)
+        await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    starts = [t - began for t in loop.starts]
+    assert starts[0] == 0.0
+    # each pass ends 2 ms after it starts; the next waits min_interval from there, kicks coalesced
+    assert all(b - a >= 0.052 - 1e-9 for a, b in zip(starts, starts[1:], strict=False))
+    assert len(starts) == 4  # 12 kicks over 0.11 s served by 4 passes

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -30,16 +31,50 @@ log = logging.getLogger("spur.controller")
 
 LAUNCH_POLICY = LaunchPolicy()
 
+# The controller is under load when it spent at least this share of a scheduler cycle on CPU.
+BUSY_SHARE = 0.5
+
+
+def pass_gap(
+    *, pass_cpu: float, cycle_cpu: float, cycle_wall: float, min_interval: float, interval: float
+) -> float:
+    """Seconds the scheduler loop waits after a pass before another may start (it then also waits
+    for a kick or ``interval``).
+
+    ``pass_cpu`` is the pass's CPU time; ``cycle_cpu`` the controller's CPU time over the cycle that
+    the pass ends (from the end of the previous pass to the end of this one, the pass included),
+    ``cycle_wall`` that cycle's length. Kicks come with every submission and job end:
+
+    - a pass is always followed by twice its CPU time, so passes never take more than a third of the
+      controller's CPU however often they are asked for;
+    - under load (``cycle_cpu >= BUSY_SHARE * cycle_wall``, or no cycle to judge by) also by
+      ``min_interval``: the kicks of that time are served by one pass, which starts more jobs at once;
+    - otherwise (an idle controller) the next kick is served at once, so a job ending on an idle
+      cluster is followed by the next start without waiting out ``min_interval``.
+
+    Never more than ``interval``.
+    """
+    gap = 2 * pass_cpu
+    if cycle_wall <= 0 or cycle_cpu >= BUSY_SHARE * cycle_wall:
+        gap = max(gap, min_interval)
+    return max(0.0, min(interval, gap))
+
 
 class SchedulerLoop:
-    """Every ``scheduler.interval_secs`` (or sooner when kicked by a submit/exit) plan and start jobs."""
+    """Every ``scheduler.interval_secs`` (or sooner when kicked by a submit/exit) plan and start jobs.
 
-    def __init__(self, ctl: ControllerHost) -> None:
+    Passes are spaced as ``pass_gap`` says. ``cpu_clock`` is the controller's CPU clock (injected for
+    tests; trio's clock gives the wall time).
+    """
+
+    def __init__(self, ctl: ControllerHost, *, cpu_clock: Callable[[], float] = time.process_time) -> None:
         self.ctl = ctl
+        self.cpu_clock = cpu_clock
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         seen_index = -1
+        cycle_began, cycle_cpu_began = trio.current_time(), self.cpu_clock()
         while True:
             interval = self.ctl.cfg.scheduler.interval_secs  # re-read: scontrol reconfigure may change it
             with trio.move_on_after(interval):
@@ -48,7 +83,7 @@ class SchedulerLoop:
             if self.ctl.state.applied_index == seen_index:
                 continue  # nothing changed since the last pass: the plan would be the same
             seen_index = self.ctl.state.applied_index
-            began = time.process_time()
+            began = self.cpu_clock()
             wall = time.perf_counter()
             try:
                 await self.cycle()
@@ -56,11 +91,17 @@ class SchedulerLoop:
                 log.warning("scheduler cycle could not commit: %s", exc)
             if self.ctl.metrics is not None:
                 self.ctl.metrics.observe_scheduler_cycle(time.perf_counter() - wall)
-            # Kicks arrive with every submit and job end; spacing passes (by twice their CPU cost, and by
-            # scheduler.min_interval_secs at least) keeps a busy controller from spending its CPU on
-            # re-planning the same queue, and lets each pass start more jobs at once.
-            gap = max(2 * (time.process_time() - began), self.ctl.cfg.scheduler.min_interval_secs)
-            await trio.sleep(min(interval, gap))
+            ended, cpu_ended = trio.current_time(), self.cpu_clock()
+            gap = pass_gap(
+                pass_cpu=cpu_ended - began,
+                cycle_cpu=cpu_ended - cycle_cpu_began,
+                cycle_wall=ended - cycle_began,
+                min_interval=self.ctl.cfg.scheduler.min_interval_secs,
+                interval=interval,
+            )
+            cycle_began, cycle_cpu_began = ended, cpu_ended
+            if gap > 0:
+                await trio.sleep(gap)
 
     async def cycle(self) -> int:
         """One scheduling pass; returns the number of jobs started."""
