@@ -93,21 +93,21 @@ async def test_silent_node_goes_down_after_timeout_and_fails_its_jobs(tmp_path, 
 # ------------------------------------------------------------------ scheduler pacing
 
 
-def test_pass_gap_paces_only_under_load() -> None:
-    from spur.controller.duties import BUSY_SHARE, pass_gap
+def test_pace_delay_holds_passes_back_only_under_load() -> None:
+    from spur.controller.duties import BUSY_CHANGES, BUSY_SHARE, pace_delay
 
     common = {"min_interval": 0.05, "interval": 1.0}
-    # idle: a cheap pass on a quiet controller is followed by twice its CPU time only
-    assert pass_gap(pass_cpu=0.002, cycle_cpu=0.005, cycle_wall=0.1, **common) == pytest.approx(0.004)
-    # under load: the controller was busy for at least BUSY_SHARE of the cycle
-    assert pass_gap(pass_cpu=0.002, cycle_cpu=BUSY_SHARE * 0.1, cycle_wall=0.1, **common) == 0.05
-    # a costly pass spaces itself by twice its CPU, loaded or not, never beyond the interval
-    assert pass_gap(pass_cpu=0.04, cycle_cpu=0.04, cycle_wall=1.0, **common) == pytest.approx(0.08)
-    assert pass_gap(pass_cpu=0.9, cycle_cpu=0.9, cycle_wall=1.0, **common) == 1.0
-    # nothing to judge by: paced
-    assert pass_gap(pass_cpu=0.0, cycle_cpu=0.0, cycle_wall=0.0, **common) == 0.05
-    # min_interval 0: never paced beyond the pass's own cost
-    assert pass_gap(pass_cpu=0.001, cycle_cpu=1.0, cycle_wall=1.0, min_interval=0.0, interval=1.0) == 0.002
+    # idle: a job ended 10 ms after a pass, nothing else going on: at once
+    assert pace_delay(since_pass=0.01, changes=2, cpu=0.003, wall=0.02, **common) == 0.0
+    # under load by CPU: until min_interval after the last pass
+    assert pace_delay(since_pass=0.01, changes=1, cpu=BUSY_SHARE * 0.02, wall=0.02, **common) == pytest.approx(0.04)
+    # under load by changes, however little CPU the controller got (a starved controller)
+    assert pace_delay(since_pass=0.01, changes=BUSY_CHANGES, cpu=0.0, wall=0.02, **common) == pytest.approx(0.04)
+    # past min_interval nothing is held back, loaded or not
+    assert pace_delay(since_pass=0.05, changes=100, cpu=1.0, wall=1.0, **common) == 0.0
+    # never beyond the interval; min_interval 0 never holds back
+    assert pace_delay(since_pass=0.0, changes=100, cpu=1.0, wall=1.0, min_interval=5.0, interval=1.0) == 1.0
+    assert pace_delay(since_pass=0.0, changes=100, cpu=1.0, wall=1.0, min_interval=0.0, interval=1.0) == 0.0
 
 
 class _PacedLoop(SchedulerLoop):
@@ -137,9 +137,9 @@ def _fake_host(min_interval: float = 0.05):  # noqa: ANN202
     )
 
 
-async def _kick_every(host, period: float, count: int) -> None:  # noqa: ANN001
+async def _kick_every(host, period: float, count: int, entries: int = 1) -> None:  # noqa: ANN001
     for _ in range(count):
-        host.state.applied_index += 1
+        host.state.applied_index += entries
         host.scheduler_kick.set()
         await trio.sleep(period)
 
@@ -173,3 +173,20 @@ async def test_a_loaded_controller_paces_passes_by_min_interval(autojump_clock) 
     # each pass ends 2 ms after it starts; the next waits min_interval from there, kicks coalesced
     assert all(b - a >= 0.052 - 1e-9 for a, b in zip(starts, starts[1:], strict=False))
     assert len(starts) == 4  # 12 kicks over 0.11 s served by 4 passes
+
+
+async def test_a_starved_controller_with_many_changes_is_paced_too(autojump_clock) -> None:
+    from spur.controller.duties import BUSY_CHANGES
+
+    host = _fake_host()
+    cpu = [0.0]  # little CPU for the controller (a crowded machine)...
+    loop = _PacedLoop(host, lambda: cpu[0], cpu)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(loop.run)
+        began = trio.current_time()
+        await _kick_every(host, 0.01, 12, entries=BUSY_CHANGES)  # ...but changes keep coming
+        await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    starts = [t - began for t in loop.starts]
+    assert all(b - a >= 0.052 - 1e-9 for a, b in zip(starts, starts[1:], strict=False))
+    assert len(starts) == 4

@@ -7,6 +7,7 @@ propose commands with the outcome of their side effects; they never change state
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -31,40 +32,39 @@ log = logging.getLogger("spur.controller")
 
 LAUNCH_POLICY = LaunchPolicy()
 
-# The controller is under load when it spent at least this share of a scheduler cycle on CPU.
+# The controller is under load when, since the last pass began, it spent at least this share of the
+# time on CPU, or at least this many log entries were applied after that pass ended.
 BUSY_SHARE = 0.5
+BUSY_CHANGES = 8
 
 
-def pass_gap(
-    *, pass_cpu: float, cycle_cpu: float, cycle_wall: float, min_interval: float, interval: float
+def pace_delay(
+    *, since_pass: float, changes: int, cpu: float, wall: float, min_interval: float, interval: float
 ) -> float:
-    """Seconds the scheduler loop waits after a pass before another may start (it then also waits
-    for a kick or ``interval``).
+    """Seconds to hold back a pass that a kick asks for (kicks come with every submission and job end).
 
-    ``pass_cpu`` is the pass's CPU time; ``cycle_cpu`` the controller's CPU time over the cycle that
-    the pass ends (from the end of the previous pass to the end of this one, the pass included),
-    ``cycle_wall`` that cycle's length. Kicks come with every submission and job end:
-
-    - a pass is always followed by twice its CPU time, so passes never take more than a third of the
-      controller's CPU however often they are asked for;
-    - under load (``cycle_cpu >= BUSY_SHARE * cycle_wall``, or no cycle to judge by) also by
-      ``min_interval``: the kicks of that time are served by one pass, which starts more jobs at once;
-    - otherwise (an idle controller) the next kick is served at once, so a job ending on an idle
-      cluster is followed by the next start without waiting out ``min_interval``.
-
-    Never more than ``interval``.
+    ``since_pass``: seconds since the last pass ended; ``changes``: log entries applied since then
+    (the pass's own excluded); ``cpu``/``wall``: the controller's CPU time and the wall time since
+    that pass began. Under load (``changes >= BUSY_CHANGES`` or ``cpu >= BUSY_SHARE * wall``) the
+    pass waits until ``min_interval`` after the last one ended, so the kicks of that time are served
+    by one pass, which starts more jobs at once (Slurm's sched_min_interval). Otherwise (an idle
+    controller: a job ended, nothing else is going on) it starts at once, so the freed CPUs do not
+    wait out ``min_interval``. The changes count matters on a machine so busy that the controller
+    gets little CPU: it then looks idle by its CPU time alone. Never more than ``interval``.
     """
-    gap = 2 * pass_cpu
-    if cycle_wall <= 0 or cycle_cpu >= BUSY_SHARE * cycle_wall:
-        gap = max(gap, min_interval)
-    return max(0.0, min(interval, gap))
+    if since_pass >= min_interval:
+        return 0.0
+    busy = changes >= BUSY_CHANGES or (wall > 0 and cpu >= BUSY_SHARE * wall)
+    return max(0.0, min(interval, min_interval - since_pass)) if busy else 0.0
 
 
 class SchedulerLoop:
     """Every ``scheduler.interval_secs`` (or sooner when kicked by a submit/exit) plan and start jobs.
 
-    Passes are spaced as ``pass_gap`` says. ``cpu_clock`` is the controller's CPU clock (injected for
-    tests; trio's clock gives the wall time).
+    A pass is always followed by twice its CPU time (passes never take more than a third of the
+    controller's CPU however often they are asked for), and a kicked pass is held back as
+    ``pace_delay`` says. ``cpu_clock`` is the controller's CPU clock (injected for tests; trio's
+    clock gives the wall time).
     """
 
     def __init__(self, ctl: ControllerHost, *, cpu_clock: Callable[[], float] = time.process_time) -> None:
@@ -74,7 +74,9 @@ class SchedulerLoop:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         seen_index = -1
-        cycle_began, cycle_cpu_began = trio.current_time(), self.cpu_clock()
+        last_end = -math.inf  # when the last pass ended (trio's clock)
+        began_wall, began_cpu = trio.current_time(), self.cpu_clock()  # when the last pass began
+        index_after = self.ctl.state.applied_index  # the applied index when the last pass ended
         while True:
             interval = self.ctl.cfg.scheduler.interval_secs  # re-read: scontrol reconfigure may change it
             with trio.move_on_after(interval):
@@ -82,8 +84,20 @@ class SchedulerLoop:
             self.ctl.scheduler_kick = trio.Event()
             if self.ctl.state.applied_index == seen_index:
                 continue  # nothing changed since the last pass: the plan would be the same
+            now = trio.current_time()
+            hold = pace_delay(
+                since_pass=now - last_end,
+                changes=self.ctl.state.applied_index - index_after,
+                cpu=self.cpu_clock() - began_cpu,
+                wall=now - began_wall,
+                min_interval=self.ctl.cfg.scheduler.min_interval_secs,
+                interval=interval,
+            )
+            if hold > 0:
+                await trio.sleep(hold)
+                self.ctl.scheduler_kick = trio.Event()  # what kicked meanwhile, this pass sees
             seen_index = self.ctl.state.applied_index
-            began = self.cpu_clock()
+            began_wall, began_cpu = trio.current_time(), self.cpu_clock()
             wall = time.perf_counter()
             try:
                 await self.cycle()
@@ -91,17 +105,10 @@ class SchedulerLoop:
                 log.warning("scheduler cycle could not commit: %s", exc)
             if self.ctl.metrics is not None:
                 self.ctl.metrics.observe_scheduler_cycle(time.perf_counter() - wall)
-            ended, cpu_ended = trio.current_time(), self.cpu_clock()
-            gap = pass_gap(
-                pass_cpu=cpu_ended - began,
-                cycle_cpu=cpu_ended - cycle_cpu_began,
-                cycle_wall=ended - cycle_began,
-                min_interval=self.ctl.cfg.scheduler.min_interval_secs,
-                interval=interval,
-            )
-            cycle_began, cycle_cpu_began = ended, cpu_ended
-            if gap > 0:
-                await trio.sleep(gap)
+            last_end, index_after = trio.current_time(), self.ctl.state.applied_index
+            spacing = min(interval, 2 * (self.cpu_clock() - began_cpu))
+            if spacing > 0:
+                await trio.sleep(spacing)
 
     async def cycle(self) -> int:
         """One scheduling pass; returns the number of jobs started."""
