@@ -92,19 +92,6 @@ def _layout_cache(layout: NodeLayout, name: str) -> dict:
     return found
 
 
-class _Defaults(dict):
-    """A dict answering ``default`` for a missing key (without storing it)."""
-
-    __slots__ = ("_default",)
-
-    def __init__(self, values: dict, default: Any) -> None:
-        super().__init__(values)
-        self._default = default
-
-    def __missing__(self, key: Any) -> Any:
-        return self._default
-
-
 class _Lazy(dict):
     """Per-node values built on first use (``self[i]``), by ``build(i)``.
 
@@ -187,51 +174,46 @@ class BackfillPlanner:
         return ((1 << count) - 1) | mask_of(v.gpus_free)
 
     def _running_on(self) -> Mapping[int, tuple[list[tuple[float, int, int, int]], int, bool]]:
-        """Per node index: the releases of the running jobs there, how many allocations they hold
-        there, and whether an exclusive one holds the whole node. From ``node_running`` one node at a
-        time, when first asked; otherwise from every running job, up front."""
-        now = self.now
-
-        def add(
-            i: int,
-            run: RunningView,
-            alloc: NodeAllocation,
-            entry: tuple[list[tuple[float, int, int, int]], int, bool],
-        ) -> tuple[list[tuple[float, int, int, int]], int, bool]:
-            releases, listed, whole = entry
-            when = run.end_time if run.end_time > now else now + OVERRUN_GRACE_SECS
-            if run.exclusive:
-                # An exclusive job holds the whole node whatever its allocation lists.
-                v = self.views[i]
-                whole = True
-                release = (when, v.cpus_total, v.mem_total_mb, self.total_mask[i])
-            else:
-                release = (when, alloc.cpus, alloc.mem_mb, mask_of(alloc.gpus))
-            if when != math.inf:
-                releases.append(release)
-            return releases, listed + 1, whole
-
+        """Per node index, when first asked: the releases of the running jobs there, how many
+        allocations they hold there, and whether an exclusive one holds the whole node. From
+        ``node_running``, or from the running jobs grouped by node here (one walk over them)."""
         by_node = self.snap.node_running
-        if by_node is not None:
+        if by_node is None:
+            grouped: dict[str, list[RunningView]] = {}
+            for run in self.snap.running:
+                for alloc in run.allocation:
+                    on_node = grouped.setdefault(alloc.node, [])
+                    if not on_node or on_node[-1] is not run:
+                        on_node.append(run)
+            by_node = grouped
+        now = self.now
+        views = self.views
+        total_mask = self.total_mask
+        empty: tuple[RunningView, ...] = ()
 
-            def gather(i: int) -> tuple[list[tuple[float, int, int, int]], int, bool]:
-                name = self.views[i].name
-                entry: tuple[list[tuple[float, int, int, int]], int, bool] = ([], 0, False)
-                for run in by_node.get(name, ()):
-                    for alloc in run.allocation:
-                        if alloc.node == name:
-                            entry = add(i, run, alloc, entry)
-                return entry
+        def gather(i: int) -> tuple[list[tuple[float, int, int, int]], int, bool]:
+            name = views[i].name
+            releases: list[tuple[float, int, int, int]] = []
+            listed = 0
+            whole = False
+            for run in by_node.get(name, empty):
+                when = run.end_time if run.end_time > now else now + OVERRUN_GRACE_SECS
+                for alloc in run.allocation:
+                    if alloc.node != name:
+                        continue
+                    listed += 1
+                    if run.exclusive:
+                        # An exclusive job holds the whole node whatever its allocation lists.
+                        whole = True
+                        v = views[i]
+                        release = (when, v.cpus_total, v.mem_total_mb, total_mask[i])
+                    else:
+                        release = (when, alloc.cpus, alloc.mem_mb, mask_of(alloc.gpus) if alloc.gpus else 0)
+                    if when != math.inf:
+                        releases.append(release)
+            return releases, listed, whole
 
-            return _Lazy(gather)
-        found: dict[int, tuple[list[tuple[float, int, int, int]], int, bool]] = {}
-        for run in self.snap.running:
-            for alloc in run.allocation:
-                i = self.index.get(alloc.node)
-                if i is not None:
-                    found[i] = add(i, run, alloc, found.get(i) or ([], 0, False))
-        none: tuple[list[tuple[float, int, int, int]], int, bool] = ([], 0, False)
-        return _Defaults(found, none)
+        return _Lazy(gather)
 
     def _build_profiles(self) -> Mapping[int, NodeProfile]:
         """Each node's profile, built when first looked at (see ``_running_on``)."""
@@ -252,7 +234,7 @@ class BackfillPlanner:
                     max(v.running_jobs, listed),
                 )
             totals = (v.cpus_total, v.mem_total_mb, self.total_mask[i])
-            return NodeProfile.build(now, free, totals, list(releases))
+            return NodeProfile.build(now, free, totals, releases)  # this pass's own list
 
         return _Lazy(build)
 
