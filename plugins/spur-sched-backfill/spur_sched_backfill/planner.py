@@ -83,11 +83,17 @@ class BackfillOptions:
         return cls(**values)
 
 
+# Entries kept per dict in a layout's cache; past it the dict starts over (a layout can live for days
+# while jobs of ever new classes, such as distinct node lists, come and go).
+MAX_LAYOUT_CACHE = 4096
+
+
 def _layout_cache(layout: NodeLayout, name: str) -> dict:
-    """This planner's dict ``name`` in ``layout.cache`` (created empty the first time)."""
+    """This planner's dict ``name`` in ``layout.cache`` (created empty the first time, emptied when
+    it holds more than ``MAX_LAYOUT_CACHE`` entries)."""
     key = ("spur_sched_backfill", name)
     found = layout.cache.get(key)
-    if not isinstance(found, dict):
+    if not isinstance(found, dict) or len(found) > MAX_LAYOUT_CACHE:
         found = layout.cache[key] = {}
     return found
 
