@@ -99,7 +99,7 @@ def analyse(tasks: list, spans: dict[int, dict[str, float]], cpus: int) -> tuple
     parts: dict[str, list[float]] = {label: [] for label, _a, _b in PARTS}
     rows: list[list[object]] = []
 
-    def when(which: str, job: object, key: str) -> float | None:
+    def when(job: object, key: str) -> float | None:
         if key in ("start", "end"):
             return float(getattr(job, f"{key}_time"))
         return spans.get(job.job_id, {}).get(key)  # type: ignore[attr-defined]
@@ -114,8 +114,8 @@ def analyse(tasks: list, spans: dict[int, dict[str, float]], cpus: int) -> tuple
             gaps_start.append(gap_s)
         row: list[object] = [prev.job_id, nxt.job_id, round(gap_a * 1000, 2), None if gap_s is None else round(gap_s * 1000, 2)]
         for label, (wa, ka), (wb, kb) in PARTS:
-            a = when(wa, prev if wa == "prev" else nxt, ka)
-            b = when(wb, prev if wb == "prev" else nxt, kb)
+            a = when(prev if wa == "prev" else nxt, ka)
+            b = when(prev if wb == "prev" else nxt, kb)
             value = None if a is None or b is None else b - a
             if value is not None:
                 parts[label].append(value)
