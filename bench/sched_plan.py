@@ -2,6 +2,7 @@
 
     python -m bench.sched_plan [--full] [--sizes 1000x100,10000x1000] [--repeat 3] [--no-state]
     python -m bench.sched_plan --curve [--nodes 10000] [--pending 1000,3000,10000,30000,100000]
+    python -m bench.sched_plan --idle [--idle-nodes 1000,5000,10000] [--repeat 3] [--baseline DIR]
 
 For each ``JOBSxNODES`` size, a synthetic busy cluster (about 90% of CPUs used by running jobs; a fifth
 of the nodes have 8 GPUs) and a pending queue of mixed jobs: 1-16 nodes, 1-64 CPUs, time limits from
@@ -20,6 +21,12 @@ half of them in array-like groups (consecutive ids, same shape, priority and sub
   to refresh). CPU seconds of this process (the 2-core machine is shared; wall time varies more).
 - ``--curve``: the pass at ``--nodes`` nodes for a growing pending queue (one state, pending jobs
   added between points); writes ``bench/results/plan_vs_pending.{csv,png}``.
+- ``--idle``: the fixed cost of a pass, an "idle pass": the controller's pass repeated over a state
+  where nothing changed in between (ten one-CPU jobs pending, which the pass would start; nothing is
+  committed), on an idle cluster (no job running) and on the busy one above, for each of
+  ``--idle-nodes``. Median CPU ms of 21 passes per process, median of ``--repeat`` processes. With
+  ``--baseline DIR`` (another checkout) its code is measured too, in processes taking turns with
+  this tree's (``PYTHONPATH``; the same interpreter), so both see the same machine load.
 
 Default sizes fit in a few minutes on 2 cores; ``--full`` runs the whole matrix 1k/10k/100k jobs x
 100/1k/10k nodes. Figures are medians over ``--repeat`` runs; nothing here asserts.
@@ -294,6 +301,82 @@ def curve(nodes: int, sizes: list[int], repeat: int, seed: int) -> None:
     print("wrote " + ", ".join(paths))
 
 
+IDLE_PASSES = 21
+
+
+def idle_state(nodes: int, busy: bool, seed: int = 1):
+    """A state for idle passes: ``nodes`` nodes (busy: ~90% of CPUs held) and ten one-CPU jobs pending."""
+    from spur.state import commands as c
+
+    rng = random.Random(seed)
+    if busy:
+        state = cluster_state(0, nodes, seed)
+    else:
+        state = cluster_state(0, 0, seed)
+        for k in range(nodes):
+            node = Node(f"n{k + 1:05d}", "127.0.0.1", 6818, CPUS, MEM, [])
+            state.apply_command(c.RegisterNode(node, NOW))
+    for _ in range(10):
+        spec = JobSpec(name="p", script="#!/bin/sh\n", work_dir="/tmp", cpus_per_task=rng.choice([1, 2]))
+        state.apply_command(c.SubmitJob(spec, "u", 1000, 1000, "g", NOW))
+    return state
+
+
+def idle_worker(sizes: list[int]) -> None:
+    """Print one JSON line per (cluster, nodes): median CPU ms per phase of ``IDLE_PASSES`` idle passes."""
+    import json
+
+    for busy in (False, True):
+        for nodes in sizes:
+            state = idle_state(nodes, busy)
+            controller_pass(state, NOW, 1000)  # the first pass builds every view
+            runs = [controller_pass(state, NOW, 1000)[0] for _ in range(IDLE_PASSES)]
+            times = {k: median([r[k] for r in runs]) * 1000 for k in runs[0]}
+            print(json.dumps({"busy": busy, "nodes": nodes, **times}), flush=True)
+
+
+def idle(sizes: list[int], repeat: int, baseline: str | None) -> None:
+    """Run ``idle_worker`` processes for this tree (and ``baseline``), taking turns; print the table."""
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent.parent
+    trees = {"this tree": here}
+    if baseline:
+        trees = {"baseline": Path(baseline).resolve(), "this tree": here}
+    found: dict[tuple[str, bool, int], list[dict[str, float]]] = {}
+    for r in range(repeat):
+        for name, tree in trees.items():
+            path = os.pathsep.join([str(tree), str(tree / "plugins" / "spur-sched-backfill")])
+            env = {**os.environ, "PYTHONPATH": path}
+            argv = [sys.executable, str(Path(__file__).resolve()), "--idle-worker", "--idle-nodes", ",".join(map(str, sizes))]
+            out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+            for line in out.splitlines():
+                row = json.loads(line)
+                found.setdefault((name, row["busy"], row["nodes"]), []).append(row)
+            print(f"  round {r + 1}/{repeat}: {name} done", file=sys.stderr, flush=True)
+    rows = []
+    for busy in (False, True):
+        for nodes in sizes:
+            row: list[object] = ["busy (~90% CPUs held)" if busy else "idle (no job running)", nodes]
+            for name in trees:
+                runs = found[(name, busy, nodes)]
+                row += [f"{median([x[k] for x in runs]):.2f}" for k in ("pass", "eligible", "snapshot", "plan")]
+            rows.append(row)
+    headers = ["cluster", "nodes"]
+    for name in trees:
+        headers += [f"{name}: pass ms", "eligible", "snapshot", "plan"]
+    load = os.getloadavg()
+    print_table(
+        headers,
+        rows,
+        title=f"idle pass (nothing changed since the last pass; 10 jobs pending), CPU ms, median of {IDLE_PASSES} "
+        f"passes x {repeat} processes; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+    )
+
+
 def _time(fn, repeat: int) -> tuple[float, object]:
     times, result = [], None
     for _ in range(repeat):
@@ -314,7 +397,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--curve", action="store_true", help="pass time vs pending jobs (CSV + PNG)")
     ap.add_argument("--nodes", type=int, default=10_000, help="nodes for --curve")
     ap.add_argument("--pending", default="1000,3000,10000,30000,100000", help="queue sizes for --curve")
+    ap.add_argument("--idle", action="store_true", help="the fixed cost of a pass when nothing changed")
+    ap.add_argument("--idle-nodes", default="1000,5000,10000", help="cluster sizes for --idle")
+    ap.add_argument("--baseline", help="another checkout measured beside this one (--idle)")
+    ap.add_argument("--idle-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.idle_worker:
+        idle_worker([int(x) for x in args.idle_nodes.split(",")])
+        return None
+    if args.idle:
+        idle([int(x) for x in args.idle_nodes.split(",")], args.repeat, args.baseline)
+        return None
     if args.curve:
         curve(args.nodes, [int(x) for x in args.pending.split(",")], args.repeat, args.seed)
         return None

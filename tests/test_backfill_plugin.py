@@ -454,3 +454,61 @@ def test_place_now_hook_places_a_new_job_as_a_pass_would_or_says_none() -> None:
     # Resources a running job holds until later are not free now, whatever its end time.
     busy = snap([node("n1", cpus=2, cpus_free=0)], [], [running(1, NOW + 10, NodeAllocation("n1", 2, 0))])
     assert pm.hook.spur_place_now(snapshot=busy, job=job(11, time_limit_secs=5), options={}) is None
+
+
+# ----- the layout a snapshot may carry -------------------------------------------------------------
+
+
+def _with_layout(snapshot: SchedSnapshot, layout=None) -> SchedSnapshot:  # noqa: ANN001
+    """``snapshot`` as the controller hands it over: nodes in natural order, its layout and its
+    running jobs by node."""
+    from dataclasses import replace
+
+    from spur.core.scheduling import NodeLayout, natural_key
+
+    nodes = tuple(sorted(snapshot.nodes, key=lambda v: natural_key(v.name)))
+    by_node: dict[str, list[RunningView]] = {}
+    for run in snapshot.running:
+        for name in dict.fromkeys(a.node for a in run.allocation):
+            by_node.setdefault(name, []).append(run)
+    return replace(
+        snapshot,
+        nodes=nodes,
+        layout=layout or NodeLayout.build(nodes, snapshot.partitions),
+        node_running={n: tuple(r) for n, r in by_node.items()},
+    )
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_a_snapshot_with_layout_and_running_by_node_plans_the_same(seed):
+    snapshot = _random_snapshot(random.Random(seed))
+    given = _with_layout(snapshot)
+    expected = plan(snapshot)
+    first = plan(given)
+    again = plan(given)  # the second pass over the same layout plans from what the first cached
+    for result in (first, again):
+        assert result.assignments == expected.assignments and result.reasons == expected.reasons
+
+
+def test_a_kept_layout_serves_later_passes_with_other_free_resources():
+    """The layout outlives a pass: derivations cached by one pass stay right for the next, where
+    only free resources differ."""
+    busy = snap([node("n1", cpus=4), node("n2", cpus=4, features=("ib",))], [job(1, features=("ib",))])
+    given = _with_layout(busy)
+    assert nodes_of(plan(given), 1) == ["n2"]
+    assert given.layout is not None and given.layout.cache  # the pass kept what it derived
+    full = [node("n1", cpus=4), node("n2", cpus=4, cpus_free=0, features=("ib",))]
+    later = _with_layout(snap(full, [job(2, features=("ib",))]), given.layout)
+    result = plan(later)
+    assert result.assignments == [] and result.reasons[2] == "Resources"
+
+
+def test_the_layout_cache_starts_over_past_its_bound():
+    from spur_sched_backfill import planner as backfill
+
+    given = _with_layout(snap([node("n1")], [job(1)]))
+    layout = given.layout
+    assert layout is not None
+    layout.cache[("spur_sched_backfill", "static_reasons")] = {k: "" for k in range(backfill.MAX_LAYOUT_CACHE + 1)}
+    plan(given)
+    assert len(layout.cache[("spur_sched_backfill", "static_reasons")]) == 1  # type: ignore[arg-type]

@@ -88,3 +88,105 @@ async def test_silent_node_goes_down_after_timeout_and_fails_its_jobs(tmp_path, 
         await trio.sleep(600)
         assert ctl.state.node_state("chatty") == "idle"
         nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------------ scheduler pacing
+
+
+def test_pace_delay_holds_passes_back_only_under_load() -> None:
+    from spur.controller.duties import BUSY_CHANGES, BUSY_SHARE, pace_delay
+
+    common = {"min_interval": 0.05, "interval": 1.0}
+    # idle: a job ended 10 ms after a pass, nothing else going on: at once
+    assert pace_delay(since_pass=0.01, changes=2, cpu=0.003, wall=0.02, **common) == 0.0
+    # under load by CPU: until min_interval after the last pass
+    assert pace_delay(since_pass=0.01, changes=1, cpu=BUSY_SHARE * 0.02, wall=0.02, **common) == pytest.approx(0.04)
+    # under load by changes, however little CPU the controller got (a starved controller)
+    assert pace_delay(since_pass=0.01, changes=BUSY_CHANGES, cpu=0.0, wall=0.02, **common) == pytest.approx(0.04)
+    # past min_interval nothing is held back, loaded or not
+    assert pace_delay(since_pass=0.05, changes=100, cpu=1.0, wall=1.0, **common) == 0.0
+    # never beyond the interval; min_interval 0 never holds back
+    assert pace_delay(since_pass=0.0, changes=100, cpu=1.0, wall=1.0, min_interval=5.0, interval=1.0) == 1.0
+    assert pace_delay(since_pass=0.0, changes=100, cpu=1.0, wall=1.0, min_interval=0.0, interval=1.0) == 0.0
+
+
+class _PacedLoop(SchedulerLoop):
+    """A scheduler loop whose passes only record when they start; each takes 2 ms, 0.5 ms of it CPU
+    (in ``cpu``, for a CPU clock that reads it)."""
+
+    def __init__(self, host, cpu_clock, cpu: list[float]) -> None:  # noqa: ANN001 (a fake host)
+        super().__init__(host, cpu_clock=cpu_clock)
+        self.starts: list[float] = []
+        self.cpu = cpu
+
+    async def cycle(self) -> int:
+        self.starts.append(trio.current_time())
+        self.cpu[0] += 0.0005
+        await trio.sleep(0.002)
+        return 0
+
+
+def _fake_host(min_interval: float = 0.05):  # noqa: ANN202
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        cfg=SimpleNamespace(scheduler=SimpleNamespace(interval_secs=10.0, min_interval_secs=min_interval)),
+        state=SimpleNamespace(applied_index=0),
+        scheduler_kick=trio.Event(),
+        metrics=None,
+    )
+
+
+async def _kick_every(host, period: float, count: int, entries: int = 1) -> None:  # noqa: ANN001
+    for _ in range(count):
+        host.state.applied_index += entries
+        host.scheduler_kick.set()
+        await trio.sleep(period)
+
+
+async def test_an_idle_controller_serves_each_kick_at_once(autojump_clock) -> None:
+    host = _fake_host()
+    cpu = [0.0]  # the controller spends CPU only on the passes: idle
+    loop = _PacedLoop(host, lambda: cpu[0], cpu)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(loop.run)
+        began = trio.current_time()
+        await _kick_every(host, 0.01, 5)
+        await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    assert [round(t - began, 4) for t in loop.starts] == [0.0, 0.01, 0.02, 0.03, 0.04]
+
+
+async def test_a_loaded_controller_paces_passes_by_min_interval(autojump_clock) -> None:
+    host = _fake_host()
+    cpu = [0.0]
+    # Busy: the controller's CPU clock runs as fast as the wall clock between passes too.
+    loop = _PacedLoop(host, trio.current_time, cpu)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(loop.run)
+        began = trio.current_time()
+        await _kick_every(host, 0.01, 12)
+        await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    starts = [t - began for t in loop.starts]
+    assert starts[0] == 0.0
+    # each pass ends 2 ms after it starts; the next waits min_interval from there, kicks coalesced
+    assert all(b - a >= 0.052 - 1e-9 for a, b in zip(starts, starts[1:], strict=False))
+    assert len(starts) == 4  # 12 kicks over 0.11 s served by 4 passes
+
+
+async def test_a_starved_controller_with_many_changes_is_paced_too(autojump_clock) -> None:
+    from spur.controller.duties import BUSY_CHANGES
+
+    host = _fake_host()
+    cpu = [0.0]  # little CPU for the controller (a crowded machine)...
+    loop = _PacedLoop(host, lambda: cpu[0], cpu)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(loop.run)
+        began = trio.current_time()
+        await _kick_every(host, 0.01, 12, entries=BUSY_CHANGES)  # ...but changes keep coming
+        await trio.sleep(1.0)
+        nursery.cancel_scope.cancel()
+    starts = [t - began for t in loop.starts]
+    assert all(b - a >= 0.052 - 1e-9 for a, b in zip(starts, starts[1:], strict=False))
+    assert len(starts) == 4

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from state_helpers import Log, register, spec
 
-from spur.core.job import JobState, NodeAllocation, Partition, PartitionState
+from spur.core.job import JobState, Node, NodeAllocation, Partition, PartitionState
+from spur.core.scheduling import NodeLayout, SchedSnapshot
 from spur.state import commands as c
 from spur.state.machine import ClusterState
 from spur.state.sched_view import build_snapshot, eligible_jobs, snapshot
@@ -39,7 +40,9 @@ ACTIONS = [
 ]
 
 
-def assert_views_match(state: ClusterState, now: float) -> None:
+def assert_views_match(state: ClusterState, now: float) -> tuple[object, int, NodeLayout]:
+    """The incremental views equal a fresh build; returns (the layout's fingerprint, the index's
+    layout version, the snapshot's layout) for the caller to compare with the previous check."""
     eligible, _ = eligible_jobs(state, now)
     pending = sorted(j.job_id for j in state.jobs.values() if j.state is JobState.PENDING)
     assert [j.job_id for j in eligible] == [i for i in pending if i in {e.job_id for e in eligible}]
@@ -58,6 +61,33 @@ def assert_views_match(state: ClusterState, now: float) -> None:
     )
     assert incremental.partitions == fresh.partitions
     assert incremental.pending == fresh.pending
+    # The layout the index keeps is the one the snapshot's views would give.
+    layout = incremental.layout
+    assert layout is not None and layout.version == state.sched_index.layout_version
+    expected = NodeLayout.build(fresh.nodes, fresh.partitions)
+    for name in ("names", "index", "members", "up", "configured"):
+        assert getattr(layout, name) == getattr(expected, name), name
+    # Running views by node: exactly the running views, under each node they hold.
+    by_node: dict[str, set[int]] = {}
+    for run in fresh.running:
+        for a in run.allocation:
+            by_node.setdefault(a.node, set()).add(run.job_id)
+    assert incremental.node_running is not None
+    assert {n: {r.job_id for r in runs} for n, runs in incremental.node_running.items()} == by_node
+    assert all(r in incremental.running for runs in incremental.node_running.values() for r in runs)
+    per_array: dict[int, int] = {}
+    for job in state.jobs.values():
+        if job.state.holds_resources and job.array_job_id:
+            per_array[job.array_job_id] = per_array.get(job.array_job_id, 0) + 1
+    assert state.sched_index.array_running == per_array
+    # Everything of the views but free resources and job counts (written out, not ``layout_fields``,
+    # so that a field left out there fails here).
+    shape = [
+        (v.name, v.cpus_total, v.mem_total_mb, v.gpus_total, v.gpu_models, v.partitions, v.features, v.available)
+        for v in fresh.nodes
+    ]
+    fingerprint = (shape, fresh.partitions)
+    return fingerprint, state.sched_index.layout_version, layout
 
 
 def _step(log: Log, rng: random.Random, action: str, now: float) -> Log:
@@ -135,7 +165,16 @@ def _step(log: Log, rng: random.Random, action: str, now: float) -> Log:
             )
         )
     elif action == "check":
-        assert_views_match(state, now)
+        found = assert_views_match(state, now)
+        previous = getattr(log, "last_check", None)
+        if previous is not None:
+            # The version changes exactly when the shape changed since the last pass (and a pass
+            # over an unchanged shape gets the very same layout object, its caches included).
+            same_shape = previous[0] == found[0]
+            assert (found[1] == previous[1]) == same_shape
+            assert (found[2] is previous[2]) == same_shape
+            assert found[1] >= previous[1]
+        log.last_check = found  # type: ignore[attr-defined]
     elif action == "restore":
         fresh = Log()
         fresh.state.restore(state.snapshot())
@@ -185,3 +224,99 @@ def test_views_recover_after_too_many_unconsumed_marks() -> None:
     log(c.JobExited(other, "n1", 0, 0, 7.0))
     assert_views_match(state, 8.0)
     assert snapshot(state, 8.0, eligible=[]).running == ()
+
+
+def _pass(state: ClusterState, now: float = 10.0) -> SchedSnapshot:
+    """The snapshot a scheduler pass would plan from, every pending job included."""
+    eligible, _ = eligible_jobs(state, now)
+    return snapshot(state, now, eligible=eligible)
+
+
+def test_layout_version_changes_with_each_kind_of_shape_change_and_the_next_pass_sees_it() -> None:
+    from spur_sched_backfill import plan
+
+    log = Log()
+    for name in ("n1", "n2", "n10"):
+        register(log, name, cpus=2)
+    state = log.state
+    first = _pass(state)
+    assert first.layout is not None and first.layout.names == ("n1", "n2", "n10")  # natural order
+    version = state.sched_index.layout_version
+
+    def changed(cmd: object) -> SchedSnapshot:
+        nonlocal version
+        log(cmd)
+        snap = _pass(state)
+        assert state.sched_index.layout_version == version + 1, type(cmd).__name__
+        assert snap.layout is not None and snap.layout.version == version + 1
+        version += 1
+        return snap
+
+    snap = changed(c.RegisterNode(Node("n3", "127.0.0.1", cpus=2, memory_mb=8000), 50.0))
+    assert "n3" in snap.layout.names  # type: ignore[union-attr]
+    snap = changed(c.RegisterNode(Node("n3", "127.0.0.1", cpus=4, memory_mb=8000), 51.0))
+    assert snap.nodes[snap.layout.index["n3"]].cpus_total == 4  # type: ignore[union-attr]
+    snap = changed(c.RegisterNode(Node("n3", "127.0.0.1", cpus=4, memory_mb=8000, features=["ib"]), 52.0))
+    assert snap.nodes[snap.layout.index["n3"]].features == ("ib",)  # type: ignore[union-attr]
+    job = log(c.SubmitJob(spec(constraint=["ib"]), "alice", 1000, 1000, "alice", 53.0))
+    assert [a.node for a in plan(_pass(state)).assignments[0].allocation] == ["n3"]
+    snap = changed(c.UpdateNode(["n3"], "DRAIN", "test", 54.0))
+    assert plan(snap).assignments == []  # the next pass no longer places on the drained node
+    snap = changed(c.UpdateNode(["n3"], "RESUME", "", 55.0))
+    assert [a.node for a in plan(snap).assignments[0].allocation] == ["n3"]
+    log(c.CancelJob(job, 0, 56.0))
+    snap = changed(c.NodeLost(["n2"], "Not responding", 57.0))
+    assert not snap.nodes[snap.layout.index["n2"]].available  # type: ignore[union-attr]
+    snap = changed(c.NodeReturned("n2", 58.0))
+    assert snap.nodes[snap.layout.index["n2"]].available  # type: ignore[union-attr]
+    snap = changed(c.ConfigurePartitions([Partition("default", is_default=True), Partition("small", nodes_expr="n1,n2")]))
+    assert snap.layout.members["small"] == {0, 1}  # type: ignore[union-attr]
+    snap = changed(c.ConfigurePartitions([Partition("default", is_default=True), Partition("small", nodes_expr="n1,n2", state=PartitionState.DOWN)]))
+    assert snap.layout.up["small"] is False  # type: ignore[union-attr]
+    snap = changed(c.RemoveNode(["n10"], 59.0))
+    assert "n10" not in snap.layout.names  # type: ignore[union-attr]
+    snap = changed(c.ForgetNode("n3", 60.0))
+    assert snap.layout.names == ("n1", "n2")  # type: ignore[union-attr]
+
+
+def test_layout_is_kept_while_only_jobs_change_and_passes_still_see_the_jobs() -> None:
+    from spur_sched_backfill import plan
+
+    log = Log()
+    register(log, "n1", cpus=2)
+    register(log, "n2", cpus=2)
+    log(c.ConfigurePartitions([Partition("default", is_default=True)]))
+    state = log.state
+    first = _pass(state)
+    layout, version = first.layout, state.sched_index.layout_version
+    a = log(c.SubmitJob(spec(cpus_per_task=2), "alice", 1000, 1000, "alice", 1.0))
+    b = log(c.SubmitJob(spec(cpus_per_task=2), "alice", 1000, 1000, "alice", 2.0))
+    extra = log(c.SubmitJob(spec(cpus_per_task=2), "alice", 1000, 1000, "alice", 3.0))
+    snap = _pass(state)
+    planned = plan(snap)
+    assert [x.job_id for x in planned.assignments] == [a, b]
+    assert layout is not None and any(layout.cache.values())  # the planner kept its derivations
+    for x in planned.assignments:
+        log(c.StartJob(x.job_id, list(x.allocation), 4.0, 1))
+    log(c.SetPendingReasons(planned.reasons and {str(k): v for k, v in planned.reasons.items()}))
+    log(c.ConfigurePartitions([Partition("default", is_default=True)]))  # the same configuration again
+    snap = _pass(state)
+    assert snap.layout is layout and state.sched_index.layout_version == version  # nothing rebuilt
+    assert {n: [r.job_id for r in runs] for n, runs in (snap.node_running or {}).items()} == {"n1": [a], "n2": [b]}
+    assert plan(snap).assignments == []  # both nodes are full: the running jobs are seen
+    log(c.JobExited(a, "n1", 0, 0, 5.0))
+    snap = _pass(state)
+    assert snap.layout is layout
+    assert [(x.job_id, x.allocation[0].node) for x in plan(snap).assignments] == [(extra, "n1")]
+
+
+def test_layout_version_goes_on_across_a_restore() -> None:
+    """A restore rebuilds every view; the new layout gets a new version, never an old one's."""
+    log = Log()
+    register(log, "n1")
+    state = log.state
+    layout = _pass(state).layout
+    version = state.sched_index.layout_version
+    state.restore(state.snapshot())
+    snap = _pass(state)
+    assert state.sched_index.layout_version == version + 1 and snap.layout is not layout

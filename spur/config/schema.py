@@ -203,10 +203,13 @@ class SchedulerSchema(SectionSchema):
     min_interval_secs = f.Float(
         validate=fields.validate.Range(min=0, error="must be 0 or more"),
         metadata=doc(
-            "Least seconds from the end of one scheduler pass to the start of the next, however often "
-            "submissions and job ends ask for one (like Slurm's sched_min_interval); passes are also "
-            "spaced by twice their own CPU time. Larger values let a busy controller start more jobs per "
-            "pass and spend less CPU planning; 0 plans after every change."
+            "Least seconds from the end of one scheduler pass to the start of the next while the "
+            "controller is under load (half of the time since the last pass began on CPU, or 8 state "
+            "changes or more since it ended), however "
+            "often submissions and job ends ask for one (like Slurm's sched_min_interval); an idle "
+            "controller plans at once. Passes are also spaced by twice their own CPU time. Larger values "
+            "let a busy controller start more jobs per pass and spend less CPU planning; 0 plans after "
+            "every change."
         ),
     )
     plugin = f.Str(metadata=doc('Scheduler plugin name (entry point in group "spur").'))

@@ -7,7 +7,9 @@ propose commands with the outcome of their side effects; they never change state
 from __future__ import annotations
 
 import logging
+import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -30,16 +32,51 @@ log = logging.getLogger("spur.controller")
 
 LAUNCH_POLICY = LaunchPolicy()
 
+# The controller is under load when, since the last pass began, it spent at least this share of the
+# time on CPU, or at least this many log entries were applied after that pass ended.
+BUSY_SHARE = 0.5
+BUSY_CHANGES = 8
+
+
+def pace_delay(
+    *, since_pass: float, changes: int, cpu: float, wall: float, min_interval: float, interval: float
+) -> float:
+    """Seconds to hold back a pass that a kick asks for (kicks come with every submission and job end).
+
+    ``since_pass``: seconds since the last pass ended; ``changes``: log entries applied since then
+    (the pass's own excluded); ``cpu``/``wall``: the controller's CPU time and the wall time since
+    that pass began. Under load (``changes >= BUSY_CHANGES`` or ``cpu >= BUSY_SHARE * wall``) the
+    pass waits until ``min_interval`` after the last one ended, so the kicks of that time are served
+    by one pass, which starts more jobs at once (Slurm's sched_min_interval). Otherwise (an idle
+    controller: a job ended, nothing else is going on) it starts at once, so the freed CPUs do not
+    wait out ``min_interval``. The changes count matters on a machine so busy that the controller
+    gets little CPU: it then looks idle by its CPU time alone. Never more than ``interval``.
+    """
+    if since_pass >= min_interval:
+        return 0.0
+    busy = changes >= BUSY_CHANGES or (wall > 0 and cpu >= BUSY_SHARE * wall)
+    return max(0.0, min(interval, min_interval - since_pass)) if busy else 0.0
+
 
 class SchedulerLoop:
-    """Every ``scheduler.interval_secs`` (or sooner when kicked by a submit/exit) plan and start jobs."""
+    """Every ``scheduler.interval_secs`` (or sooner when kicked by a submit/exit) plan and start jobs.
 
-    def __init__(self, ctl: ControllerHost) -> None:
+    A pass is always followed by twice its CPU time (passes never take more than a third of the
+    controller's CPU however often they are asked for), and a kicked pass is held back as
+    ``pace_delay`` says. ``cpu_clock`` is the controller's CPU clock (injected for tests; trio's
+    clock gives the wall time).
+    """
+
+    def __init__(self, ctl: ControllerHost, *, cpu_clock: Callable[[], float] = time.process_time) -> None:
         self.ctl = ctl
+        self.cpu_clock = cpu_clock
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         seen_index = -1
+        last_end = -math.inf  # when the last pass ended (trio's clock)
+        began_wall, began_cpu = trio.current_time(), self.cpu_clock()  # when the last pass began
+        index_after = self.ctl.state.applied_index  # the applied index when the last pass ended
         while True:
             interval = self.ctl.cfg.scheduler.interval_secs  # re-read: scontrol reconfigure may change it
             with trio.move_on_after(interval):
@@ -47,8 +84,20 @@ class SchedulerLoop:
             self.ctl.scheduler_kick = trio.Event()
             if self.ctl.state.applied_index == seen_index:
                 continue  # nothing changed since the last pass: the plan would be the same
+            now = trio.current_time()
+            hold = pace_delay(
+                since_pass=now - last_end,
+                changes=self.ctl.state.applied_index - index_after,
+                cpu=self.cpu_clock() - began_cpu,
+                wall=now - began_wall,
+                min_interval=self.ctl.cfg.scheduler.min_interval_secs,
+                interval=interval,
+            )
+            if hold > 0:
+                await trio.sleep(hold)
+                self.ctl.scheduler_kick = trio.Event()  # what kicked meanwhile, this pass sees
             seen_index = self.ctl.state.applied_index
-            began = time.process_time()
+            began_wall, began_cpu = trio.current_time(), self.cpu_clock()
             wall = time.perf_counter()
             try:
                 await self.cycle()
@@ -56,11 +105,10 @@ class SchedulerLoop:
                 log.warning("scheduler cycle could not commit: %s", exc)
             if self.ctl.metrics is not None:
                 self.ctl.metrics.observe_scheduler_cycle(time.perf_counter() - wall)
-            # Kicks arrive with every submit and job end; spacing passes (by twice their CPU cost, and by
-            # scheduler.min_interval_secs at least) keeps a busy controller from spending its CPU on
-            # re-planning the same queue, and lets each pass start more jobs at once.
-            gap = max(2 * (time.process_time() - began), self.ctl.cfg.scheduler.min_interval_secs)
-            await trio.sleep(min(interval, gap))
+            last_end, index_after = trio.current_time(), self.ctl.state.applied_index
+            spacing = min(interval, 2 * (self.cpu_clock() - began_cpu))
+            if spacing > 0:
+                await trio.sleep(spacing)
 
     async def cycle(self) -> int:
         """One scheduling pass; returns the number of jobs started."""

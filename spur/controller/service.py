@@ -457,6 +457,7 @@ class ControllerService:
                 out_of_memory=request.out_of_memory,
             )
         )
+        span(request.job_id, "ctl.exit-committed")
         self.ctl.kick_scheduler()
         return pb.Empty()
 

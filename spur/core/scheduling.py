@@ -9,7 +9,10 @@ re-checks each against current free resources, so a stale plan can never over-al
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol
 
 from spur.core.job import NodeAllocation
@@ -84,6 +87,10 @@ class LimitGate(Protocol):
 
 @dataclass(frozen=True)
 class SchedSnapshot:
+    """One pass's picture. ``layout`` and ``node_running`` are optional shortcuts a plugin may use
+    instead of deriving the same from ``nodes``/``partitions``/``running`` (the controller keeps them
+    between passes); whoever replaces ``nodes`` must replace ``layout`` too (None: none given)."""
+
     now: float
     pending: tuple[PendingView, ...]
     nodes: tuple[NodeView, ...]
@@ -92,6 +99,87 @@ class SchedSnapshot:
     reservations: tuple[object, ...] = ()
     max_job_test: int = 0  # plugin may stop after this many pending jobs; 0 = no cap
     limits: LimitGate | None = None  # account/QOS limits of this pass; None = none enforced
+    # When given: ``nodes`` are in ``layout.names`` order and the layout was built from them.
+    layout: NodeLayout | None = None
+    # When given: node name -> the views of ``running`` with an allocation on that node (each view
+    # under every node it holds; nodes without one may be missing).
+    node_running: Mapping[str, tuple[RunningView, ...]] | None = None
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+@lru_cache(maxsize=1 << 17)
+def natural_key(name: str) -> tuple[tuple[int | str, ...], str]:
+    """Sort key ordering ``node2`` before ``node10`` (ties such as ``n01``/``n1`` by plain order)."""
+    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name)), name
+
+
+def layout_fields(view: NodeView) -> tuple[object, ...]:
+    """What of a node view the layout depends on (everything but free resources and job counts)."""
+    return (
+        view.name,
+        view.cpus_total,
+        view.mem_total_mb,
+        view.gpus_total,
+        view.gpu_models,
+        view.partitions,
+        view.features,
+        view.available,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class NodeLayout:
+    """The cluster's shape as a pass sees it: what stays the same while only allocations change.
+
+    Built by ``build`` from node views in natural name order and the partition views; it depends on
+    nothing but the nodes' ``layout_fields`` and the partition views, so it stays valid while only
+    free resources and running jobs change. ``version`` names the shape: the controller's scheduler
+    index gives a new layout a new version and keeps the same object (same version) while the shape
+    holds, so anything derived from it can be kept with it:
+
+    ``cache`` holds what planners derive from the layout alone (candidate node lists per job class,
+    GPU model masks, reasons a job can never run), under keys of their own; it goes away with the
+    layout. A plugin may rely on it only for values that are functions of the layout, and of node
+    views whose free GPUs are among their GPUs (``gpus_free`` within ``gpus_total``/``gpu_models``).
+    """
+
+    version: int
+    names: tuple[str, ...]  # node names in natural order; SchedSnapshot.nodes[i].name == names[i]
+    index: Mapping[str, int]  # name -> position in ``names``
+    members: Mapping[str, frozenset[int]]  # partition -> positions of its nodes
+    up: Mapping[str, bool]  # partition -> up (a name listed twice is up only if every listing is)
+    configured: Mapping[str, frozenset[str]]  # partition -> node names listed for it, registered or not
+    cache: dict[object, object] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def build(
+        cls, nodes: Sequence[NodeView], partitions: Sequence[PartitionView], version: int = 0
+    ) -> NodeLayout:
+        """The layout of ``nodes`` (already in natural name order) and ``partitions``; a node belongs
+        to a partition that lists it and to every partition its view names."""
+        names = tuple(v.name for v in nodes)
+        index = {name: i for i, name in enumerate(names)}
+        members: dict[str, set[int]] = {}
+        up: dict[str, bool] = {}
+        configured: dict[str, set[str]] = {}
+        for part in partitions:
+            up[part.name] = part.up and up.get(part.name, True)
+            members.setdefault(part.name, set()).update(index[n] for n in part.nodes if n in index)
+            configured.setdefault(part.name, set()).update(part.nodes)
+        for i, v in enumerate(nodes):
+            for pname in v.partitions:
+                members.setdefault(pname, set()).add(i)
+                configured.setdefault(pname, set()).add(v.name)
+        return cls(
+            version=version,
+            names=names,
+            index=index,
+            members={k: frozenset(v) for k, v in members.items()},
+            up=up,
+            configured={k: frozenset(v) for k, v in configured.items()},
+        )
 
 
 @dataclass(frozen=True)

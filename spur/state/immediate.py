@@ -203,7 +203,7 @@ def decide_grant(
     nodes = usable_now(minus_in_flight(view.nodes, grants), view.partitions, job.partition)
     if not nodes:
         return waiting
-    view = replace(view, pending=(), nodes=nodes)
+    view = replace(view, pending=(), nodes=nodes, layout=None)  # the layout is of all the nodes
     allocation = place(view, pending_view(job, prio))
     if not allocation:
         return waiting

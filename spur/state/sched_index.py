@@ -13,15 +13,39 @@
 ``SchedIndex.views`` then refreshes only what is stale and returns the node, running and partition
 views ``build_snapshot`` would build from scratch (tests/test_sched_index.py checks that they are
 equal after random command sequences). Views are immutable and shared between passes.
+
+It also keeps what a pass would otherwise rebuild over every node (``layout`` and
+``running_by_node``):
+
+- ``layout``: the ``NodeLayout`` of the node views (natural name order, positions, partition
+  membership and state), with ``layout_version``. The version changes exactly when a refreshed node
+  view differs from the one it replaces in its ``layout_fields`` (a node registered, removed, its
+  CPUs/memory/GPUs/features/partitions changed, or it became available or unavailable: down, drained,
+  resumed), or the partition views change (``ConfigurePartitions`` with a different result). A
+  command that changes none of that (submits, starts, exits, heartbeats, pending reasons, a
+  partition configuration that comes out the same) leaves the version and the layout object as
+  they were, so what planners keep in ``NodeLayout.cache`` stays valid;
+- ``running_by_node``: the running views grouped by the nodes they hold, refreshed only for the
+  nodes of running views that changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.core.job import Job, JobState, PartitionState
-from spur.core.scheduling import NodeView, PartitionView, PendingView, RunningView, end_time_of
+from spur.core.scheduling import (
+    NodeLayout,
+    NodeView,
+    PartitionView,
+    PendingView,
+    RunningView,
+    end_time_of,
+    layout_fields,
+    natural_key,
+)
 
 if TYPE_CHECKING:
     from spur.core.job import Node, Partition
@@ -104,7 +128,9 @@ class SchedIndex:
 
     def __init__(self) -> None:
         self.pending: set[int] = set()  # a superset of the PENDING job ids
-        self.holding: dict[int, None] = {}  # ids of jobs holding resources, in start order
+        # ids of jobs holding resources, in start order -> their array job id (0: not an array task)
+        self.holding: dict[int, int] = {}
+        self.array_running: dict[int, int] = {}  # array job id -> its tasks in ``holding``
         self._all_stale = True
         self._layout_stale = True
         self._stale_nodes: set[str] = set()
@@ -118,23 +144,39 @@ class SchedIndex:
         self._running: dict[int, RunningView] = {}
         self._running_tuple: tuple[RunningView, ...] | None = None
         self._pending_views: dict[int, tuple[Job, str, int, PendingView]] = {}
+        self.layout_version = 0  # see the module docstring; 0: no layout built yet
+        self._layout: NodeLayout | None = None
+        self._by_node: dict[str, dict[int, RunningView]] = {}  # node -> its running views by job id
+        self._by_node_tuples: dict[str, tuple[RunningView, ...]] = {}
+        self._by_node_map: Mapping[str, tuple[RunningView, ...]] | None = None
 
     # ------------------------------------------------------------------ notifications
 
     def reset(self, state: IndexedState) -> None:
-        """After a restore: rebuild the indices, every view stale."""
+        """After a restore: rebuild the indices, every view stale (the layout version goes on from
+        where it was, so a version never names two layouts)."""
+        version = self.layout_version
         self.__init__()  # type: ignore[misc]
+        self.layout_version = version
         for job in state.jobs.values():
             if job.state is JobState.PENDING:
                 self.pending.add(job.job_id)
 
     def held(self, job: Job) -> None:
-        self.holding[job.job_id] = None
+        if job.job_id not in self.holding and job.array_job_id:
+            self.array_running[job.array_job_id] = self.array_running.get(job.array_job_id, 0) + 1
+        self.holding[job.job_id] = job.array_job_id
         self.pending.discard(job.job_id)
         self._mark_job(job)
 
     def released(self, job: Job) -> None:
-        self.holding.pop(job.job_id, None)
+        array = self.holding.pop(job.job_id, 0)
+        if array:
+            left = self.array_running[array] - 1
+            if left:
+                self.array_running[array] = left
+            else:
+                del self.array_running[array]
         self._mark_job(job)
 
     def maybe_pending(self, job: Job) -> None:
@@ -195,44 +237,89 @@ class SchedIndex:
     def views(
         self, state: IndexedState
     ) -> tuple[tuple[NodeView, ...], tuple[RunningView, ...], tuple[PartitionView, ...]]:
-        """Node views (by name), running views and partition views, refreshed where stale."""
+        """Node views (in natural name order), running views and partition views, refreshed where
+        stale; ``layout`` and ``running_by_node`` then describe the same views."""
+        layout_changed = self._layout is None
         if self._all_stale:
+            # Everything is rebuilt from the state; the old node views stay only to tell whether the
+            # layout really changed.
             self._all_stale = False
             self._layout_stale = True
-            self._nodes = {}
             self._running = {}
+            self._by_node = {}
+            self._by_node_tuples = {}
+            self._by_node_map = None
             self._pending_views = {}
             self._stale_running = set(self.holding)
             self._running_tuple = None
         if self._layout_stale:
             self._layout_stale = False
+            old_order, old_partitions = self._order, self._partitions
             self._refresh_layout(state)
-            self._stale_nodes = set(state.nodes)
-            self._nodes = {}
+            if self._order != old_order or self._partitions != old_partitions:
+                layout_changed = True
+            self._stale_nodes = set(state.nodes) | set(self._nodes)
             self._node_tuple = None
         if self._stale_nodes:
             for name in self._stale_nodes:
+                old = self._nodes.get(name)
                 if name in state.nodes:
-                    self._nodes[name] = node_view(state, name, self._node_parts.get(name, ()))
-                else:
-                    self._nodes.pop(name, None)
+                    new = node_view(state, name, self._node_parts.get(name, ()))
+                    self._nodes[name] = new
+                    if old is None or layout_fields(old) != layout_fields(new):
+                        layout_changed = True
+                elif old is not None:
+                    del self._nodes[name]
+                    layout_changed = True
             self._stale_nodes = set()
             self._node_tuple = None
         if self._node_tuple is None:
             self._node_tuple = tuple(self._nodes[n] for n in self._order)
+        if layout_changed:
+            self.layout_version += 1
+            self._layout = NodeLayout.build(self._node_tuple, self._partitions, self.layout_version)
         if self._stale_running:
+            touched: set[str] = set()
             for job_id in self._stale_running:
+                old_run = self._running.pop(job_id, None)
+                if old_run is not None:
+                    for a in old_run.allocation:
+                        touched.add(a.node)
+                        self._by_node.get(a.node, {}).pop(job_id, None)
                 job = state.jobs.get(job_id)
                 if job is not None and job.state.holds_resources and job_id in self.holding:
-                    self._running[job_id] = running_view(job)
+                    run = self._running[job_id] = running_view(job)
+                    for a in run.allocation:
+                        touched.add(a.node)
+                        self._by_node.setdefault(a.node, {})[job_id] = run
+            for name in touched:
+                on_node = self._by_node.get(name)
+                if on_node:
+                    self._by_node_tuples[name] = tuple(on_node.values())
                 else:
-                    self._running.pop(job_id, None)
+                    self._by_node.pop(name, None)
+                    self._by_node_tuples.pop(name, None)
             self._stale_running = set()
             self._running_tuple = None
+            if touched:
+                self._by_node_map = None
         if self._running_tuple is None:
             running = self._running
             self._running_tuple = tuple(running[i] for i in self.holding if i in running)
         return self._node_tuple, self._running_tuple, self._partitions
+
+    @property
+    def layout(self) -> NodeLayout:
+        """The layout of the node views ``views`` returned last (call ``views`` first)."""
+        assert self._layout is not None, "views() builds the layout"
+        return self._layout
+
+    def running_by_node(self) -> Mapping[str, tuple[RunningView, ...]]:
+        """Node name -> the running views ``views`` returned last that hold something there (an
+        immutable copy, made again only after running views changed)."""
+        if self._by_node_map is None:
+            self._by_node_map = MappingProxyType(dict(self._by_node_tuples))
+        return self._by_node_map
 
     def _refresh_layout(self, state: IndexedState) -> None:
         part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
@@ -241,7 +328,7 @@ class SchedIndex:
             for n in names:
                 node_parts.setdefault(n, []).append(pname)
         self._node_parts = {n: tuple(p) for n, p in node_parts.items()}
-        self._order = sorted(state.nodes)
+        self._order = sorted(state.nodes, key=natural_key)
         self._partitions = tuple(
             PartitionView(name=p.name, nodes=tuple(part_nodes[p.name]), up=p.state is PartitionState.UP)
             for p in state.partitions.values()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spur.core.job import Job, JobState, PartitionState
-from spur.core.scheduling import LimitGate, PartitionView, SchedSnapshot
+from spur.core.scheduling import LimitGate, PartitionView, SchedSnapshot, natural_key
 from spur.state.machine import ClusterState
 from spur.state.sched_index import node_view, pending_view, running_view
 
@@ -20,11 +20,7 @@ def eligible_jobs(state: ClusterState, now: float) -> tuple[list[Job], dict[int,
 
     jobs = state.jobs
     index = state.sched_index
-    running_per_array: dict[int, int] = {}
-    for job_id in index.holding:
-        job = jobs.get(job_id)
-        if job is not None and job.array_job_id:
-            running_per_array[job.array_job_id] = running_per_array.get(job.array_job_id, 0) + 1
+    running_per_array = index.array_running  # kept as jobs take and give back resources
     offered = dict(running_per_array)
     summaries = {name: state.partition_summary(p) for name, p in state.partitions.items()}
     # A one-node, one-task job fits a partition whose biggest node has its CPUs (partition_reason's
@@ -91,7 +87,9 @@ def build_snapshot(
     for pname, names in part_nodes.items():
         for n in names:
             node_parts.setdefault(n, []).append(pname)
-    nodes = tuple(node_view(state, name, tuple(node_parts.get(name, ()))) for name in sorted(state.nodes))
+    nodes = tuple(
+        node_view(state, name, tuple(node_parts.get(name, ()))) for name in sorted(state.nodes, key=natural_key)
+    )
     running = tuple(running_view(j) for j in state.jobs.values() if j.state.holds_resources)
     prio = priorities or {}
     pending = tuple(pending_view(j, prio.get(j.job_id)) for j in eligible)
@@ -120,7 +118,8 @@ def snapshot(
     limits: LimitGate | None = None,
 ) -> SchedSnapshot:
     """``build_snapshot``'s result from the state's incrementally maintained views (see
-    ``spur.state.sched_index``): only what changed since the last call is rebuilt."""
+    ``spur.state.sched_index``): only what changed since the last call is rebuilt. It also carries the
+    index's ``layout`` (the same object while the cluster's shape holds) and ``running_by_node``."""
     if eligible is None:
         eligible = eligible_jobs(state, now)[0]
     index = state.sched_index
@@ -135,4 +134,6 @@ def snapshot(
         partitions=partitions,
         max_job_test=max_job_test,
         limits=limits,
+        layout=index.layout,
+        node_running=index.running_by_node(),
     )

@@ -10,20 +10,32 @@ otherwise it gets a reservation at the earliest time it fits, which every later 
 jobs past that can still start now but hold nothing for the future.
 
 The planner is pure: it reads the snapshot and builds a ``Plan``; it never mutates the snapshot.
+What depends only on the cluster's shape (node order and positions, partition membership, candidate
+nodes per job class, GPU model masks, reasons a job can never run) comes from the snapshot's
+``NodeLayout`` and is kept in its ``cache``, so a pass over an unchanged layout does no per-node
+setup; a snapshot without a layout gets one built for the pass. With ``node_running`` a node's
+profile is built from that node's running jobs alone, when the node is first looked at.
 """
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from spur.core.job import NodeAllocation
-from spur.core.scheduling import Assignment, NodeView, PendingView, Plan, SchedSnapshot
+from spur.core.scheduling import (
+    Assignment,
+    NodeLayout,
+    NodeView,
+    PendingView,
+    Plan,
+    RunningView,
+    SchedSnapshot,
+    natural_key,
+)
 
 from spur_sched_backfill.profile import ALL_BITS, NodeProfile, indices_of, mask_of
 from spur_sched_backfill.request import Request
@@ -71,13 +83,19 @@ class BackfillOptions:
         return cls(**values)
 
 
-@functools.lru_cache(maxsize=1 << 17)
-def natural_key(name: str) -> tuple:
-    """Sort key ordering ``node2`` before ``node10`` (cached: every pass sorts every node by it)."""
-    return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(name))
+# Entries kept per dict in a layout's cache; past it the dict starts over (a layout can live for days
+# while jobs of ever new classes, such as distinct node lists, come and go).
+MAX_LAYOUT_CACHE = 4096
 
 
-_DIGITS = re.compile(r"(\d+)")
+def _layout_cache(layout: NodeLayout, name: str) -> dict:
+    """This planner's dict ``name`` in ``layout.cache`` (created empty the first time, emptied when
+    it holds more than ``MAX_LAYOUT_CACHE`` entries)."""
+    key = ("spur_sched_backfill", name)
+    found = layout.cache.get(key)
+    if not isinstance(found, dict) or len(found) > MAX_LAYOUT_CACHE:
+        found = layout.cache[key] = {}
+    return found
 
 
 class _Lazy(dict):
@@ -133,15 +151,25 @@ class BackfillPlanner:
         self.snap = snapshot
         self.opts = options
         self.now = snapshot.now
-        views = sorted(snapshot.nodes, key=lambda v: natural_key(v.name))
-        self.views: list[NodeView] = views
-        self.index: dict[str, int] = {v.name: i for i, v in enumerate(views)}
+        layout = snapshot.layout
+        views: tuple[NodeView, ...] = snapshot.nodes
+        if layout is None or len(layout.names) != len(views):
+            views = tuple(sorted(views, key=lambda v: natural_key(v.name)))
+            layout = NodeLayout.build(views, snapshot.partitions)
+        self.layout = layout
+        self.views = views
+        self.index: Mapping[str, int] = layout.index
+        self.members, self.part_up, self.part_names = layout.members, layout.up, layout.configured
         self.total_mask: Mapping[int, int] = _Lazy(lambda i: self._total_mask(views[i]))
         self.profiles: Mapping[int, NodeProfile] = self._build_profiles()
-        self.members, self.part_up, self.part_names = self._partitions()
-        self.type_masks: dict[str, list[int]] = {}
+        # Kept with the layout (valid while it is): GPU model masks, candidate nodes per job class
+        # and static reasons (see ``NodeLayout.cache``).
+        self.type_masks: dict[str, list[int]] = _layout_cache(layout, "type_masks")
+        self.static_candidates: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = _layout_cache(
+            layout, "candidates"
+        )
+        self.static_cache: dict[tuple, str] = _layout_cache(layout, "static_reasons")
         self.candidates: dict[tuple, _Candidates] = {}
-        self.static_cache: dict[tuple, str] = {}
         self.searches: dict[tuple, _Search] = {}
 
     # ----- setup -------------------------------------------------------------------------------
@@ -151,43 +179,68 @@ class BackfillPlanner:
         count = max(v.gpus_total, len(v.gpu_models))
         return ((1 << count) - 1) | mask_of(v.gpus_free)
 
-    def _build_profiles(self) -> Mapping[int, NodeProfile]:
-        """Each node's profile, built when first looked at (from releases gathered here, up front)."""
+    def _running_on(self) -> Mapping[int, tuple[list[tuple[float, int, int, int]], int, bool]]:
+        """Per node index, when first asked: the releases of the running jobs there, how many
+        allocations they hold there, and whether an exclusive one holds the whole node. From
+        ``node_running``, or from the running jobs grouped by node here (one walk over them)."""
+        by_node = self.snap.node_running
+        if by_node is None:
+            grouped: dict[str, list[RunningView]] = {}
+            for run in self.snap.running:
+                for alloc in run.allocation:
+                    on_node = grouped.setdefault(alloc.node, [])
+                    if not on_node or on_node[-1] is not run:
+                        on_node.append(run)
+            by_node = grouped
         now = self.now
-        releases: dict[int, list[tuple[float, int, int, int]]] = {}
-        listed: dict[int, int] = {}
-        held_whole: set[int] = set()
-        self._held_whole = held_whole
-        for run in self.snap.running:
-            when = run.end_time if run.end_time > now else now + OVERRUN_GRACE_SECS
-            for alloc in run.allocation:
-                i = self.index.get(alloc.node)
-                if i is None:
-                    continue
-                listed[i] = listed.get(i, 0) + 1
-                v = self.views[i]
-                if run.exclusive:
-                    # An exclusive job holds the whole node whatever its allocation lists.
-                    held_whole.add(i)
-                    release = (when, v.cpus_total, v.mem_total_mb, self.total_mask[i])
-                else:
-                    release = (when, alloc.cpus, alloc.mem_mb, mask_of(alloc.gpus))
-                if when != math.inf:
-                    releases.setdefault(i, []).append(release)
+        views = self.views
+        total_mask = self.total_mask
+        empty: tuple[RunningView, ...] = ()
+
+        def gather(i: int) -> tuple[list[tuple[float, int, int, int]], int, bool]:
+            name = views[i].name
+            releases: list[tuple[float, int, int, int]] = []
+            listed = 0
+            whole = False
+            for run in by_node.get(name, empty):
+                when = run.end_time if run.end_time > now else now + OVERRUN_GRACE_SECS
+                for alloc in run.allocation:
+                    if alloc.node != name:
+                        continue
+                    listed += 1
+                    if run.exclusive:
+                        # An exclusive job holds the whole node whatever its allocation lists.
+                        whole = True
+                        v = views[i]
+                        release = (when, v.cpus_total, v.mem_total_mb, total_mask[i])
+                    else:
+                        release = (when, alloc.cpus, alloc.mem_mb, mask_of(alloc.gpus) if alloc.gpus else 0)
+                    if when != math.inf:
+                        releases.append(release)
+            return releases, listed, whole
+
+        return _Lazy(gather)
+
+    def _build_profiles(self) -> Mapping[int, NodeProfile]:
+        """Each node's profile, built when first looked at (see ``_running_on``)."""
+        now = self.now
+        running_on = self._running_on()
+        self._runs = running_on
 
         def build(i: int) -> NodeProfile:
             v = self.views[i]
-            if i in held_whole:
-                free = (0, 0, 0, max(v.running_jobs, listed.get(i, 0), 1))
+            releases, listed, held_whole = running_on[i]
+            if held_whole:
+                free = (0, 0, 0, max(v.running_jobs, listed, 1))
             else:
                 free = (
                     v.cpus_free,
                     v.mem_free_mb,
                     mask_of(v.gpus_free) & self.total_mask[i],
-                    max(v.running_jobs, listed.get(i, 0)),
+                    max(v.running_jobs, listed),
                 )
             totals = (v.cpus_total, v.mem_total_mb, self.total_mask[i])
-            return NodeProfile.build(now, free, totals, releases.get(i, []))
+            return NodeProfile.build(now, free, totals, releases)  # this pass's own list
 
         return _Lazy(build)
 
@@ -197,23 +250,7 @@ class BackfillPlanner:
         profiles = self.profiles
         if i in profiles:
             return profiles[i].cpus[0]
-        return 0 if i in self._held_whole else self.views[i].cpus_free
-
-    def _partitions(self) -> tuple[dict[str, set[int]], dict[str, bool], dict[str, set[str]]]:
-        """Per partition: node indices (from partition views and nodes' own lists), whether it is
-        up, and its configured node names, registered or not."""
-        members: dict[str, set[int]] = {}
-        up: dict[str, bool] = {}
-        names: dict[str, set[str]] = {}
-        for part in self.snap.partitions:
-            up[part.name] = part.up and up.get(part.name, True)
-            members.setdefault(part.name, set()).update(self.index[n] for n in part.nodes if n in self.index)
-            names.setdefault(part.name, set()).update(part.nodes)
-        for i, v in enumerate(self.views):
-            for name in v.partitions:
-                members.setdefault(name, set()).add(i)
-                names.setdefault(name, set()).add(v.name)
-        return members, up, names
+        return 0 if self._runs[i][2] else self.views[i].cpus_free
 
     def _type_mask(self, gpu_type: str) -> list[int]:
         masks = self.type_masks.get(gpu_type)
@@ -232,18 +269,22 @@ class BackfillPlanner:
         key = (job.partition, tuple(sorted(job.features)), tuple(sorted(job.exclude)))
         cands = self.candidates.get(key)
         if cands is None:
-            member = self.members.get(job.partition, set()) if job.partition else range(len(self.views))
-            wanted = set(job.features)
-            excluded = set(job.exclude)
-            config = tuple(
-                i
-                for i in sorted(member)
-                if self.views[i].name not in excluded and wanted.issubset(self.views[i].features)
-            )
-            avail = tuple(i for i in config if self.views[i].available)
-            cands = _Candidates(
-                config=config, avail=avail, open=[i for i in avail if self._cpus_free_now(i) > 0]
-            )
+            static = self.static_candidates.get(key)
+            if static is None:
+                member = self.members.get(job.partition, frozenset()) if job.partition else range(len(self.views))
+                wanted = set(job.features)
+                excluded = set(job.exclude)
+                config = tuple(
+                    i
+                    for i in sorted(member)
+                    if self.views[i].name not in excluded and wanted.issubset(self.views[i].features)
+                )
+                avail = tuple(i for i in config if self.views[i].available)
+                static = self.static_candidates[key] = (config, avail)
+            config, avail = static
+            # Every available node to start with: ``_select_now`` passes over (and its first whole
+            # scan drops) those with no free CPU, so none of them is looked at more than it must be.
+            cands = _Candidates(config=config, avail=avail, open=list(avail))
             self.candidates[key] = cands
         return cands
 
@@ -434,6 +475,9 @@ class BackfillPlanner:
         dead = False
         done = False
         for i in cands.open:
+            if i not in profiles and self._cpus_free_now(i) <= 0:
+                dead = True  # full now: no need to build its profile
+                continue
             p = profiles[i]
             c0 = p.cpus[0]
             if c0 <= 0:
@@ -468,7 +512,7 @@ class BackfillPlanner:
         if not done:
             cands.ub_c, cands.ub_m, cands.ub_g, cands.ub_idle = ub_c, ub_m, ub_g, idle
             if dead:
-                cands.open = [i for i in cands.open if profiles[i].cpus[0] > 0]
+                cands.open = [i for i in cands.open if self._cpus_free_now(i) > 0]
             return None
         return self._finish_pick(req, picked, others, want)
 
