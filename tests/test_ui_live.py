@@ -3,6 +3,8 @@ refusals."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 import trio
 
@@ -48,7 +50,7 @@ async def test_a_cheap_page_refreshes_once_a_second_under_constant_change(autoju
     page, sink = Page(cost=0.005, every=0.1), Sink()
     start = trio.current_time()
     await _run_for(10.0, page, sink)
-    gaps = [b - a for a, b in zip(page.renders, page.renders[1:])]
+    gaps = [b - a for a, b in pairwise(page.renders)]
     assert page.renders[0] == start
     assert gaps and all(g == pytest.approx(1.0) for g in gaps)
     assert [v for _t, v in sink.sent][:2] == ["live:page 1", "live:page 2"]
@@ -57,7 +59,7 @@ async def test_a_cheap_page_refreshes_once_a_second_under_constant_change(autoju
 async def test_an_expensive_page_backs_off_to_its_duty(autojump_clock: trio.abc.Clock) -> None:
     page, sink = Page(cost=0.2, every=0.1), Sink()
     await _run_for(60.0, page, sink)
-    gaps = [b - a for a, b in zip(page.renders, page.renders[1:])]
+    gaps = [b - a for a, b in pairwise(page.renders)]
     assert gaps and all(g == pytest.approx(0.2 / live.DUTY) for g in gaps)  # 10 s: 2% of the time
     busy = len(page.renders) * page.cost
     assert busy / 60.0 <= live.DUTY + 0.2 / 60.0  # the last refresh may have begun just before the end
@@ -73,7 +75,7 @@ async def test_without_change_a_page_refreshes_every_idle_period_and_says_idle(
 
     page, sink = Static(cost=0.0, every=1e9), Sink()
     await _run_for(46.0, page, sink)
-    assert [b - a for a, b in zip(page.renders, page.renders[1:])] == [live.IDLE_REFRESH_SECS] * 3
+    assert [b - a for a, b in pairwise(page.renders)] == [live.IDLE_REFRESH_SECS] * 3
     assert [v for _t, v in sink.sent] == ["live:same", ": idle\n\n", ": idle\n\n", ": idle\n\n"]
 
 
