@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +88,7 @@ class BackfillOptions:
 MAX_LAYOUT_CACHE = 4096
 
 
-def _layout_cache(layout: NodeLayout, name: str) -> dict:
+def _layout_cache(layout: NodeLayout, name: str) -> dict[Any, Any]:
     """This planner's dict ``name`` in ``layout.cache`` (created empty the first time, emptied when
     it holds more than ``MAX_LAYOUT_CACHE`` entries)."""
     key = ("spur_sched_backfill", name)
@@ -98,7 +98,7 @@ def _layout_cache(layout: NodeLayout, name: str) -> dict:
     return found
 
 
-class _Lazy(dict):
+class _Lazy(dict[int, Any]):
     """Per-node values built on first use (``self[i]``), by ``build(i)``.
 
     A pass usually looks at a few nodes of a large cluster (the first that fit), so building every
@@ -117,7 +117,7 @@ class _Lazy(dict):
         return value
 
 
-def priority_key(job: PendingView) -> tuple:
+def priority_key(job: PendingView) -> tuple[int, float, int]:
     return (-job.priority, job.submit_time, job.job_id)
 
 
@@ -132,7 +132,7 @@ class _Candidates:
     ub_m: int = 1 << 62
     ub_g: int = 1 << 62
     ub_idle: int = 1 << 62  # upper bound of open nodes with no job now
-    failures: list[tuple] = field(default_factory=list)
+    failures: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -165,12 +165,12 @@ class BackfillPlanner:
         # Kept with the layout (valid while it is): GPU model masks, candidate nodes per job class
         # and static reasons (see ``NodeLayout.cache``).
         self.type_masks: dict[str, list[int]] = _layout_cache(layout, "type_masks")
-        self.static_candidates: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = _layout_cache(
+        self.static_candidates: dict[tuple[Any, ...], tuple[tuple[int, ...], tuple[int, ...]]] = _layout_cache(
             layout, "candidates"
         )
-        self.static_cache: dict[tuple, str] = _layout_cache(layout, "static_reasons")
-        self.candidates: dict[tuple, _Candidates] = {}
-        self.searches: dict[tuple, _Search] = {}
+        self.static_cache: dict[tuple[Any, ...], str] = _layout_cache(layout, "static_reasons")
+        self.candidates: dict[tuple[Any, ...], _Candidates] = {}
+        self.searches: dict[tuple[Any, ...], _Search] = {}
 
     # ----- setup -------------------------------------------------------------------------------
 
@@ -183,8 +183,10 @@ class BackfillPlanner:
         """Per node index, when first asked: the releases of the running jobs there, how many
         allocations they hold there, and whether an exclusive one holds the whole node. From
         ``node_running``, or from the running jobs grouped by node here (one walk over them)."""
-        by_node = self.snap.node_running
-        if by_node is None:
+        by_node: Mapping[str, Sequence[RunningView]]
+        if self.snap.node_running is not None:
+            by_node = self.snap.node_running
+        else:
             grouped: dict[str, list[RunningView]] = {}
             for run in self.snap.running:
                 for alloc in run.allocation:

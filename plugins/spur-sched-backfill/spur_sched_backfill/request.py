@@ -79,7 +79,7 @@ class Request:
             duration=duration,
         )
 
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[object, ...]:
         """Everything but the duration: jobs of one shape fit (or not) on the same nodes."""
         return (
             self.n, self.uniform, self.tpn, self.total_tasks, self.cpt, self.need_m, self.mem_per_cpu,
