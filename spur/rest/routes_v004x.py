@@ -40,11 +40,11 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     layout = d.job_resources_layout()
     S, D = f"/slurm/{version}", f"/slurmdb/{version}"
 
-    def route(path: str, method: str, db: bool = False, empty: str | None = None) -> Any:
+    def route(path: str, method: str, db: bool = False, empty: str | None = None, shape: bool = True) -> Any:
         def decorate(view: Any) -> Any:
             if not d.has(path, method) or (path, method) in api.registered:
                 return view  # not in this version, or served by the accounting backend's route
-            return api.route(path, method, db=db, empty=empty, dialect=d)(view)
+            return api.route(path, method, db=db, empty=empty, dialect=d, shape=shape)(view)
 
         return decorate
 
@@ -76,7 +76,9 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     @route(f"{S}/licenses/", "get", empty="licenses")
     async def licenses() -> Body:
         api.identity_metadata("_op_handler_licenses")
-        return ok(licenses=[], last_update=int(api.ctl.clock.wall()))
+        # Spur has no licenses: 24.11 warns so when it has none to list
+        none = [{"description": "Zero licenses to dump", "source": ""}]
+        return ok(licenses=[], last_update=int(api.ctl.clock.wall()), warnings=none)
 
     @route(f"{S}/shares", "get")
     async def shares() -> Body:
@@ -93,13 +95,15 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         resp = await api.call("GetJobs", pb.GetJobsRequest(), "_op_handler_jobs")
         return await job_lists(list(resp.jobs), complete=True)
 
-    @route(f"{S}/jobs/state/", "get", empty="jobs")
+    # Sent as built (not shaped): the documents declare job_info items here, which would drop the
+    # ``state`` that 24.11 sends in each entry (see v004x.job_state_entry)
+    @route(f"{S}/jobs/state/", "get", empty="jobs", shape=False)
     async def jobs_state() -> Body:
         source = "_op_handler_job_states"
         md = api.identity_metadata(source)
         wanted = [int(x) for x in (request.args.get("job_id") or "").split(",") if x.strip().isdigit()]
         resp = await api.call("GetJobs", pb.GetJobsRequest(job_ids=wanted, include_finished=True), source, md)
-        now = int(api.ctl.clock.wall())
+        now = {"set": True, "infinite": False, "number": int(api.ctl.clock.wall())}
         return ok(jobs=[v004x.job_state_entry(j) for j in resp.jobs], last_backfill=now, last_update=now)
 
     @route(f"{S}/jobs/", "delete")
@@ -236,7 +240,8 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         parts = await api.call("GetPartitions", pb.GetPartitionsRequest(names=names), source, md)
         all_nodes = await api.call("GetNodes", pb.GetNodesRequest(), source, md)
         cpus = {n.name: n.cpus for n in all_nodes.nodes}
-        return [v004x.partition(p, cpus, api.cluster) for p in parts.partitions]
+        memory = {n.name: n.memory_mb for n in all_nodes.nodes}
+        return [v004x.partition(p, cpus, api.cluster, memory) for p in parts.partitions]
 
     @route(f"{S}/reservations/", "get", empty="reservations")
     async def reservations() -> Body:
@@ -332,9 +337,20 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
 
     @route(f"{D}/config", "get", db=True)
     async def db_config() -> Body:
-        out = await api.config_entities("op_handler_config")
-        out["TRES"] = out.pop("tres")
-        return ok(True, **out)
+        source = "op_handler_config"
+        out = await api.config_entities(source)
+        clusters: list[dict[str, Any]] = []
+        list_clusters = getattr(getattr(api.ctl, "accounting_backend", None), "list_clusters", None)
+        if list_clusters is not None:
+            records = await api._backend_call(list_clusters, api.identity_metadata(source), source)
+            clusters = [slurmdb.cluster_to_json(r) for r in records]
+        # slurmdbd 24.11 lists the users' associations here, not the accounts'
+        users = {"with_assocs": "true"}
+        return ok(True, clusters=v004x.entities("clusters", clusters, {}), tres=out["tres"],
+                  accounts=v004x.entities("accounts", out["accounts"], {}),
+                  users=v004x.entities("users", out["users"], users), qos=v004x.entities("qos", out["qos"], {}),
+                  wckeys=out["wckeys"], associations=v004x.entities("associations", out["associations"], {}, version),
+                  instances=[])  # fmt: skip
 
 
 def _entity_routes(api: RestApi, d: v004x.Dialect, base: str, ok: Any) -> None:
