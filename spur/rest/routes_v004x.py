@@ -266,19 +266,27 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
             names, accounts, clusters, own = v004x.add_condition(body, who, source)
             clusters = clusters or [api.cluster]
             entities: list[slurmdb.AccountRecord] | list[slurmdb.UserRecord]
+            later: list[dict[str, Any]] = []
             if who == "accounts":
                 entities = slurmdb.accounts_from_body({"accounts": [dict(own, name=n) for n in names]}, source)
                 assocs = [{"account": n, "cluster": c} for n in names for c in clusters]
                 add = backend.add_accounts
             else:
-                default = own.get("default_account") or accounts[0]
-                users = [{"name": n, "default": {"account": default}} for n in names]
+                # A new user's default account is the one named, else the first; an existing user
+                # keeps theirs unless one is named, set once the associations exist (as 24.11).
+                named = own.get("default_account") or (own.get("default") or {}).get("account")
+                existing = {u.name for u in await api._backend_call(backend.list_users, md, source)}
+                users = [{"name": n, "default": {"account": named or accounts[0]}} for n in names if n not in existing]
                 entities = slurmdb.users_from_body({"users": users}, source)
+                later = [{"name": n, "default": {"account": named}} for n in names if n in existing and named]
                 assocs = [{"account": a, "cluster": c, "user": n} for n in names for a in accounts for c in clusters]
                 add = backend.add_users
             records = slurmdb.associations_from_body({"associations": assocs}, source)
-            await api._backend_call(add, md, source, entities)
+            if entities:
+                await api._backend_call(add, md, source, entities)
             await api._backend_call(backend.add_associations, md, source, records)
+            if who == "users" and later:
+                await api._backend_call(add, md, source, slurmdb.users_from_body({"users": later}, source))
             return names
 
         @route(f"{D}/accounts_association/", "post", db=True)
