@@ -134,10 +134,10 @@ KNOWN: dict[tuple[str, str], str] = {
     ("slurm jobs/state", "jobs[].job_id"): "the documents declare job_info's integer here; 24.11 sends a string",
     ("slurm jobs/state", "last_backfill"): "the documents require it (job_info_resp); 24.11 leaves it out",
     ("slurm jobs/state", "last_update"): "the documents require it (job_info_resp); 24.11 leaves it out",
-    ("slurm nodes", "nodes[].cores"): "spurd started with --cpus offers them as one socket",
-    ("slurm nodes", "nodes[].sockets"): "spurd started with --cpus offers them as one socket",
-    ("slurm node", "nodes[].cores"): "spurd started with --cpus offers them as one socket",
-    ("slurm node", "nodes[].sockets"): "spurd started with --cpus offers them as one socket",
+    ("slurm nodes", "nodes[].cores"): "slurm.conf names only CPUs=, so slurmctld counts each CPU as a socket; spurd reports the machine's",
+    ("slurm nodes", "nodes[].sockets"): "slurm.conf names only CPUs=, so slurmctld counts each CPU as a socket; spurd reports the machine's",
+    ("slurm node", "nodes[].cores"): "slurm.conf names only CPUs=, so slurmctld counts each CPU as a socket; spurd reports the machine's",
+    ("slurm node", "nodes[].sockets"): "slurm.conf names only CPUs=, so slurmctld counts each CPU as a socket; spurd reports the machine's",
     ("slurm shares", "shares.shares"): "Spur does not list its fair-share tree here (an empty list)",
     **{(op, "clusters[].flags"): "slurmctld's registration flags; Spur's cluster record has none"
        for op in ("slurmdb clusters", "slurmdb config")},
@@ -151,6 +151,8 @@ KNOWN: dict[tuple[str, str], str] = {
        for op in ("slurmdb users", "slurmdb user")},
     ("slurmdb diag", "statistics.rollups"):
         "24.11's documents require slash-named keys (hourly/count) where the server sends objects: left out",
+    ("slurmdb config", "accounts[].associations"): "slurmdbd's config lists the associations of the accounts "
+        "added after the cluster registered (not root's); Spur's config lists no account's",
     ("slurmdb wckeys", "warnings"): "24.11 warns that it found nothing (naming a pointer); Spur keeps no WCKeys",
     **{(op, "jobs[].steps"): "Spur records no batch step in its accounting" for op in _DB_JOBS},
     **{(op, "jobs[].tres"): f"{_NO_MEMORY_DEFAULT}; slurmdbd adds energy (-2: not gathered)" for op in _DB_JOBS},
@@ -206,6 +208,25 @@ def _recorded(http: httpx.Client, job_id: int) -> bool:
     return r.status_code == 200 and "COMPLETED" in r.json()["jobs"][0]["state"]["current"]
 
 
+def _accounts(side: Side) -> None:
+    """The account ``physics`` under ``root``, with ``root`` as a user of it, through slurmdbd's
+    REST calls (the chroot's database keeps them from an earlier run: then nothing is added)."""
+    def present(user: str) -> bool:
+        r = side.http.get("/slurmdb/v0.0.42/associations/", params={"account": "physics"})
+        return r.status_code == 200 and any(a["user"] == user for a in r.json()["associations"])
+
+    for user, path, body in (
+        ("", "accounts_association/", {"association_condition": {"accounts": ["physics"]},
+                                       "account": {"description": "Physics", "organization": "science"}}),
+        ("root", "users_association/", {"association_condition": {"users": ["root"], "accounts": ["physics"]},
+                                        "user": {}}),
+    ):  # fmt: skip
+        if not present(user):
+            r = side.http.post(f"/slurmdb/v0.0.42/{path}", json=body)
+            assert r.status_code == 200, (str(side.http.base_url), path, r.status_code, r.text[-400:])
+            assert present(user), (path, r.text)
+
+
 def _submit_both(side: Side, cwd: str) -> None:
     """A job that completes and a held one on ``side``."""
     side.done = _submit(side.http, cwd, name="cmp-done", script="#!/bin/sh\ntrue\n")
@@ -220,13 +241,22 @@ def _settled(side: Side) -> None:
     assert _state(side.http, side.held) == ["PENDING"]
 
 
+# entity lists whose order is each server's own: compared in the order of these fields
+_ORDER = {"accounts": ("name",), "users": ("name",), "associations": ("account", "user", "partition")}
+
+
 def _ours(body: Any, ids: tuple[int, int]) -> Any:
     """``body`` with only this run's jobs in its ``jobs`` list, the completed one first (the
-    chroot's slurmctld and database keep earlier runs' jobs)."""
-    if isinstance(body, dict) and isinstance(body.get("jobs"), list):
+    chroot's slurmctld and database keep earlier runs' jobs), and its entity lists in one order."""
+    if not isinstance(body, dict):
+        return body
+    if isinstance(body.get("jobs"), list):
         order = {str(job_id): i for i, job_id in enumerate(ids)}
         jobs = [j for j in body["jobs"] if str(j.get("job_id")) in order]
         body = dict(body, jobs=sorted(jobs, key=lambda j: order[str(j["job_id"])]))
+    for key, fields in _ORDER.items():
+        if isinstance(body.get(key), list):
+            body = dict(body, **{key: sorted(body[key], key=lambda x: tuple(str(x.get(f)) for f in fields))})
     return body
 
 
@@ -281,6 +311,8 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Answers]:
             # both in /tmp (the chroot's, the machine's): the working directories compare by value.
             # Spur's first, then the real ones, answers taken at once: slurmctld forgets the
             # completed job 30 s after it ends
+            _accounts(sides["spur"])
+            _accounts(sides["real"])
             _submit_both(sides["spur"], "/tmp")
             _settled(sides["spur"])
             _submit_both(sides["real"], "/tmp")

@@ -85,6 +85,9 @@ def test_associations_unset_limits_are_infinite_and_have_a_lineage() -> None:
     assert first["priority"] is INF and first["min"]["priority_threshold"] is INF
     assert first["parent_account"] == "" and first["partition"] == "" and first["default"] == {"qos": ""}
     assert first["id"] == 0 and "usage" not in first and first["is_default"] is True
+    # slurmdbd marks every account's own association but root's as a default one
+    plain = [dict(a, is_default=0) for a in items]
+    assert [a["is_default"] for a in v004x.entities("associations", plain, {})] == [False, True, False, False]
     v40 = v004x.entities("associations", items[:1], {}, "v0.0.40")[0]
     assert v40["id"] == {"account": "root", "cluster": "c", "partition": "", "user": "", "id": 0}
 

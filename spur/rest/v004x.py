@@ -606,7 +606,9 @@ def _association(a: dict[str, Any], parents: Mapping[str, str], version: str) ->
     ):  # fmt: skip
         _unlimited(d, *path)
     d["default"] = {"qos": (d.get("default") or {}).get("qos") or ""}
-    d["is_default"] = bool(d.get("is_default"))
+    # slurmdbd marks the own association of every account but root (which the cluster's
+    # registration made) as a default one
+    d["is_default"] = bool(d.get("is_default")) or (not d.get("user") and d["account"] != "root")
     d.setdefault("accounting", [])
     d.setdefault("comment", "")
     d["parent_account"] = d.get("parent_account") or ""
