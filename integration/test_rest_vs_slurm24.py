@@ -121,8 +121,6 @@ _JOB_LISTS = ("slurm jobs", "slurm job done", "slurm job held")
 _DB_JOBS = ("slurmdb jobs", "slurmdb job done")
 _NO_MEMORY_DEFAULT = "Slurm without DefMemPerCPU requests the node's whole memory; Spur requests none"
 KNOWN: dict[tuple[str, str], str] = {
-    **{(op, "jobs[].allocating_node"): "Spur does not record the host a job was submitted from"
-       for op in _JOB_LISTS},
     **{(op, "jobs[].tres_req_str"): _NO_MEMORY_DEFAULT for op in _JOB_LISTS},
     **{(op, "jobs[].flags"): "Spur writes the default account into the job's request at submission, so "
        "it cannot tell USING_DEFAULT_ACCOUNT" for op in _JOB_LISTS},

@@ -35,7 +35,7 @@ def test_a_job_that_has_not_ended_has_exit_code_0_and_no_billing_yet() -> None:
 
 def test_job_defaults_as_slurmctld_24_11_reports_them() -> None:
     d = v004x.job_info(_job("COMPLETED"), "c", "nodes")
-    assert d["standard_input"] == "/dev/null" and d["thread_spec"] == 32766
+    assert d["standard_input"] == "/dev/null" and d["thread_spec"] == 32766 and d["allocating_node"] == "localhost"
     assert d["flags"] == ["USING_DEFAULT_ACCOUNT", "USING_DEFAULT_PARTITION", "USING_DEFAULT_QOS",
                           "USING_DEFAULT_WCKEY", "PARTITION_ASSIGNED"]  # fmt: skip
     assert v004x.job_info(_job("COMPLETED", account="a", partition="p", qos="q", wckey="w"), "c", "nodes")["flags"] == []

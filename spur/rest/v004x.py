@@ -220,6 +220,8 @@ def job_info(job: pb.JobInfo, cluster: str, layout: str) -> dict[str, Any]:
     d["max_nodes"] = max(spec.num_nodes, 1) if state == "PENDING" else 0  # slurmctld clears it at start
     d["standard_input"] = spec.stdin_path or "/dev/null"
     d["flags"] = _job_flags(spec)
+    # the submitting host; a REST submission names none, and slurmctld (as scontrol's AllocNode) says localhost
+    d["allocating_node"] = job.submit_host or "localhost"
     d["job_resources"] = _job_resources(list(job.allocation), layout, ended)
     d["job_state"] = [state]
     d["mail_user"] = job.user
