@@ -109,6 +109,7 @@ UNEQUAL: dict[str, str] = {
     "statistics": "the daemons' own counters (diag)",
     "priority": "each scheduler's priority plugin (Spur's counts down from Slurm's priority/basic start)",
     "stdout_expanded": "the expanded output file names contain the job id",
+    "jobs[].steps[].step.id": "a step id contains the job id",
     "associations[].id": "ids the accounting database assigned",
     "users[].associations[].id": "ids the accounting database assigned",
     "jobs[].association.id": "ids the accounting database assigned",
@@ -152,7 +153,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("slurmdb config", "accounts[].associations"): "slurmdbd's config lists the associations of the accounts "
         "added after the cluster registered (not root's); Spur's config lists no account's",
     ("slurmdb wckeys", "warnings"): "24.11 warns that it found nothing (naming a pointer); Spur keeps no WCKeys",
-    **{(op, "jobs[].steps"): "Spur records no batch step in its accounting" for op in _DB_JOBS},
     **{(op, "jobs[].tres"): f"{_NO_MEMORY_DEFAULT}; slurmdbd adds energy (-2: not gathered)" for op in _DB_JOBS},
     ("slurmdb jobs", "jobs"): "slurmdbd records a held job once it is eligible; Spur lists it at once",
 }
@@ -341,8 +341,9 @@ def known_for(version: str, name: str) -> dict[str, str]:
 
 
 def _under(path: str, known: str) -> bool:
-    """``path`` is ``known`` or below it (``jobs[].tres.allocated[].count`` under ``jobs[].tres``)."""
-    return path == known or path.startswith((f"{known}.", f"{known}["))
+    """``path`` is ``known`` or a key below it (``jobs[].tres.allocated[].count`` is under
+    ``jobs[].tres``; ``jobs[].name`` is not under ``jobs``, a list's length)."""
+    return path == known or path.startswith(f"{known}.")
 
 
 def explain(diffs: list[Difference]) -> str:

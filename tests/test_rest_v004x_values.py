@@ -110,3 +110,16 @@ def test_qos_unset_limits_are_infinite_and_preempt_mode_off_is_disabled() -> Non
     assert out["id"] == 1 and out["preempt"]["mode"] == ["DISABLED"] and out["preempt"]["exempt_time"] is INF
     assert out["limits"]["max"]["active_jobs"] == {"accruing": INF, "count": INF}
     assert out["limits"]["grace_time"] == 0 and out["limits"]["max"]["tres"]["total"] == []
+
+
+def test_db_job_lists_the_batch_step_of_a_started_batch_job() -> None:
+    steps = v004x.db_job(_job("COMPLETED"), "c", 200)["steps"]
+    assert [s["step"] for s in steps] == [{"id": "4.batch", "name": "batch"}]
+    batch = steps[0]
+    assert batch["state"] == ["COMPLETED"] and batch["nodes"] == {"count": 1, "range": "vm", "list": ["vm"]}
+    assert batch["time"]["elapsed"] == 1 and batch["exit_code"]["status"] == ["SUCCESS"]
+    cancelled = _job("CANCELLED")
+    cancelled.signal = 15
+    assert v004x.db_job(cancelled, "c", 200)["steps"][0]["state"] == ["CANCELLED"]
+    assert v004x.db_job(_job("PENDING"), "c", 200)["steps"] == []
+    assert v004x.db_job(_job("COMPLETED", interactive=True), "c", 200)["steps"] == []

@@ -582,8 +582,40 @@ def db_job(job: pb.JobInfo, cluster: str, now: float) -> dict[str, Any]:
         s["CPU"] = {"requested_frequency": {"min": None, "max": None}, "governor": ""}
         s["task"] = {"distribution": "Block"}
         steps.append(s)
-    d["steps"] = steps
+    batch = _batch_step(job, now)
+    d["steps"] = ([batch] if batch is not None else []) + steps
     return d
+
+
+def _batch_step(job: pb.JobInfo, now: float) -> dict[str, Any] | None:
+    """The ``batch`` step slurmdbd records for a batch job once it started (sacct's ``.batch`` line):
+    its shell on the first node, one task; a shell ended by a signal is a CANCELLED step."""
+    if job.spec.interactive or job.start_time <= 0:
+        return None
+    first = job.allocation[0] if job.allocation else None
+    node = first.node if first else job.nodelist.split(",")[0]
+    start, end = int(job.start_time), int(job.end_time) if job.end_time > 0 else 0
+    state = "CANCELLED" if job.state == "CANCELLED" or (job.signal and job.state == "FAILED") else job.state
+    return {
+        "time": {"elapsed": max((end or int(now)) - start, 0), "end": end or None, "start": start, "suspended": 0,
+                 "system": {"seconds": 0, "microseconds": 0}, "total": {"seconds": 0, "microseconds": 0},
+                 "user": {"seconds": 0, "microseconds": 0}},
+        "exit_code": exit_code(state, job.exit_code, job.signal),
+        "nodes": {"count": 1, "range": node, "list": [node]},
+        "tasks": {"count": 1},
+        "pid": "",
+        "CPU": {"requested_frequency": {"min": 0, "max": 0}, "governor": "0"},
+        "kill_request_user": "",
+        "state": [state],
+        "statistics": {"CPU": {"actual_frequency": 0}, "energy": {"consumed": 0}},
+        "step": {"id": f"{job.job_id}.batch", "name": "batch"},
+        "task": {"distribution": "Unknown"},
+        "tres": {"requested": {"max": [], "min": [], "average": [], "total": []},
+                 "consumed": {"max": [], "min": [], "average": [], "total": []},
+                 "allocated": [{"type": "cpu", "name": "", "id": 1, "count": first.cpus if first else 0},
+                               {"type": "mem", "name": "", "id": 2, "count": first.mem_mb if first else 0},
+                               {"type": "node", "name": "", "id": 4, "count": 1}]},
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- slurmdb entities
