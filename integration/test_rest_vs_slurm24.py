@@ -140,10 +140,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("slurm shares", "shares.shares"): "Spur does not list its fair-share tree here (an empty list)",
     **{(op, "clusters[].flags"): "slurmctld's registration flags; Spur's cluster record has none"
        for op in ("slurmdb clusters", "slurmdb config")},
-    **{(op, "clusters[].nodes"): "Spur's cluster record does not list its nodes"
-       for op in ("slurmdb clusters", "slurmdb config")},
-    **{(op, "clusters[].tres"): "Spur's cluster record does not count its TRES"
-       for op in ("slurmdb clusters", "slurmdb config")},
     **{(op, path): "Spur defines gres/gpu as a TRES (id 1001); slurmdbd without GRES lists its dynamic_offset"
        for op, path in (("slurmdb tres", "TRES[]"), ("slurmdb config", "tres[]"))},
     **{(op, "users[].default.account"): "slurmdbd's own root user has no default account; Spur's is root"

@@ -123,3 +123,17 @@ def test_db_job_lists_the_batch_step_of_a_started_batch_job() -> None:
     assert v004x.db_job(cancelled, "c", 200)["steps"][0]["state"] == ["CANCELLED"]
     assert v004x.db_job(_job("PENDING"), "c", 200)["steps"] == []
     assert v004x.db_job(_job("COMPLETED", interactive=True), "c", 200)["steps"] == []
+
+
+def test_a_cluster_lists_its_nodes_and_their_tres() -> None:
+    cluster = {"name": "c", "nodes": "", "tres": [], "associations": {"root": {"account": "root", "cluster": "c"}}}
+    nodes = [pb.NodeInfo(name=f"n{i}", cpus=4, memory_mb=1000) for i in (1, 2)]
+    out = v004x.entities("clusters", [cluster], {}, "v0.0.42", nodes)[0]
+    assert out["nodes"] == "n[1-2]" and out["rpc_version"] == 10752
+    counts = {(t["type"], t["name"]): t["count"] for t in out["tres"]}
+    assert counts == {("cpu", ""): 8, ("mem", ""): 2000, ("energy", ""): 0, ("node", ""): 2, ("billing", ""): 8,
+                      ("fs", "disk"): 0, ("vmem", ""): 0, ("pages", ""): 0}  # fmt: skip
+    nodes[0].gpus.add(index=0)
+    gpu = v004x.entities("clusters", [cluster], {}, "v0.0.42", nodes)[0]["tres"][-1]
+    assert (gpu["type"], gpu["name"], gpu["count"]) == ("gres", "gpu", 1)
+    assert out["associations"]["root"] == {"account": "root", "cluster": "c", "partition": "", "user": "", "id": 1}

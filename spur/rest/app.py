@@ -485,7 +485,10 @@ class RestApi:
             if dialect is not None:  # slurmdbd 24.11's values (spur.rest.v004x.entities)
                 from spur.rest.v004x import entities
 
-                items = entities(entity.key, items, request.args, dialect.version)
+                nodes = None
+                if entity.key == "clusters":
+                    nodes = (await self.call("GetNodes", pb.GetNodesRequest(), source, md)).nodes
+                items = entities(entity.key, items, request.args, dialect.version, nodes)
             return answer(**{list_key: items})
 
     async def _backend_call(

@@ -354,7 +354,8 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
             clusters = [slurmdb.cluster_to_json(r) for r in records]
         # slurmdbd 24.11 lists the users' associations here, not the accounts'
         users = {"with_assocs": "true"}
-        return ok(True, clusters=v004x.entities("clusters", clusters, {}), tres=out["tres"],
+        nodes = (await api.call("GetNodes", pb.GetNodesRequest(), source)).nodes if clusters else None
+        return ok(True, clusters=v004x.entities("clusters", clusters, {}, version, nodes), tres=out["tres"],
                   accounts=v004x.entities("accounts", out["accounts"], {}),
                   users=v004x.entities("users", out["users"], users), qos=v004x.entities("qos", out["qos"], {}),
                   wckeys=out["wckeys"], associations=v004x.entities("associations", out["associations"], {}, version),

@@ -712,10 +712,23 @@ def _account(a: dict[str, Any], with_assocs: bool) -> dict[str, Any]:
     return dict(a, associations=assocs)
 
 
-def _cluster(c: dict[str, Any]) -> dict[str, Any]:
+def _cluster(c: dict[str, Any], nodes: Iterable[pb.NodeInfo] | None) -> dict[str, Any]:
     root = dict((c.get("associations") or {}).get("root") or {})
     # 24.11's protocol version (SLURM_24_11_PROTOCOL_VERSION), as the release meta names
-    return dict(c, associations={"root": dict(_short_association(root), id=1)}, rpc_version=10752)
+    out = dict(c, associations={"root": dict(_short_association(root), id=1)}, rpc_version=10752)
+    if nodes is not None:
+        out.update(cluster_nodes_and_tres(list(nodes)))
+    return out
+
+
+def cluster_nodes_and_tres(nodes: list[pb.NodeInfo]) -> dict[str, Any]:
+    """A cluster record's ``nodes`` (their hostlist) and ``tres`` (what its nodes offer, in
+    slurmdbd's standard TRES; billing = CPUs; gres/gpu only when a node has GPUs)."""
+    cpus = sum(n.cpus for n in nodes)
+    gpus = sum(len(n.gpus) for n in nodes)
+    counts: dict[object, int] = {1: cpus, 2: sum(n.memory_mb for n in nodes), 4: len(nodes), 5: cpus, 1001: gpus}
+    tres = [dict(t, count=counts.get(t["id"], 0)) for t in mapping.STANDARD_TRES if t["id"] != 1001 or gpus]
+    return {"nodes": mapping._hostlist(n.name for n in nodes), "tres": tres}
 
 
 def _flag(query: Mapping[str, str], *names: str) -> bool:
@@ -724,13 +737,14 @@ def _flag(query: Mapping[str, str], *names: str) -> bool:
 
 
 def entities(
-    key: str, items: list[dict[str, Any]], query: Mapping[str, str], version: str = "v0.0.42"
+    key: str, items: list[dict[str, Any]], query: Mapping[str, str], version: str = "v0.0.42",
+    nodes: Iterable[pb.NodeInfo] | None = None,
 ) -> list[dict[str, Any]]:
     """slurmdb entity lists (``accounts``, ``associations``, ``users``, ``qos``, ``clusters``) from
     their v0.0.38 JSON to slurmdbd 24.11's values: an unset limit is infinite, every declared
     string is sent (empty when unset), associations carry their lineage, and accounts and users
     list their associations only when ``query`` asks (``with_assocs``; ``WithAssociations`` for
-    the accounts list), as slurmrestd 24.11 does."""
+    the accounts list), as slurmrestd 24.11 does; a cluster lists ``nodes`` and their TRES."""
     if key == "associations":
         parents = {a["account"]: a.get("parent_account") or "" for a in items if not a.get("user")}
         return [_association(a, parents, version) for a in items]
@@ -741,6 +755,6 @@ def entities(
         return [_account(a, with_assocs) for a in items]
     if key == "qos":
         return [_qos(q) for q in items]
-    if key == "clusters":
-        return [_cluster(c) for c in items]
+    if key == "clusters":  # ``nodes``: this cluster's, for its record (the only one Spur keeps)
+        return [_cluster(c, nodes) for c in items]
     return items
