@@ -274,7 +274,8 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
             else:
                 # A new user's default account is the one named, else the first; an existing user
                 # keeps theirs unless one is named, set once the associations exist (as 24.11).
-                named = own.get("default_account") or (own.get("default") or {}).get("account")
+                default = own.get("default")
+                named = own.get("default_account") or (default.get("account") if isinstance(default, dict) else None)
                 existing = {u.name for u in await api._backend_call(backend.list_users, md, source)}
                 users = [{"name": n, "default": {"account": named or accounts[0]}} for n in names if n not in existing]
                 entities = slurmdb.users_from_body({"users": users}, source)
