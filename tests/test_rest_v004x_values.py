@@ -47,7 +47,9 @@ def test_v0040_job_resources_empty_before_allocation_released_after() -> None:
     assert res["allocated_cpus"] == 0 and res["allocated_cores"] == 1
     assert res["allocated_nodes"][0]["cpus_used"] == 0 and "index" not in res["allocated_nodes"][0]
     running = v004x.job_info(_job("RUNNING"), "c", "allocated_nodes")["job_resources"]
-    assert running["allocated_cpus"] == 1 and running["allocated_nodes"][0]["cpus_used"] == 1
+    # 24.11's v0.0.40 parser sends 0 there, running or not
+    assert running["allocated_cpus"] == 0 and running["allocated_nodes"][0]["cpus_used"] == 0
+    assert running["allocated_cores"] == 1 and running["nodes"] == "vm"
     assert v004x.job_info(_job("RUNNING"), "c", "nodes")["job_resources"] is None  # v0.0.41/42: left out
 
 
@@ -137,3 +139,19 @@ def test_a_cluster_lists_its_nodes_and_their_tres() -> None:
     gpu = v004x.entities("clusters", [cluster], {}, "v0.0.42", nodes)[0]["tres"][-1]
     assert (gpu["type"], gpu["name"], gpu["count"]) == ("gres", "gpu", 1)
     assert out["associations"]["root"] == {"account": "root", "cluster": "c", "partition": "", "user": "", "id": 1}
+
+
+def test_a_running_job_in_slurmdb_has_exit_code_0_and_its_batch_step_no_end_yet() -> None:
+    d = v004x.db_job(_job("RUNNING"), "c", 200)
+    assert d["exit_code"]["status"] == ["SUCCESS"] and d["exit_code"]["return_code"] == 0
+    batch = d["steps"][0]
+    assert batch["exit_code"]["status"] == ["SUCCESS"] and batch["time"]["end"] == 0
+    assert batch["state"] == ["RUNNING"] and batch["time"]["elapsed"] == 97
+
+
+def test_node_tres_used_names_memory_only_when_some_is_in_use() -> None:
+    n = pb.NodeInfo(name="vm", cpus=2, memory_mb=100, alloc_cpus=1, state="mixed")
+    assert v004x.node(n, "c")["tres_used"] == "cpu=1"
+    n.alloc_mem_mb = 50
+    assert v004x.node(n, "c")["tres_used"] == "cpu=1,mem=50M"
+    assert v004x.node(pb.NodeInfo(name="vm", cpus=2), "c")["tres_used"] == ""

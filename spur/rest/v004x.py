@@ -166,9 +166,10 @@ def exit_code(state: str, code: int, sig: int) -> dict[str, Any]:
 
 def _job_resources(alloc: list[pb.NodeAllocation], layout: str, ended: bool) -> dict[str, Any] | None:
     """v0.0.40's ``job_resources`` (``{}`` before the job has an allocation, as 24.11 sends it;
-    once the job ended its CPUs and memory are no longer in use: 0); None (left out) for the
-    v0.0.41/42 layout, whose schema requires slash-named keys (``nodes/count``) that the real
-    server never sends and no client can parse."""
+    ``allocated_cpus`` and ``cpus_used`` are 0, as 24.11's v0.0.40 parser sends them, running or
+    not; memory no longer in use once the job ended: 0); None (left out) for the v0.0.41/42
+    layout, whose schema requires slash-named keys (``nodes/count``) that the real server never
+    sends and no client can parse."""
     if layout != "allocated_nodes":
         return None
     if not alloc:
@@ -178,10 +179,10 @@ def _job_resources(alloc: list[pb.NodeAllocation], layout: str, ended: bool) -> 
     return {
         "nodes": nodes,
         "allocated_cores": cpus,
-        "allocated_cpus": 0 if ended else cpus,
+        "allocated_cpus": 0,
         "allocated_hosts": len(alloc),
         "allocated_nodes": [
-            {"nodename": a.node, "cpus_used": 0 if ended else a.cpus, "memory_used": 0 if ended else a.mem_mb,
+            {"nodename": a.node, "cpus_used": 0, "memory_used": 0 if ended else a.mem_mb,
              "memory_allocated": 0 if ended else a.mem_mb,
              "sockets": {"0": {"cores": {str(c): "allocated" for c in range(a.cpus)}}}}
             for a in alloc
@@ -427,6 +428,8 @@ def node(n: pb.NodeInfo, cluster: str) -> dict[str, Any]:
         reservation="",
         alloc_idle_cpus=old["idle_cpus"],
         features=list(n.features),  # arrays in 24.11 (v0.0.38: a comma-separated string)
+        # slurmctld names memory in use only when there is some
+        tres_used=f"cpu={n.alloc_cpus}" + (f",mem={n.alloc_mem_mb}M" if n.alloc_mem_mb else "") if n.alloc_cpus else "",
         active_features=list(n.features),
         version=n.version,
     )
@@ -526,8 +529,10 @@ def db_job(job: pb.JobInfo, cluster: str, now: float) -> dict[str, Any]:
     """One slurmdb ``job`` (24.11 names), from the v0.0.38 value rules."""
     old = mapping.job_to_slurmdb(job, cluster, now)
     d = dict(old)
-    d["exit_code"] = exit_code(job.state, job.exit_code, job.signal)
-    d["derived_exit_code"] = exit_code(job.state, 0, 0)
+    # slurmdbd records exit code 0 (SUCCESS) until the job ends, as slurmctld reports it
+    ended = job.state not in _NOT_ENDED
+    d["exit_code"] = exit_code(job.state, job.exit_code, job.signal) if ended else _NOT_ENDED_EXIT
+    d["derived_exit_code"] = exit_code(job.state, 0, 0) if ended else _NOT_ENDED_EXIT
     d["state"] = {"current": [job.state], "reason": job.reason or "None"}
     # planned: how long it waited to start (set once it started, as slurmdbd records it)
     planned = max(0, int(job.start_time) - int(job.eligible_time or job.submit_time)) if job.start_time > 0 else None
@@ -596,11 +601,12 @@ def _batch_step(job: pb.JobInfo, now: float) -> dict[str, Any] | None:
     node = first.node if first else job.nodelist.split(",")[0]
     start, end = int(job.start_time), int(job.end_time) if job.end_time > 0 else 0
     state = "CANCELLED" if job.state == "CANCELLED" or (job.signal and job.state == "FAILED") else job.state
+    code = exit_code(state, job.exit_code, job.signal) if state not in _NOT_ENDED else _NOT_ENDED_EXIT
     return {
-        "time": {"elapsed": max((end or int(now)) - start, 0), "end": end or None, "start": start, "suspended": 0,
+        "time": {"elapsed": max((end or int(now)) - start, 0), "end": end, "start": start, "suspended": 0,
                  "system": {"seconds": 0, "microseconds": 0}, "total": {"seconds": 0, "microseconds": 0},
                  "user": {"seconds": 0, "microseconds": 0}},
-        "exit_code": exit_code(state, job.exit_code, job.signal),
+        "exit_code": code,
         "nodes": {"count": 1, "range": node, "list": [node]},
         "tasks": {"count": 1},
         "pid": "",
