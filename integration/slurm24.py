@@ -166,8 +166,8 @@ def _ready(slurm: Slurm24) -> bool:
 @contextmanager
 def real_slurm24(lock_timeout: float = 600, start_timeout: float = 900) -> Iterator[Slurm24]:
     """Start real Slurm 24.11 from :func:`cache_dir` (building the chroot first when absent), wait
-    until slurmrestd, the node and slurmdbd answer, yield it; stop it (the tool's ``stop``: daemons
-    killed, mounts released) whatever happened. Holds :func:`lock_path` throughout. A failed start
+    until slurmrestd, the node and slurmdbd answer (root's jobs left from an earlier run cancelled),
+    yield it; stop it (the tool's ``stop``: daemons killed, mounts released) whatever happened. Holds :func:`lock_path` throughout. A failed start
     raises AssertionError with the tool's output and the daemons' logs."""
     directory = cache_dir()
     with _locked(lock_path(), lock_timeout):
@@ -176,6 +176,8 @@ def real_slurm24(lock_timeout: float = 600, start_timeout: float = 900) -> Itera
             started = _tool("start", directory, timeout=start_timeout)
             if not built():
                 raise AssertionError(f"building the Slurm 24.11 chroot failed:\n{started.stdout}\n{started.stderr}")
+            # the jobs of a run killed before its teardown would keep the node busy
+            _tool("run", directory, "scancel", "-u", "root", timeout=60)
             token = _tool("token", directory).stdout.strip()
             slurm = Slurm24(directory, token)
             if not token:
