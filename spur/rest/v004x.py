@@ -192,7 +192,7 @@ def _job_resources(alloc: list[pb.NodeAllocation], layout: str, ended: bool) -> 
 
 # job_info fields whose value is the same for every job Spur runs
 _JOB_CONSTANTS: dict[str, Any] = {
-    "allocating_node": "", "container_id": "", "core_spec": 0, "minimum_switches": 0,
+    "container_id": "", "core_spec": 0, "minimum_switches": 0,
     "cores_per_socket": None, "cron": "", "extra": "", "failed_node": "", "job_size_str": [],
     "mail_type": [], "network": "", "tasks_per_core": INF, "tasks_per_tres": 0, "tasks_per_socket": INF,
     "power": {"flags": []}, "preemptable_time": 0, "priority_by_partition": [], "profile": ["NOT_SET"],
