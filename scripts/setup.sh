@@ -173,5 +173,21 @@ else
   say "note: no systemd root filesystem in $systemd_dir and not root: the systemd host tests are skipped"
 fi
 
+# Real Slurm 24.11 (Debian 13's slurmctld, slurmd, slurmdbd and slurmrestd) for the side-by-side REST
+# test (integration/test_rest_vs_slurm24.py): a chroot built once per machine by the shared tool beside
+# the clone (../shared/tools/slurm24-chroot.sh, debootstrap: about 300 MB and 2 minutes) and cached
+# outside the clone; flock'd with the tests that use it. Instant when already built.
+slurm24_dir=${SPUR_SLURM24_DIR:-/var/cache/spur-test/slurm24}
+if [ -x "$slurm24_dir/usr/sbin/slurmrestd" ]; then
+  :
+elif [ ! -f ../shared/tools/slurm24-chroot.sh ]; then
+  say "note: no ../shared/tools/slurm24-chroot.sh beside the clone: the Slurm 24.11 REST comparison is skipped"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "building real Slurm 24.11 in a chroot at $slurm24_dir (once per machine: about 2 minutes, 300 MB)" \
+    env SPUR_SLURM24_DIR="$slurm24_dir" .venv/bin/python -m integration.slurm24 build
+else
+  say "note: no Slurm 24.11 chroot in $slurm24_dir and not root: the Slurm 24.11 REST comparison is skipped"
+fi
+
 say "ready in $((SECONDS - t_start))s: export PATH=\"$PWD/.venv/bin:\$PATH\" (man pages follow PATH);" \
   "completion: source $PWD/.venv/share/spur/completion.bash"

@@ -171,7 +171,8 @@ class RestApi:
                 warnings: list[dict] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
         """A v0.0.4x body: the fields, then ``meta``, ``errors`` and ``warnings`` (24.11's order)."""
         out = dict(fields)
-        out["meta"] = dialect.meta(db, self.cluster)
+        # slurmrestd 24.11 names the client in slurmctld's answers only
+        out["meta"] = dialect.meta(db, self.cluster, *(("", "") if db else self._client_names()))
         out["errors"] = list(errors or [])
         out["warnings"] = list(warnings or [])
         return out
@@ -233,6 +234,17 @@ class RestApi:
         raw = await request.get_data(as_text=False)
         assert isinstance(raw, bytes)
         return decode_body(raw, self.limits, source)
+
+    def _client_names(self) -> tuple[str, str]:
+        """The caller's user and group names, as 24.11's ``meta.client`` names them ("" when the
+        request names no usable identity: its answer is the 401)."""
+        from spur.auth.headers import GROUP_KEY, USER_KEY
+
+        try:
+            md = self.identity_metadata("meta")
+        except RestError:
+            return "", ""
+        return md.get(USER_KEY, ""), md.get(GROUP_KEY, "")
 
     @property
     def cluster(self) -> str:
@@ -469,7 +481,15 @@ class RestApi:
                 else:  # filter_delete
                     await self._backend_call(fn, md, source, slurmdb.association_filter(request.args))
                 return answer()
-            return answer(**{list_key: [entity.to_json(r) for r in records]})
+            items = [entity.to_json(r) for r in records]
+            if dialect is not None:  # slurmdbd 24.11's values (spur.rest.v004x.entities)
+                from spur.rest.v004x import entities
+
+                nodes = None
+                if entity.key == "clusters":
+                    nodes = (await self.call("GetNodes", pb.GetNodesRequest(), source, md)).nodes
+                items = entities(entity.key, items, request.args, dialect.version, nodes)
+            return answer(**{list_key: items})
 
     async def _backend_call(
         self, fn: Callable[..., Awaitable[Any]], md: dict[str, str], source: str, *args: Any

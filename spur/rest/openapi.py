@@ -23,7 +23,8 @@ NEWEST = VERSIONS[-1]
 # nullable: slurmrestd 22.05's answers in shared/reference/slurmrestd-22.05 (tests check each one
 # against those answers). Only scalars and arrays: a client generated from the document parses null
 # there as "unset", but fails on a null object (22.05's association ``usage``, which Spur leaves
-# out). slurmrestd 24.11 sends no null anywhere.
+# out). slurmrestd 24.11 sends null for a pending job's job_resources in v0.0.41/42 (an object,
+# so Spur leaves it out; integration/test_rest_vs_slurm24.py).
 SENT_AS_NULL: dict[str, tuple[tuple[str, str], ...]] = {
     "v0.0.38": (
         *(

@@ -40,11 +40,11 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     layout = d.job_resources_layout()
     S, D = f"/slurm/{version}", f"/slurmdb/{version}"
 
-    def route(path: str, method: str, db: bool = False, empty: str | None = None) -> Any:
+    def route(path: str, method: str, db: bool = False, empty: str | None = None, shape: bool = True) -> Any:
         def decorate(view: Any) -> Any:
             if not d.has(path, method) or (path, method) in api.registered:
                 return view  # not in this version, or served by the accounting backend's route
-            return api.route(path, method, db=db, empty=empty, dialect=d)(view)
+            return api.route(path, method, db=db, empty=empty, dialect=d, shape=shape)(view)
 
         return decorate
 
@@ -76,7 +76,9 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
     @route(f"{S}/licenses/", "get", empty="licenses")
     async def licenses() -> Body:
         api.identity_metadata("_op_handler_licenses")
-        return ok(licenses=[], last_update=int(api.ctl.clock.wall()))
+        # Spur has no licenses: 24.11 warns so when it has none to list
+        none = [{"description": "Zero licenses to dump", "source": ""}]
+        return ok(licenses=[], last_update=int(api.ctl.clock.wall()), warnings=none)
 
     @route(f"{S}/shares", "get")
     async def shares() -> Body:
@@ -93,13 +95,15 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         resp = await api.call("GetJobs", pb.GetJobsRequest(), "_op_handler_jobs")
         return await job_lists(list(resp.jobs), complete=True)
 
-    @route(f"{S}/jobs/state/", "get", empty="jobs")
+    # Sent as built (not shaped): the documents declare job_info items here, which would drop the
+    # ``state`` that 24.11 sends in each entry (see v004x.job_state_entry)
+    @route(f"{S}/jobs/state/", "get", empty="jobs", shape=False)
     async def jobs_state() -> Body:
         source = "_op_handler_job_states"
         md = api.identity_metadata(source)
         wanted = [int(x) for x in (request.args.get("job_id") or "").split(",") if x.strip().isdigit()]
         resp = await api.call("GetJobs", pb.GetJobsRequest(job_ids=wanted, include_finished=True), source, md)
-        now = int(api.ctl.clock.wall())
+        now = {"set": True, "infinite": False, "number": int(api.ctl.clock.wall())}
         return ok(jobs=[v004x.job_state_entry(j) for j in resp.jobs], last_backfill=now, last_update=now)
 
     @route(f"{S}/jobs/", "delete")
@@ -236,7 +240,8 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         parts = await api.call("GetPartitions", pb.GetPartitionsRequest(names=names), source, md)
         all_nodes = await api.call("GetNodes", pb.GetNodesRequest(), source, md)
         cpus = {n.name: n.cpus for n in all_nodes.nodes}
-        return [v004x.partition(p, cpus, api.cluster) for p in parts.partitions]
+        memory = {n.name: n.memory_mb for n in all_nodes.nodes}
+        return [v004x.partition(p, cpus, api.cluster, memory) for p in parts.partitions]
 
     @route(f"{S}/reservations/", "get", empty="reservations")
     async def reservations() -> Body:
@@ -261,19 +266,28 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
             names, accounts, clusters, own = v004x.add_condition(body, who, source)
             clusters = clusters or [api.cluster]
             entities: list[slurmdb.AccountRecord] | list[slurmdb.UserRecord]
+            later: list[dict[str, Any]] = []
             if who == "accounts":
                 entities = slurmdb.accounts_from_body({"accounts": [dict(own, name=n) for n in names]}, source)
                 assocs = [{"account": n, "cluster": c} for n in names for c in clusters]
                 add = backend.add_accounts
             else:
-                default = own.get("default_account") or accounts[0]
-                users = [{"name": n, "default": {"account": default}} for n in names]
+                # A new user's default account is the one named, else the first; an existing user
+                # keeps theirs unless one is named, set once the associations exist (as 24.11).
+                default = own.get("default")
+                named = own.get("default_account") or (default.get("account") if isinstance(default, dict) else None)
+                existing = {u.name for u in await api._backend_call(backend.list_users, md, source)}
+                users = [{"name": n, "default": {"account": named or accounts[0]}} for n in names if n not in existing]
                 entities = slurmdb.users_from_body({"users": users}, source)
+                later = [{"name": n, "default": {"account": named}} for n in names if n in existing and named]
                 assocs = [{"account": a, "cluster": c, "user": n} for n in names for a in accounts for c in clusters]
                 add = backend.add_users
             records = slurmdb.associations_from_body({"associations": assocs}, source)
-            await api._backend_call(add, md, source, entities)
+            if entities:
+                await api._backend_call(add, md, source, entities)
             await api._backend_call(backend.add_associations, md, source, records)
+            if who == "users" and later:
+                await api._backend_call(add, md, source, slurmdb.users_from_body({"users": later}, source))
             return names
 
         @route(f"{D}/accounts_association/", "post", db=True)
@@ -332,9 +346,21 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
 
     @route(f"{D}/config", "get", db=True)
     async def db_config() -> Body:
-        out = await api.config_entities("op_handler_config")
-        out["TRES"] = out.pop("tres")
-        return ok(True, **out)
+        source = "op_handler_config"
+        out = await api.config_entities(source)
+        clusters: list[dict[str, Any]] = []
+        list_clusters = getattr(getattr(api.ctl, "accounting_backend", None), "list_clusters", None)
+        if list_clusters is not None:
+            records = await api._backend_call(list_clusters, api.identity_metadata(source), source)
+            clusters = [slurmdb.cluster_to_json(r) for r in records]
+        # slurmdbd 24.11 lists the users' associations here, not the accounts'
+        users = {"with_assocs": "true"}
+        nodes = (await api.call("GetNodes", pb.GetNodesRequest(), source)).nodes if clusters else None
+        return ok(True, clusters=v004x.entities("clusters", clusters, {}, version, nodes), tres=out["tres"],
+                  accounts=v004x.entities("accounts", out["accounts"], {}),
+                  users=v004x.entities("users", out["users"], users), qos=v004x.entities("qos", out["qos"], {}),
+                  wckeys=out["wckeys"], associations=v004x.entities("associations", out["associations"], {}, version),
+                  instances=[])  # fmt: skip
 
 
 def _entity_routes(api: RestApi, d: v004x.Dialect, base: str, ok: Any) -> None:
