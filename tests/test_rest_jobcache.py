@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from spur.rest import mapping, v004x
-from spur.rest.jobcache import RenderedJobs
+from spur.rest.jobcache import PLACEHOLDER, RenderedJobs, RenderedList, render_answer, splice
 from spur.rest.openapi import VERSIONS
 from spur.rpc.proto import spur_pb2 as pb
 
@@ -59,9 +59,9 @@ def _uncached(version: str, jobs: list[pb.JobInfo], cluster: str) -> bytes:
     return orjson.dumps(shaper({"jobs": [v004x.job_info(j, cluster, layout) for j in jobs], "last_update": 1}))
 
 
-def _cached(version: str, cache: RenderedJobs, jobs: list[pb.JobInfo], cluster: str) -> bytes:
+def _cached(version: str, cache: RenderedJobs, jobs: list[pb.JobInfo], cluster: str, chunk: int = 1 << 20) -> bytes:
     shaper = v004x.Dialect(version).response_shaper(f"/slurm/{version}/jobs/", "get")
-    return orjson.dumps(shaper({"jobs": cache.fragments(jobs, cluster, True), "last_update": 1}))
+    return b"".join(render_answer({"jobs": cache.fragments(jobs, cluster, True), "last_update": 1}, shaper, chunk))
 
 
 def _cache(version: str) -> RenderedJobs:
@@ -79,6 +79,30 @@ def test_cached_v004x_answers_are_the_uncached_answers_byte_for_byte(version: st
     assert _cached(version, cache, jobs, "spur") == expected  # from the cache
     assert (cache.misses, cache.hits) == (len(jobs), len(jobs))
     assert b'"job_id":1,' in expected and b'"job_id":8,' in expected
+    assert _cached(version, cache, jobs, "spur", chunk=1) == expected  # one chunk per job
+
+
+def test_splice_places_the_items_where_the_placeholder_list_is() -> None:
+    envelope = orjson.dumps({"meta": {"a": "x"}, "jobs": [PLACEHOLDER], "errors": []})
+    items = [b'{"id":1}', b'{"id":2}', b'{"id":3}']
+    for chunk in (1, 8, 9, 17, 1 << 20):
+        chunks = splice(envelope, items, chunk)
+        assert b"".join(chunks) == b'{"meta":{"a":"x"},"jobs":[{"id":1},{"id":2},{"id":3}],"errors":[]}'
+        assert all(chunks)
+    assert len(splice(envelope, items, 1)) == 4  # a chunk ends after each item reaching the size, then the tail
+    assert b"".join(splice(envelope, [], 1)) == b'{"meta":{"a":"x"},"jobs":[],"errors":[]}'
+    with pytest.raises(ValueError):
+        splice(b'{"jobs":[]}', items)
+
+
+def test_render_answer_is_orjson_of_the_items_as_fragments() -> None:
+    items = RenderedList([b'{"id":1}', b'"a\u0000b"'])  # an escaped NUL inside an item is no placeholder
+    data = {"jobs": items, "meta": {"plugin": "x"}, "n": 2}
+    expected = orjson.dumps({"jobs": [orjson.Fragment(i) for i in items], "meta": {"plugin": "x"}, "n": 2})
+    assert b"".join(render_answer(data)) == expected
+    assert render_answer({"a": [1]}) == [b'{"a":[1]}']
+    with pytest.raises(ValueError):
+        render_answer({"a": RenderedList(), "b": RenderedList()})
 
 
 def test_cached_v0038_answers_are_the_uncached_answers_byte_for_byte() -> None:
@@ -86,7 +110,7 @@ def test_cached_v0038_answers_are_the_uncached_answers_byte_for_byte() -> None:
     cache = RenderedJobs(lambda job, cluster: orjson.dumps(mapping.job_to_slurm(job, cluster)))
     expected = orjson.dumps({"jobs": [mapping.job_to_slurm(j, "spur") for j in jobs]})
     for _ in range(2):
-        assert orjson.dumps({"jobs": cache.fragments(jobs, "spur")}) == expected
+        assert b"".join(render_answer({"jobs": cache.fragments(jobs, "spur")})) == expected
     assert (cache.misses, cache.hits) == (len(jobs), len(jobs))
 
 
