@@ -140,3 +140,58 @@ def test_a_complete_listing_drops_entries_of_jobs_no_longer_listed() -> None:
     assert len(cache) == 100
     cache.fragments(many[:100], "spur", complete=True)
     assert (len(cache), cache.hits, cache.misses) == (100, 300, 1202)
+
+
+def _state_with_jobs(n: int) -> Any:
+    from spur.core.job import JobSpec
+    from spur.state import commands as c
+    from spur.state.machine import ClusterState
+
+    state = ClusterState()
+    for i in range(n):
+        spec = JobSpec(name=f"j{i}", script="#!/bin/sh\ntrue\n", work_dir="/tmp")
+        state.apply(i + 1, c.encode(c.SubmitJob(spec, "alice", 1000, 1000, "alice", 1796282544.0 + i)))
+    return state
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", *V4])
+def test_frames_from_the_getjobs_cache_render_changed_jobs_again(version: str) -> None:
+    """The leader's path: the controller's kept encodings (the same bytes objects while a job is
+    unchanged) key the rendered JSON; a job changed by a state command gets a new encoding, so it
+    is rendered again, and the answer is always the uncached one."""
+    from spur.rpc.jobinfo_cache import JobInfoCache
+    from spur.state import commands as c
+
+    state = _state_with_jobs(5)
+    getjobs = JobInfoCache()
+    if version == "v0.0.38":
+        cache = RenderedJobs(lambda job, cluster: orjson.dumps(mapping.job_to_slurm(job, cluster)))
+        shaper = None
+    else:
+        cache = _cache(version)
+        shaper = v004x.Dialect(version).response_shaper(f"/slurm/{version}/jobs/", "get")
+
+    def listing(cluster: str = "spur") -> bytes:
+        frames = [getjobs.framed(j) for j in state.jobs.values()]
+        return b"".join(render_answer({"jobs": cache.render_frames(frames, cluster, True)}, shaper))
+
+    def uncached(cluster: str = "spur") -> bytes:
+        jobs = getjobs.response(state.jobs.values()).jobs
+        if version == "v0.0.38":
+            return orjson.dumps({"jobs": [mapping.job_to_slurm(j, cluster) for j in jobs]})
+        assert shaper is not None
+        layout = v004x.Dialect(version).job_resources_layout()
+        return orjson.dumps(shaper({"jobs": [v004x.job_info(j, cluster, layout) for j in jobs]}))
+
+    assert listing() == uncached()
+    assert (cache.hits, cache.misses) == (0, 5)
+    assert listing() == uncached()
+    assert (cache.hits, cache.misses) == (5, 5)
+    state.apply(10, c.encode(c.UpdateJob(2, 0, 1796282600.0, comment="changed", admin=True)))
+    state.apply(11, c.encode(c.CancelJob(4, 0, 1796282601.0, admin=True)))
+    after = listing()
+    assert after == uncached()
+    assert (cache.hits, cache.misses) == (8, 7)  # jobs 2 and 4 rendered again
+    assert b"changed" in after and b"CANCELLED" in after
+    assert listing("other") == uncached("other")  # another cluster name: every job again
+    assert (cache.hits, cache.misses) == (8, 12)

@@ -43,6 +43,7 @@ from spur.rest.offload import off_loop
 from spur.rest.openapi import SENT_AS_NULL, VERSIONS, document, document_bytes, yaml_text
 from spur.rest.preauth import PreAuthGate
 from spur.rest.shape import SchemaShapers
+from spur.rpc.jobinfo_cache import frame
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError
@@ -237,6 +238,18 @@ class RestApi:
         md = metadata if metadata is not None else self.identity_metadata(source)
         return await self.adapter.call(method, req, md, request.remote_addr or "rest", source)
 
+    async def job_frames(self, req: pb.GetJobsRequest, source: str) -> list[bytes]:
+        """Each job ``GetJobs(req)`` lists, framed as in a ``GetJobsResponse``: on the leader the
+        controller's kept encodings (``read_job_frames``, authorized as GetJobs), elsewhere from
+        GetJobs's answer (forwarded to the leader)."""
+        md = self.identity_metadata(source)
+        peer = request.remote_addr or "rest"
+        frames = await self.adapter.read("read_job_frames", "GetJobs", req, md, peer, source)
+        if frames is not None:
+            return cast(list[bytes], frames)
+        resp = await self.adapter.call("GetJobs", req, md, peer, source)
+        return [frame(job.SerializeToString()) for job in resp.jobs]
+
     async def json_body(self, source: str) -> dict[str, Any]:
         length = request.content_length
         if length is not None and length > self.limits.max_body_bytes:
@@ -298,10 +311,9 @@ class RestApi:
 
         @route(f"{S}/jobs", "get", empty="jobs", shape=False)
         async def jobs() -> Body:
-            resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
+            frames = await self.job_frames(pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
-            listed = list(resp.jobs)
-            jobs = await off_loop(lambda: self._v0038_jobs.fragments(listed, cluster, True), len(listed))
+            jobs = await off_loop(lambda: self._v0038_jobs.render_frames(frames, cluster, True), len(frames))
             return body(jobs=jobs)
 
         @route(f"{S}/job/{{job_id}}", "get", empty="jobs", shape=False)
