@@ -122,7 +122,8 @@ _JOB_TEMPLATE: dict[str, Any] = dict.fromkeys(
         "user_name wckey current_working_directory"
     ).split()
 )
-_JOB_TEMPLATE.update(
+# The fields Spur always sends with the same value (job_to_slurm never sets them).
+JOB_FIXED: dict[str, Any] = dict(
     admin_comment="", association_id=0, batch_features="", burst_buffer="", burst_buffer_state="",
     cluster_features="", container="", contiguous=False, cpus_per_tres="", deadline=0, delay_boot=0,
     derived_exit_code=0, federation_origin="", federation_siblings_active="",
@@ -132,6 +133,7 @@ _JOB_TEMPLATE.update(
     sockets_per_board=0, state_description="", system_comment="", time_minimum=0, tres_bind="",
     tres_freq="", tres_per_socket="",
 )  # fmt: skip
+_JOB_TEMPLATE.update(JOB_FIXED)
 _SHOW_FLAGS = ("SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL")
 
 

@@ -87,11 +87,18 @@ class Dialect:
         return self.shapers.for_schema(jobs["items"], owner, path)
 
     def job_renderer(self, layout: str) -> Callable[[pb.JobInfo, str], bytes]:
-        """``(job, cluster) -> the job's JSON`` in this version's ``GET jobs`` answer (pure)."""
+        """``(job, cluster) -> the job's JSON`` in this version's ``GET jobs`` answer (pure): the
+        shaped ``job_info`` (its fields' values are those the whole answer's shaper gives), with
+        the fields whose value is the same for every job (:func:`fixed_job_fields`, about half of
+        them) shaped and serialised once and placed last."""
         shape = self.job_info_shaper()
+        fixed = orjson.dumps(shape(fixed_job_fields()))
+        if fixed == b"{}":  # pragma: no cover - every 24.11 document declares some of them
+            return lambda job, cluster: orjson.dumps(shape(job_info(job, cluster, layout)))
+        tail = b"," + fixed[1:]
 
         def render(job: pb.JobInfo, cluster: str) -> bytes:
-            return orjson.dumps(shape(job_info(job, cluster, layout)))
+            return orjson.dumps(shape(job_info(job, cluster, layout, fixed=False)))[:-1] + tail
 
         return render
 
@@ -194,12 +201,24 @@ _JOB_CONSTANTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def job_info(job: pb.JobInfo, cluster: str, layout: str) -> dict[str, Any]:
-    """One ``job_info`` (slurmrestd 24.11 names; natural values, shaped per version)."""
+def fixed_job_fields() -> dict[str, Any]:
+    """The ``job_info`` fields whose value is the same for every job Spur runs (natural values)."""
+    d = {k: v for k, v in mapping.JOB_FIXED.items() if k not in _RESHAPED}
+    d.update(_JOB_CONSTANTS)
+    return d
+
+
+def job_info(job: pb.JobInfo, cluster: str, layout: str, fixed: bool = True) -> dict[str, Any]:
+    """One ``job_info`` (slurmrestd 24.11 names; natural values, shaped per version); without the
+    :func:`fixed_job_fields` when ``fixed`` is false."""
     d = mapping.job_to_slurm(job, cluster)  # the v0.0.38 values: every value rule lives there
     for key in _RESHAPED:
         del d[key]
-    d.update(_JOB_CONSTANTS)
+    if fixed:
+        d.update(_JOB_CONSTANTS)
+    else:
+        for key in _FIXED_IN_V0038:
+            del d[key]
     spec = job.spec
     limit = job.time_limit_secs
     state = job.state
@@ -224,6 +243,10 @@ def job_info(job: pb.JobInfo, cluster: str, layout: str) -> dict[str, Any]:
 
 # v0.0.38 values whose 24.11 form differs (rebuilt in job_info)
 _RESHAPED = frozenset({"job_resources", "exit_code", "derived_exit_code", "shared", "profile"})
+# what job_to_slurm writes that fixed_job_fields gives (left out of job_info(fixed=False))
+_FIXED_IN_V0038 = tuple(
+    k for k in mapping.job_to_slurm(pb.JobInfo(), "") if k not in _RESHAPED and (k in mapping.JOB_FIXED or k in _JOB_CONSTANTS)
+)
 
 
 _DERIVED = {s: exit_code(s, 0, 0) for s in ("PENDING", "RUNNING", "COMPLETED")}
