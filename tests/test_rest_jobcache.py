@@ -116,7 +116,7 @@ def test_splice_places_the_items_where_the_placeholder_list_is() -> None:
 
 
 def test_render_answer_is_orjson_of_the_items_as_fragments() -> None:
-    items = RenderedList([b'{"id":1}', b'"a\u0000b"'])  # an escaped NUL inside an item is no placeholder
+    items = RenderedList([b'{"id":1}', rb'"a\u0000b"'])  # an escaped NUL inside an item is no placeholder
     data = {"jobs": items, "meta": {"plugin": "x"}, "n": 2}
     expected = orjson.dumps({"jobs": [orjson.Fragment(i) for i in items], "meta": {"plugin": "x"}, "n": 2})
     assert b"".join(render_answer(data)) == expected
