@@ -211,13 +211,15 @@ def fixed_job_fields() -> dict[str, Any]:
 def job_info(job: pb.JobInfo, cluster: str, layout: str, fixed: bool = True) -> dict[str, Any]:
     """One ``job_info`` (slurmrestd 24.11 names; natural values, shaped per version); without the
     :func:`fixed_job_fields` when ``fixed`` is false."""
-    d = mapping.job_to_slurm(job, cluster)  # the v0.0.38 values: every value rule lives there
-    for key in _RESHAPED:
-        del d[key]
+    # the v0.0.38 values: every value rule lives there
     if fixed:
+        d = mapping.job_to_slurm(job, cluster)
+        for key in _RESHAPED:
+            del d[key]
         d.update(_JOB_CONSTANTS)
     else:
-        for key in _FIXED_IN_V0038:
+        d = mapping.job_to_slurm(job, cluster, _VARIABLE_TEMPLATE)
+        for key in _WRITTEN_BEYOND:
             del d[key]
     spec = job.spec
     limit = job.time_limit_secs
@@ -243,10 +245,10 @@ def job_info(job: pb.JobInfo, cluster: str, layout: str, fixed: bool = True) -> 
 
 # v0.0.38 values whose 24.11 form differs (rebuilt in job_info)
 _RESHAPED = frozenset({"job_resources", "exit_code", "derived_exit_code", "shared", "profile"})
-# what job_to_slurm writes that fixed_job_fields gives (left out of job_info(fixed=False))
-_FIXED_IN_V0038 = tuple(
-    k for k in mapping.job_to_slurm(pb.JobInfo(), "") if k not in _RESHAPED and (k in mapping.JOB_FIXED or k in _JOB_CONSTANTS)
-)
+# job_info(fixed=False) starts from v0.0.38's fields less the fixed and the reshaped ones, and drops
+# what job_to_slurm writes beyond them (the same keys for every job)
+_VARIABLE_TEMPLATE = mapping.job_template_without({*mapping.JOB_FIXED, *_JOB_CONSTANTS, *_RESHAPED})
+_WRITTEN_BEYOND = tuple(k for k in mapping.job_to_slurm(pb.JobInfo(), "", _VARIABLE_TEMPLATE) if k not in _VARIABLE_TEMPLATE)
 
 
 _DERIVED = {s: exit_code(s, 0, 0) for s in ("PENDING", "RUNNING", "COMPLETED")}
