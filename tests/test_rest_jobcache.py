@@ -91,6 +91,15 @@ def test_fixed_fields_are_what_the_v0038_mapping_writes_for_every_job() -> None:
         assert {k: d[k] for k in mapping.JOB_FIXED} == mapping.JOB_FIXED
 
 
+@pytest.mark.parametrize("layout", ["nodes", "allocated_nodes"])
+def test_job_info_without_the_fixed_fields_holds_the_same_keys_for_every_job(layout: str) -> None:
+    """The renderer's shaper looks up only these keys (SchemaShapers.for_keys)."""
+    for job in _jobs():
+        assert set(v004x.job_info(job, "spur", layout, fixed=False)) == v004x.VARIABLE_KEYS
+        whole = v004x.job_info(job, "spur", layout)
+        assert set(whole) == v004x.VARIABLE_KEYS | set(v004x.fixed_job_fields())
+
+
 @pytest.mark.parametrize("version", V4)
 def test_the_job_renderer_gives_the_shaped_job_info(version: str) -> None:
     d = v004x.Dialect(version)

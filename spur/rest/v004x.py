@@ -12,7 +12,7 @@ fields each schema declares. Requests are normalised to the v0.0.38 request form
 from __future__ import annotations
 
 import signal as _signal
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -72,10 +72,11 @@ class Dialect:
             found = self._responses[key] = self.shapers.for_schema(schema)
         return found
 
-    def job_info_shaper(self) -> Shaper:
+    def job_info_shaper(self, keys: Collection[str] | None = None) -> Shaper:
         """The shaper of one ``jobs[]`` item of ``GET jobs``: compiled from the same schema, owner
         and path as the whole answer's shaper compiles it, so it renders an item identically (and
-        the whole answer's shaper passes an already rendered item through)."""
+        the whole answer's shaper passes an already rendered item through). ``keys``: only for
+        items holding just those keys (:meth:`SchemaShapers.for_keys`)."""
         responses = self.doc["paths"][f"/slurm/{self.version}/jobs/"]["get"]["responses"]
         owner = responses["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
         jobs = self.doc["components"]["schemas"][owner]["properties"]["jobs"]
@@ -84,6 +85,8 @@ class Dialect:
         if isinstance(ref, str):  # jobs is a named list schema: its items are compiled under it
             owner, path = ref.rsplit("/", 1)[1], ""
             jobs = self.doc["components"]["schemas"][owner]
+        if keys is not None:
+            return self.shapers.for_keys(jobs["items"], keys, owner, path)
         return self.shapers.for_schema(jobs["items"], owner, path)
 
     def job_renderer(self, layout: str) -> Callable[[pb.JobInfo, str], bytes]:
@@ -96,9 +99,10 @@ class Dialect:
         if fixed == b"{}":  # pragma: no cover - every 24.11 document declares some of them
             return lambda job, cluster: orjson.dumps(shape(job_info(job, cluster, layout)))
         tail = b"," + fixed[1:]
+        shape_rest = self.job_info_shaper(VARIABLE_KEYS)  # probes only the keys job_info then holds
 
         def render(job: pb.JobInfo, cluster: str) -> bytes:
-            return orjson.dumps(shape(job_info(job, cluster, layout, fixed=False)))[:-1] + tail
+            return orjson.dumps(shape_rest(job_info(job, cluster, layout, fixed=False)))[:-1] + tail
 
         return render
 
@@ -252,6 +256,9 @@ _WRITTEN_BEYOND = tuple(k for k in mapping.job_to_slurm(pb.JobInfo(), "", _VARIA
 
 
 _DERIVED = {s: exit_code(s, 0, 0) for s in ("PENDING", "RUNNING", "COMPLETED")}
+
+# the keys of job_info(fixed=False): the same for every job
+VARIABLE_KEYS = frozenset(job_info(pb.JobInfo(), "", "nodes", fixed=False))
 
 
 def job_state_entry(job: pb.JobInfo) -> dict[str, Any]:
