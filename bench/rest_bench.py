@@ -1,6 +1,6 @@
 """The REST API's costs on a real spurctld.
 
-    python -m bench.rest_bench [--jobs 10000] [--submits 1600] [--clients 16] [--repeat 3]
+    python -m bench.rest_bench [--jobs 10000] [--submits 1600] [--clients 16] [--rounds 4] [--repeat 3] [--settle 3]
                                [--versions v0.0.38,v0.0.42] [--list-only | --submit-only]
 
 Prints:
@@ -9,9 +9,10 @@ Prints:
   over gRPC; no agents, so all stay pending): the first request's time (every job mapped and shaped),
   median/p90 of the later requests (unchanged jobs come from the rendered-jobs cache,
   :mod:`spur.rest.jobcache`), response size;
-- REST submit throughput (``POST /slurm/v0.0.38/job/submit``) with ``--clients`` concurrent clients
-  (each with its own keep-alive connection), and gRPC SubmitJob throughput with the same number of
-  clients against the same controller in the same run, and their ratio;
+- REST submit throughput (``POST /slurm/<version>/job/submit`` for v0.0.38 and each of
+  ``--versions``) with ``--clients`` concurrent clients (each with its own keep-alive connection),
+  and gRPC SubmitJob throughput with the same number of clients against the same controller in the
+  same run, in ``--rounds`` rounds in which the APIs take turns; the ratios to v0.0.38's;
 - start-up: time from exec to "gRPC and REST accept connections" with ``[rest] enabled`` vs time to
   "gRPC accepts" with REST disabled (median of ``--repeat`` starts), i.e. what the REST stack adds;
 - the CLI import check: ``python -X importtime -c 'import spur.cli.squeue'`` total, and whether any
@@ -112,6 +113,25 @@ async def rest_submits(rest: str, total: int, clients: int, version: str = "v0.0
     return sum(done) / (time.perf_counter() - start)
 
 
+def submit_rounds(address: str, rest: str, versions: list[str], total: int, clients: int, rounds: int) -> dict[str, float]:
+    """Jobs/s per REST version (and ``"grpc"``): ``total`` submits each, in ``rounds`` rounds in
+    which every API takes a turn (the order rotating), so none is measured only against a longer
+    queue or a busier moment than the others."""
+    apis = [*versions, "grpc"]
+    spent = dict.fromkeys(apis, 0.0)
+    done = dict.fromkeys(apis, 0)
+    for r in range(rounds):
+        n = total // rounds + (1 if r < total % rounds else 0)
+        for api in apis[r % len(apis):] + apis[: r % len(apis)]:
+            if api == "grpc":
+                rate = trio.run(submit_all, address, n, clients, "separate")
+            else:
+                rate = trio.run(rest_submits, rest, n, clients, api)
+            spent[api] += n / rate
+            done[api] += n
+    return {api: done[api] / spent[api] for api in apis}
+
+
 def startup_secs(rest_enabled: bool) -> float:
     """Seconds from exec until gRPC (and REST, when enabled) accept connections."""
     with tempfile.TemporaryDirectory(prefix="spur-bench-") as tmp:
@@ -173,6 +193,7 @@ def jobs_lists(args: argparse.Namespace) -> None:
         rest = f"http://{ctl.rest_address}"
         wait_for(lambda: httpx.get(f"{rest}/slurm/v0.0.38/ping", headers=HEADERS).status_code == 200, timeout=30)
         trio.run(fill_queue, ctl.address, args.jobs)
+        time.sleep(args.settle)  # the controller's own work after the fill (WAL, snapshot) is not timed
         results: dict[str, tuple[list[float], int, int]] = {v: ([], 0, 0) for v in versions}
         for _ in range(max(args.repeat, 3)):
             for version in versions:
@@ -193,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=16)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--fsync", choices=["on", "off"], default="on")
+    p.add_argument("--rounds", type=int, default=4, help="submit rounds; the APIs take turns in each")
+    p.add_argument("--settle", type=float, default=3.0, help="seconds between filling the queue and the first GET")
     p.add_argument("--versions", default="v0.0.38,v0.0.42",
                    help="REST versions whose GET jobs list is timed (comma-separated)")  # fmt: skip
     p.add_argument("--list-only", action="store_true", help="only the jobs-list timings")
@@ -205,21 +228,22 @@ def main(argv: list[str] | None = None) -> int:
     with controller(wal_fsync=args.fsync == "on", scheduler_interval_secs=3600) as ctl:
         rest = f"http://{ctl.rest_address}"
         wait_for(lambda: httpx.get(f"{rest}/slurm/v0.0.38/ping", headers=HEADERS).status_code == 200, timeout=30)
-        rest_rate = trio.run(rest_submits, rest, args.submits, args.clients)
-        grpc_rate = trio.run(submit_all, ctl.address, args.submits, args.clients, "separate")
+        rest_versions = ["v0.0.38", *[v.strip() for v in args.versions.split(",") if v.strip() and v.strip() != "v0.0.38"]]
+        rates = submit_rounds(ctl.address, rest, rest_versions, args.submits, args.clients, args.rounds)
+        rest_rate, grpc_rate = rates["v0.0.38"], rates["grpc"]
         rows = [
             ["REST POST v0.0.38 job/submit", args.clients, args.submits, f"{rest_rate:.0f}"],
             ["gRPC SubmitJob", args.clients, args.submits, f"{grpc_rate:.0f}"],
             ["REST / gRPC", "", "", f"{rest_rate / grpc_rate:.2f}"],
         ]
-        for version in [v.strip() for v in args.versions.split(",") if v.strip() and v.strip() != "v0.0.38"]:
-            rate = trio.run(rest_submits, rest, args.submits, args.clients, version)
-            rows.append([f"REST POST {version} job/submit", args.clients, args.submits, f"{rate:.0f}"])
-            rows.append([f"{version} / v0.0.38", "", "", f"{rate / rest_rate:.2f}"])
+        for version in rest_versions[1:]:
+            rows.append([f"REST POST {version} job/submit", args.clients, args.submits, f"{rates[version]:.0f}"])
+            rows.append([f"{version} / v0.0.38", "", "", f"{rates[version] / rest_rate:.2f}"])
         print_table(
             ["API", "clients", "jobs", "jobs/s"],
             rows,
-            title=f"Submit throughput (WAL fsync {args.fsync}; same controller, same run)",
+            title=f"Submit throughput (WAL fsync {args.fsync}; same controller, same run, "
+            f"{args.rounds} rounds taking turns)",
         )
     if args.submit_only:
         return 0

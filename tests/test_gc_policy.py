@@ -53,3 +53,23 @@ async def test_policy_loop_freezes_periodically_and_thaws_on_schedule(autojump_c
         assert gc.get_freeze_count() == 0  # the policy unfreezes everything when it stops
     finally:
         gc.unfreeze()
+
+
+async def test_policy_ticks_do_nothing_while_the_collector_is_paused(autojump_clock) -> None:
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lambda task_status: gc_policy(freeze_every=2, thaw_every=600, task_status=task_status))
+            frozen = gc.get_freeze_count()
+            keep = [_Node() for _ in range(100)]
+            gc.disable()  # as spur.rest.offload pauses it while it builds a big answer
+            try:
+                await trio.sleep(5)  # two ticks
+                assert gc.get_freeze_count() == frozen
+            finally:
+                gc.enable()
+            await trio.sleep(2)  # the next tick freezes the survivors
+            assert gc.get_freeze_count() >= frozen + len(keep)
+            nursery.cancel_scope.cancel()
+    finally:
+        gc.enable()
+        gc.unfreeze()

@@ -158,6 +158,19 @@ class ControllerService:
             await self.ctl.read_barrier()
         return self._select_jobs(request)
 
+    async def read_job_frames(self, request: pb.GetJobsRequest, context: CallContext) -> list[bytes] | None:
+        """For an in-process reader (REST's job lists): each job ``GetJobs(request)`` would list, as
+        its ``jobs`` field of a ``GetJobsResponse`` (tag, length, encoded ``JobInfo``: the bytes the
+        GetJobs cache keeps, so an unchanged job gives the same ``bytes`` object each call), after
+        the same read barrier; None where GetJobs would forward to the leader (ask GetJobs then).
+        No authorization: the caller authorizes ``GetJobs`` first."""
+        jobs = await self.read_jobs(request, context)
+        if jobs is None:
+            return None
+        frames = [self.job_infos.framed(j) for j in jobs]
+        self.job_infos.prune(self.ctl.state.jobs)
+        return frames
+
     async def WatchJob(self, request: pb.GetJobsRequest, context: CallContext) -> AsyncIterator[pb.JobInfo]:
         """Stream the job each time its state or reason changes, ending after a terminal state."""
         if len(request.job_ids) != 1:

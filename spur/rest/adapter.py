@@ -69,3 +69,25 @@ class ServiceAdapter:
             if isinstance(inner, RpcError):
                 raise from_rpc_error(inner, source) from None
             raise
+
+    async def read(
+        self, reader: str, method: str, request: Any, metadata: dict[str, str], peer: str, source: str
+    ) -> Any:
+        """``ControllerService.<reader>(request, ctx)``, authorized as ``method``: an in-process read
+        that answers what ``method`` would (or None where ``method`` would forward to the leader).
+        None too when the service has no such reader; then the caller calls ``method``."""
+        found = getattr(self.service, reader, None)
+        if found is None:
+            return None
+        ctx = self.context(method, metadata, peer)
+        await self.authorize(ctx, source)
+        try:
+            with trio.fail_after(CALL_TIMEOUT_SECS):
+                return await found(request, ctx)
+        except trio.TooSlowError:
+            raise RestError(504, -1, f"{method} did not answer within {CALL_TIMEOUT_SECS:.0f} s", source) from None
+        except BaseException as exc:
+            inner = _unwrap(exc)
+            if isinstance(inner, RpcError):
+                raise from_rpc_error(inner, source) from None
+            raise

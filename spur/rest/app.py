@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
@@ -37,12 +37,13 @@ from spur.rest.errors import (
     error_entry,
     from_rpc_error,
 )
-from spur.rest.jobcache import RenderedJobs
+from spur.rest.jobcache import RenderedJobs, render_answer
 from spur.rest.limits import Limits, decode_body, too_large
 from spur.rest.offload import off_loop
 from spur.rest.openapi import SENT_AS_NULL, VERSIONS, document, document_bytes, yaml_text
 from spur.rest.preauth import PreAuthGate
 from spur.rest.shape import SchemaShapers
+from spur.rpc.jobinfo_cache import frame
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError
@@ -58,6 +59,13 @@ View = Callable[..., Awaitable[Body]]
 
 def _json(data: dict[str, Any], status: int = 200) -> Response:
     return Response(orjson.dumps(data), status=status, content_type="application/json")
+
+
+async def _each(chunks: list[bytes]) -> AsyncIterator[bytes]:
+    """A response body of several chunks (an async iterator: Quart runs a plain iterable's steps in
+    worker threads)."""
+    for chunk in chunks:
+        yield chunk
 
 
 class RestApi:
@@ -160,12 +168,16 @@ class RestApi:
         return self._v0038_shapers.for_schema(schema) if schema is not None else None
 
     async def _render(self, data: dict[str, Any], shaper: Callable[[Any], Any] | None, status: int) -> Response:
-        def render() -> bytes:
-            return orjson.dumps(shaper(data) if shaper is not None else data)
-
+        """``data`` shaped and serialised (:func:`spur.rest.jobcache.render_answer`), off the event
+        loop when big. A pre-rendered job list is spliced in and sent in chunks, with the answer's
+        ``Content-Length``."""
         size = max((len(v) for v in data.values() if isinstance(v, list)), default=0)
-        raw = await off_loop(render, size)
-        return Response(raw, status=status, content_type="application/json")
+        chunks = await off_loop(lambda: render_answer(data, shaper), size)
+        if len(chunks) == 1:
+            return Response(chunks[0], status=status, content_type="application/json")
+        response = Response(_each(chunks), status=status, content_type="application/json")
+        response.content_length = sum(map(len, chunks))
+        return response
 
     def v4_body(self, dialect: Any, db: bool, errors: list[dict] | None = None,
                 warnings: list[dict] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
@@ -226,6 +238,18 @@ class RestApi:
     async def call(self, method: str, req: Any, source: str, metadata: dict[str, str] | None = None) -> Any:
         md = metadata if metadata is not None else self.identity_metadata(source)
         return await self.adapter.call(method, req, md, request.remote_addr or "rest", source)
+
+    async def job_frames(self, req: pb.GetJobsRequest, source: str) -> list[bytes]:
+        """Each job ``GetJobs(req)`` lists, framed as in a ``GetJobsResponse``: on the leader the
+        controller's kept encodings (``read_job_frames``, authorized as GetJobs), elsewhere from
+        GetJobs's answer (forwarded to the leader)."""
+        md = self.identity_metadata(source)
+        peer = request.remote_addr or "rest"
+        frames = await self.adapter.read("read_job_frames", "GetJobs", req, md, peer, source)
+        if frames is not None:
+            return cast(list[bytes], frames)
+        resp = await self.adapter.call("GetJobs", req, md, peer, source)
+        return [frame(job.SerializeToString()) for job in resp.jobs]
 
     async def json_body(self, source: str) -> dict[str, Any]:
         length = request.content_length
@@ -299,10 +323,9 @@ class RestApi:
 
         @route(f"{S}/jobs", "get", empty="jobs", shape=False)
         async def jobs() -> Body:
-            resp = await self.call("GetJobs", pb.GetJobsRequest(), "slurm_load_jobs")
+            frames = await self.job_frames(pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
-            listed = list(resp.jobs)
-            jobs = await off_loop(lambda: self._v0038_jobs.fragments(listed, cluster, True), len(listed))
+            jobs = await off_loop(lambda: self._v0038_jobs.render_frames(frames, cluster, True), len(frames))
             return body(jobs=jobs)
 
         @route(f"{S}/job/{{job_id}}", "get", empty="jobs", shape=False)

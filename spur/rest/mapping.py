@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import math
 import signal as _signal
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from spur.rest.errors import (
@@ -122,7 +122,8 @@ _JOB_TEMPLATE: dict[str, Any] = dict.fromkeys(
         "user_name wckey current_working_directory"
     ).split()
 )
-_JOB_TEMPLATE.update(
+# The fields Spur always sends with the same value (job_to_slurm never sets them).
+JOB_FIXED: dict[str, Any] = dict(
     admin_comment="", association_id=0, batch_features="", burst_buffer="", burst_buffer_state="",
     cluster_features="", container="", contiguous=False, cpus_per_tres="", deadline=0, delay_boot=0,
     derived_exit_code=0, federation_origin="", federation_siblings_active="",
@@ -132,14 +133,22 @@ _JOB_TEMPLATE.update(
     sockets_per_board=0, state_description="", system_comment="", time_minimum=0, tres_bind="",
     tres_freq="", tres_per_socket="",
 )  # fmt: skip
+_JOB_TEMPLATE.update(JOB_FIXED)
 _SHOW_FLAGS = ("SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL")
 
 
-def job_to_slurm(job: pb.JobInfo, cluster: str) -> dict[str, Any]:
-    """One ``v0.0.38_job_response_properties`` object (field order as slurmrestd 22.05)."""
+def job_template_without(keys: Collection[str]) -> dict[str, Any]:
+    """The fields :func:`job_to_slurm` starts from (slurmrestd 22.05's order), less ``keys``."""
+    return {k: v for k, v in _JOB_TEMPLATE.items() if k not in keys}
+
+
+def job_to_slurm(job: pb.JobInfo, cluster: str, template: dict[str, Any] = _JOB_TEMPLATE) -> dict[str, Any]:
+    """One ``v0.0.38_job_response_properties`` object (field order as slurmrestd 22.05).
+    ``template``: the fields copied first (:func:`job_template_without`): v0.0.4x's renderer
+    leaves out the ones it writes once for every job."""
     spec = job.spec
     alloc = job.allocation
-    d = _JOB_TEMPLATE.copy()
+    d = template.copy()
     nodes_requested = spec.num_nodes or 1
     cpus_per_task = spec.cpus_per_task
     req_cpus = (spec.num_tasks or nodes_requested) * (cpus_per_task or 1)

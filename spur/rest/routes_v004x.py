@@ -53,10 +53,16 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
 
     rendered = RenderedJobs(d.job_renderer(layout))
 
-    async def job_lists(jobs: list[pb.JobInfo], complete: bool = False) -> dict[str, Any]:
+    async def job_lists(jobs: list[pb.JobInfo] | None = None, frames: list[bytes] | None = None) -> dict[str, Any]:
+        """The ``jobs`` answer of the listed ``jobs``, or of the framed encodings of a complete listing."""
         now = int(api.ctl.clock.wall())
         cluster = api.cluster
-        infos = await off_loop(lambda: rendered.fragments(jobs, cluster, complete), len(jobs))
+        if frames is not None:
+            listed = frames
+            infos = await off_loop(lambda: rendered.render_frames(listed, cluster, True), len(listed))
+        else:
+            found = jobs or []
+            infos = await off_loop(lambda: rendered.fragments(found, cluster), len(found))
         return ok(jobs=infos, last_backfill=now, last_update=now)
 
     # ------------------------------------------------------------------ slurm
@@ -92,8 +98,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
 
     @route(f"{S}/jobs/", "get", empty="jobs")
     async def jobs() -> Body:
-        resp = await api.call("GetJobs", pb.GetJobsRequest(), "_op_handler_jobs")
-        return await job_lists(list(resp.jobs), complete=True)
+        return await job_lists(frames=await api.job_frames(pb.GetJobsRequest(), "_op_handler_jobs"))
 
     # Sent as built (not shaped): the documents declare job_info items here, which would drop the
     # ``state`` that 24.11 sends in each entry (see v004x.job_state_entry)

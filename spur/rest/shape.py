@@ -25,7 +25,7 @@ per field.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 
@@ -77,6 +77,16 @@ class SchemaShapers:
         """The shaper of ``schema``; ``owner`` and ``path``: where an inline schema sits (the named
         schema holding it and the dotted property path), for the version's null exceptions."""
         return self._compile(schema, owner, path)
+
+    def for_keys(self, schema: dict[str, Any], keys: Collection[str], owner: str = "", path: str = "") -> Shaper:
+        """The shaper of the object ``schema`` (or a ``$ref`` to one) for values holding only
+        ``keys``: it gives what :meth:`for_schema`'s shaper gives for such a value, without looking
+        up the schema's other properties (a value's other keys are left out, as undeclared ones)."""
+        target, ref_name = self._resolve(schema)
+        if ref_name is not None:
+            owner, path = ref_name, ""
+        props = {k: v for k, v in (target.get("properties") or {}).items() if k in keys}
+        return self._object(props, owner, path, target.get("required") or ())
 
     # ------------------------------------------------------------------ compilation
 

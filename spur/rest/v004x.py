@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import signal as _signal
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -74,10 +74,11 @@ class Dialect:
             found = self._responses[key] = self.shapers.for_schema(schema)
         return found
 
-    def job_info_shaper(self) -> Shaper:
+    def job_info_shaper(self, keys: Collection[str] | None = None) -> Shaper:
         """The shaper of one ``jobs[]`` item of ``GET jobs``: compiled from the same schema, owner
         and path as the whole answer's shaper compiles it, so it renders an item identically (and
-        the whole answer's shaper passes an already rendered item through)."""
+        the whole answer's shaper passes an already rendered item through). ``keys``: only for
+        items holding just those keys (:meth:`SchemaShapers.for_keys`)."""
         responses = self.doc["paths"][f"/slurm/{self.version}/jobs/"]["get"]["responses"]
         owner = responses["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
         jobs = self.doc["components"]["schemas"][owner]["properties"]["jobs"]
@@ -86,14 +87,24 @@ class Dialect:
         if isinstance(ref, str):  # jobs is a named list schema: its items are compiled under it
             owner, path = ref.rsplit("/", 1)[1], ""
             jobs = self.doc["components"]["schemas"][owner]
+        if keys is not None:
+            return self.shapers.for_keys(jobs["items"], keys, owner, path)
         return self.shapers.for_schema(jobs["items"], owner, path)
 
     def job_renderer(self, layout: str) -> Callable[[pb.JobInfo, str], bytes]:
-        """``(job, cluster) -> the job's JSON`` in this version's ``GET jobs`` answer (pure)."""
+        """``(job, cluster) -> the job's JSON`` in this version's ``GET jobs`` answer (pure): the
+        shaped ``job_info`` (its fields' values are those the whole answer's shaper gives), with
+        the fields whose value is the same for every job (:func:`fixed_job_fields`, about half of
+        them) shaped and serialised once and placed last."""
         shape = self.job_info_shaper()
+        fixed = orjson.dumps(shape(fixed_job_fields()))
+        if fixed == b"{}":  # pragma: no cover - every 24.11 document declares some of them
+            return lambda job, cluster: orjson.dumps(shape(job_info(job, cluster, layout)))
+        tail = b"," + fixed[1:]
+        shape_rest = self.job_info_shaper(VARIABLE_KEYS)  # probes only the keys job_info then holds
 
         def render(job: pb.JobInfo, cluster: str) -> bytes:
-            return orjson.dumps(shape(job_info(job, cluster, layout)))
+            return orjson.dumps(shape_rest(job_info(job, cluster, layout, fixed=False)))[:-1] + tail
 
         return render
 
@@ -201,12 +212,26 @@ _JOB_CONSTANTS: dict[str, Any] = {
 }  # fmt: skip
 
 
-def job_info(job: pb.JobInfo, cluster: str, layout: str) -> dict[str, Any]:
-    """One ``job_info`` (slurmrestd 24.11 names; natural values, shaped per version)."""
-    d = mapping.job_to_slurm(job, cluster)  # the v0.0.38 values: every value rule lives there
-    for key in _RESHAPED:
-        del d[key]
+def fixed_job_fields() -> dict[str, Any]:
+    """The ``job_info`` fields whose value is the same for every job Spur runs (natural values)."""
+    d = {k: v for k, v in mapping.JOB_FIXED.items() if k not in _RESHAPED}
     d.update(_JOB_CONSTANTS)
+    return d
+
+
+def job_info(job: pb.JobInfo, cluster: str, layout: str, fixed: bool = True) -> dict[str, Any]:
+    """One ``job_info`` (slurmrestd 24.11 names; natural values, shaped per version); without the
+    :func:`fixed_job_fields` when ``fixed`` is false."""
+    # the v0.0.38 values: every value rule lives there
+    if fixed:
+        d = mapping.job_to_slurm(job, cluster)
+        for key in _RESHAPED:
+            del d[key]
+        d.update(_JOB_CONSTANTS)
+    else:
+        d = mapping.job_to_slurm(job, cluster, _VARIABLE_TEMPLATE)
+        for key in _WRITTEN_BEYOND:
+            del d[key]
     spec = job.spec
     limit = job.time_limit_secs
     state = job.state
@@ -255,11 +280,18 @@ def _job_flags(spec: pb.JobSpec) -> list[str]:
 
 # v0.0.38 values whose 24.11 form differs (rebuilt in job_info)
 _RESHAPED = frozenset({"job_resources", "exit_code", "derived_exit_code", "shared", "profile"})
+# job_info(fixed=False) starts from v0.0.38's fields less the fixed and the reshaped ones, and drops
+# what job_to_slurm writes beyond them (the same keys for every job)
+_VARIABLE_TEMPLATE = mapping.job_template_without({*mapping.JOB_FIXED, *_JOB_CONSTANTS, *_RESHAPED})
+_WRITTEN_BEYOND = tuple(k for k in mapping.job_to_slurm(pb.JobInfo(), "", _VARIABLE_TEMPLATE) if k not in _VARIABLE_TEMPLATE)
 
 
 _DERIVED = {s: exit_code(s, 0, 0) for s in ("PENDING", "RUNNING", "COMPLETED")}
 _NOT_ENDED = frozenset({"PENDING", "RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING"})
 _NOT_ENDED_EXIT = {"status": ["SUCCESS"], "return_code": 0, "signal": {"id": None, "name": ""}}
+
+# the keys of job_info(fixed=False): the same for every job
+VARIABLE_KEYS = frozenset(job_info(pb.JobInfo(), "", "nodes", fixed=False))
 
 
 def job_state_entry(job: pb.JobInfo) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from spur.core.job import Job, JobSpec
 from spur.rpc.convert import job_to_proto
 from spur.rpc.proto import spur_pb2 as pb
 
-__all__ = ["JobInfoCache", "job_info_key"]
+__all__ = ["JobInfoCache", "frame", "job_info_key"]
 
 # Job attributes job_to_proto reads directly (plus array_task_id, whose presence matters).
 _JOB_VALUES = attrgetter(
@@ -76,6 +76,11 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+def frame(data: bytes) -> bytes:
+    """An encoded ``JobInfo`` as field 1 (``jobs``) of a ``GetJobsResponse``: tag, length, ``data``."""
+    return b"\x0a" + _varint(len(data)) + data
+
+
 class JobInfoCache:
     """Per job id: (fingerprint, the job's ``JobInfo`` field of a ``GetJobsResponse``, framed)."""
 
@@ -88,15 +93,15 @@ class JobInfoCache:
         return len(self._entries)
 
     def framed(self, job: Job) -> bytes:
-        """The job as field 1 (``jobs``) of a ``GetJobsResponse``: tag, length, encoded ``JobInfo``."""
+        """The job as field 1 (``jobs``) of a ``GetJobsResponse``: tag, length, encoded ``JobInfo``.
+        An unchanged cached job gives the same ``bytes`` object each call."""
         key = job_info_key(job)
         if key is not None:
             hit = self._entries.get(job.job_id)
             if hit is not None and hit[0] == key:
                 self.hits += 1
                 return hit[1]
-        data = job_to_proto(job, include_script=False).SerializeToString()
-        framed = b"\x0a" + _varint(len(data)) + data
+        framed = frame(job_to_proto(job, include_script=False).SerializeToString())
         self.misses += 1
         if key is not None:
             self._entries[job.job_id] = (key, framed)
