@@ -98,6 +98,8 @@ def test_job_info_without_the_fixed_fields_holds_the_same_keys_for_every_job(lay
         assert set(v004x.job_info(job, "spur", layout, fixed=False)) == v004x.VARIABLE_KEYS
         whole = v004x.job_info(job, "spur", layout)
         assert set(whole) == v004x.VARIABLE_KEYS | set(v004x.fixed_job_fields())
+    # a key written per job is never also appended as a fixed one (the JSON would hold it twice)
+    assert not v004x.VARIABLE_KEYS & set(v004x.fixed_job_fields())
 
 
 @pytest.mark.parametrize("version", V4)

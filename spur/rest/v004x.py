@@ -213,8 +213,9 @@ _JOB_CONSTANTS: dict[str, Any] = {
 
 
 def fixed_job_fields() -> dict[str, Any]:
-    """The ``job_info`` fields whose value is the same for every job Spur runs (natural values)."""
-    d = {k: v for k, v in mapping.JOB_FIXED.items() if k not in _RESHAPED}
+    """The ``job_info`` fields whose value is the same for every job Spur runs (natural values): v0.0.38's
+    fixed fields less those :func:`job_info` writes per job (such as a pending job's ``max_nodes``)."""
+    d = {k: v for k, v in mapping.JOB_FIXED.items() if k not in _RESHAPED and k not in VARIABLE_KEYS}
     d.update(_JOB_CONSTANTS)
     return d
 
