@@ -79,9 +79,24 @@ def test_operations_before_load_are_refused(tmp_path: Path) -> None:
 def test_directory_is_locked_while_open(tmp_path: Path) -> None:
     storage, _ = opened(tmp_path)
     with pytest.raises(StorageError, match="in use by another process"):
-        RaftStorage(tmp_path)
+        RaftStorage(tmp_path, lock_wait_secs=0.1)
     storage.close()
     reload(tmp_path)  # free again
+
+
+def test_a_lock_released_a_moment_later_is_waited_for(tmp_path: Path) -> None:
+    # As a killed member's forked snapshot child holds it until it closes its inherited descriptors.
+    import threading
+
+    holder, _ = opened(tmp_path)
+    release = threading.Timer(0.2, holder.close)
+    release.start()
+    try:
+        storage = RaftStorage(tmp_path, lock_wait_secs=10)
+    finally:
+        release.join()
+    storage.load()
+    storage.close()
 
 
 def test_segments_rotate_and_reload(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,8 @@ SNAPSHOT_FILE = "snapshot"
 LOCK_FILE = "LOCK"
 _SEGMENT_RE = re.compile(r"^wal-(\d{20})\.log$")
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+# How long a lock still held by another process is waited for (see RaftStorage).
+LOCK_WAIT_SECS = 2.0
 
 
 def segment_name(first_index: int) -> str:
@@ -129,11 +132,19 @@ class RaftStorage:
     Call `load` once before any other method; it recovers from a crash (see the module docstring) and
     returns what is stored. With ``fsync=False`` nothing is fsync'd (tests, benchmarks): a process crash
     loses nothing, a power loss may. `segment_bytes` is the size after which a new segment file is started.
-    Raises StorageError if the directory cannot be created or is in use by another RaftStorage.
+    Raises StorageError if the directory cannot be created or is in use by another RaftStorage. A lock
+    still held is waited for up to `lock_wait_secs`: a member killed just after forking a snapshot child
+    (spur.raft.forked) leaves the lock with that child until it has closed its inherited descriptors,
+    a moment later.
     """
 
     def __init__(
-        self, directory: str | Path, *, fsync: bool = True, segment_bytes: int = DEFAULT_SEGMENT_BYTES
+        self,
+        directory: str | Path,
+        *,
+        fsync: bool = True,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        lock_wait_secs: float = LOCK_WAIT_SECS,
     ) -> None:
         if segment_bytes <= 0:
             raise ValueError(f"segment_bytes must be positive, got {segment_bytes}")
@@ -155,15 +166,22 @@ class RaftStorage:
             self._lock_fd = os.open(self._dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise _os_error(f"opening Raft storage directory {self._dir}", exc) from exc
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(self._lock_fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise StorageError(
-                    f"Raft storage directory {self._dir} is in use by another process"
-                ) from exc
-            raise _os_error(f"locking Raft storage directory {self._dir}", exc) from exc
+        deadline = time.monotonic() + lock_wait_secs
+        while True:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                busy = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+                if busy and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    continue
+                os.close(self._lock_fd)
+                if busy:
+                    raise StorageError(
+                        f"Raft storage directory {self._dir} is in use by another process"
+                    ) from exc
+                raise _os_error(f"locking Raft storage directory {self._dir}", exc) from exc
 
     @property
     def directory(self) -> Path:
