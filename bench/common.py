@@ -92,8 +92,9 @@ def controller(
         )
         env = dict(os.environ)
         env.pop("SPUR_CONF", None)
-        if source is not None:
-            env["PYTHONPATH"] = str(source.resolve())
+        if source is not None:  # that checkout's Spur and scheduler plugin
+            src = source.resolve()
+            env["PYTHONPATH"] = os.pathsep.join([str(src), str(src / "plugins" / "spur-sched-backfill")])
         argv = [str(BIN / "spurctld"), "-f", str(conf), "--listen", f"127.0.0.1:{port}"]
         proc = Proc(argv, base / "spurctld.log", env).start()
 
