@@ -3,7 +3,8 @@ matches the Protocol its consumers are typed against, so an interface that drift
 
 from __future__ import annotations
 
-from spur.accounting.shares import ShareSource
+from spur.accounting.shares import JobSource, ShareSource
+from spur.auth.admin import DomainSource
 from spur.controller.accounting_db_service import AccountingDbHost
 from spur.controller.accounting_flusher import FlusherHost
 from spur.controller.app import Controller
@@ -40,7 +41,9 @@ def state_parts(state: ClusterState, usage: Usage, accounting: AccountingDomain)
     indexed: IndexedState = state
     node_usage: NodeUsage = usage
     shares: ShareSource = accounting
-    del queries, indexed, node_usage, shares
+    sprio_jobs: JobSource = state
+    admin_domains: DomainSource = state
+    del queries, indexed, node_usage, shares, sprio_jobs, admin_domains
 
 
 def service_parts(
