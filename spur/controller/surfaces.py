@@ -15,6 +15,7 @@ import trio
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
+    from spur.metrics.controller import ControllerMetrics
 
 log = logging.getLogger("spur.controller")
 
@@ -26,7 +27,7 @@ def _bind_error(exc: BaseException) -> OSError | None:
     return exc if isinstance(exc, OSError) else None
 
 
-def make_metrics(ctl: ControllerHost) -> Any:
+def make_metrics(ctl: ControllerHost) -> ControllerMetrics | None:
     """The controller's metrics (None when ``[metrics] enabled = false``)."""
     if not ctl.cfg.metrics.enabled:
         return None

@@ -12,9 +12,12 @@ from spur.controller.duties import Dispatcher
 from spur.controller.host import ControllerHost, HeartbeatWatch
 from spur.controller.launch_batch import BatchDispatcher
 from spur.controller.launch_watch import LaunchWatch
+from spur.k8s.cluster.drift_task import DriftHost, DriftMetrics
 from spur.k8s.cluster.host import ClusterServiceHost, K8sControllerHost
 from spur.k8s.cluster.service import K8sClusterService
+from spur.k8s.cluster.task import ReconcileMetrics
 from spur.metrics.controller import MetricsHost
+from spur.metrics.k8s import K8sMetrics
 from spur.rest.app import RestApi
 from spur.rest.host import RestHost
 from spur.rest.output import RestApi as OutputApi
@@ -33,7 +36,14 @@ def controller_parts(ctl: Controller) -> None:
     metrics: MetricsHost = ctl
     gate: LeaderGate = ctl
     k8s: K8sControllerHost = ctl
-    del host, flusher, acctdb, rest, metrics, gate, k8s
+    drift: DriftHost = ctl
+    del host, flusher, acctdb, rest, metrics, gate, k8s, drift
+
+
+def metrics_parts(k8s: K8sMetrics) -> None:
+    reconcile: ReconcileMetrics = k8s
+    sweep: DriftMetrics = k8s
+    del reconcile, sweep
 
 
 def state_parts(state: ClusterState, usage: Usage, accounting: AccountingDomain) -> None:

@@ -41,6 +41,9 @@ from spur.state import k8s_cluster as k
 
 if TYPE_CHECKING:
     from spur.k8s.cluster.host import K8sControllerHost
+    from spur.rpc.channel import Channel
+    from spur.rpc.pool import ChannelPool
+    from spur.rpc.stub import Stub
 
 log = logging.getLogger("spur.k8s")
 
@@ -52,7 +55,7 @@ OFF_MESSAGE = (
 STATUS_TIMEOUT = 5.0
 
 
-def k0s_stub(channel: Any) -> Any:
+def k0s_stub(channel: Channel) -> Stub:
     from spur.rpc.stub import Stub
 
     return Stub(channel, k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"])
@@ -61,7 +64,7 @@ def k0s_stub(channel: Any) -> Any:
 class AgentCalls:
     """Calls to nodes' K0sAgent service over a pool of daemon-signed channels."""
 
-    def __init__(self, ctl: K8sControllerHost, pool: Any) -> None:
+    def __init__(self, ctl: K8sControllerHost, pool: ChannelPool) -> None:
         self.ctl = ctl
         self.pool = pool
 
@@ -128,7 +131,7 @@ class K8sClusterService:
 
     def __init__(self, ctl: K8sControllerHost) -> None:
         self.ctl = ctl
-        self._pool: Any = None
+        self._pool: ChannelPool | None = None
 
     # ------------------------------------------------------------------ helpers
 
