@@ -7,7 +7,7 @@ Mutations are for administrators: see :func:`may_administer`, the one place that
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spur.auth.admin import DomainSource, is_admin
 from spur.auth.identity import Identity
@@ -83,7 +83,7 @@ class AccountingService:
             raise RpcError(StatusCode.INVALID_ARGUMENT, f"No valid entity in {request.op} command")
         where, values = dict(request.where), dict(request.values)
         if request.op == "add":
-            cmd: Any = AcctAdd(request.entity, list(request.names), values)
+            cmd: AcctAdd | AcctModify | AcctDelete = AcctAdd(request.entity, list(request.names), values)
         elif request.op == "modify":
             cmd = AcctModify(request.entity, where, values)
         elif request.op == "delete":

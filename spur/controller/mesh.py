@@ -35,6 +35,7 @@ from spur.state.mesh import JoinMesh, LeaveMesh, MeshDomain, SetMeshPodCidr
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
+    from spur.rpc.pool import ChannelPool
 
 log = logging.getLogger("spur.controller.mesh")
 
@@ -163,7 +164,7 @@ class MeshReconcile:
                 with trio.move_on_after(self.ctl.cfg.network.wg_reconcile_interval_secs):
                     await self.ctl.mesh_changed.wait()
 
-    async def reconcile(self, pool: Any) -> dict[str, str]:
+    async def reconcile(self, pool: ChannelPool) -> dict[str, str]:
         """One pass; returns node -> outcome ("ok" or the error) of each push."""
         ctl = self.ctl
         domain = mesh_domain(ctl)

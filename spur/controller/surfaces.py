@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
+    from spur.controller.service import ControllerService
     from spur.metrics.controller import ControllerMetrics
 
 log = logging.getLogger("spur.controller")
@@ -36,7 +37,7 @@ def make_metrics(ctl: ControllerHost) -> ControllerMetrics | None:
     return ControllerMetrics(ctl)
 
 
-async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: Any) -> None:
+async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: ControllerService) -> None:
     """Start REST and metrics in ``nursery`` (each only if enabled); sets ``ctl.rest_port`` and
     ``ctl.metrics_port`` to the bound ports (None when not serving)."""
     from spur.config import parse_addr
