@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from spur.core.nurseries import helper_nursery
+
+if TYPE_CHECKING:
+    from spur.rpc.channel import Channel
+    from spur.rpc.tls import ClientTLS
 
 
 class ChannelPool:
@@ -19,11 +23,11 @@ class ChannelPool:
 
     def __init__(
         self,
-        make_stub: Callable[[Any], Any],
+        make_stub: Callable[[Channel], Any],
         *,
         connect_timeout: float = 3.0,
         metadata_provider: Callable[[], dict[str, str]] | None = None,
-        tls: Any = None,
+        tls: ClientTLS | None = None,
     ) -> None:
         """``tls``: spur.rpc.tls.ClientTLS for every channel (None: plaintext)."""
         self._make_stub = make_stub
@@ -68,7 +72,7 @@ class ChannelPool:
 
 
 def agent_pool(
-    metadata_provider: Callable[[], dict[str, str]] | None = None, *, tls: Any = None
+    metadata_provider: Callable[[], dict[str, str]] | None = None, *, tls: ClientTLS | None = None
 ) -> ChannelPool:
     """Channels to agents; ``metadata_provider`` signs every call (the controller's daemon token),
     ``tls`` (spur.rpc.tls.ClientTLS) presents the node certificate."""
@@ -77,7 +81,7 @@ def agent_pool(
     return ChannelPool(agent_stub, metadata_provider=metadata_provider, tls=tls)
 
 
-def controller_pool(*, tls: Any = None) -> ChannelPool:
+def controller_pool(*, tls: ClientTLS | None = None) -> ChannelPool:
     from spur.rpc.stub import controller_stub
 
     return ChannelPool(controller_stub, tls=tls)

@@ -16,6 +16,10 @@ from spur.k8s.cluster.drift_task import DriftHost, DriftMetrics
 from spur.k8s.cluster.host import ClusterServiceHost, K8sControllerHost
 from spur.k8s.cluster.service import K8sClusterService
 from spur.k8s.cluster.task import ReconcileMetrics
+from spur.k8s.operator.agent import VirtualAgent
+from spur.k8s.operator.jobs import JobController
+from spur.k8s.operator.metrics import Part
+from spur.k8s.operator.watcher import NodeWatcher
 from spur.metrics.controller import MetricsHost
 from spur.metrics.k8s import K8sMetrics
 from spur.rest.app import RestApi
@@ -64,3 +68,8 @@ def service_parts(
     cluster: ClusterServiceHost = k8s
     output: OutputApi = api
     del heartbeat, batch, cluster, output
+
+
+def operator_parts(agent: VirtualAgent, jobs: JobController, watcher: NodeWatcher) -> None:
+    parts: list[Part] = [agent, jobs, watcher]
+    del parts
