@@ -407,7 +407,9 @@ class Executor:
     def _resolve_step(self, request: spur_pb2.LaunchStepRequest) -> LaunchSpec:
         return self._resolve_with(build_step_launch_spec, request)
 
-    def _resolve_with(self, build: Callable[..., LaunchSpec], request: Any) -> LaunchSpec:
+    def _resolve_with(
+        self, build: Callable[..., LaunchSpec], request: spur_pb2.LaunchJobRequest | spur_pb2.LaunchStepRequest
+    ) -> LaunchSpec:
         """Run a launch-spec builder for a job or step request with this node's facts."""
         node = request.node or self.node_name
         return build(

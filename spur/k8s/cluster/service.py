@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from spur.rpc.stub import Stub
 
 log = logging.getLogger("spur.k8s")
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 OFF_MESSAGE = (
     "Spur-managed Kubernetes is off ([cluster] enabled = false). To turn it on, set enabled = true "
@@ -109,12 +113,14 @@ async def k8s_duty(
             ctl.k8s_reconciler = None
 
 
-def _leader_only(method: Any) -> Any:
+def _leader_only(
+    method: Callable[[K8sClusterService, _Request, CallContext], Awaitable[_Response]],
+) -> Callable[[K8sClusterService, _Request, CallContext], Coroutine[Any, Any, _Response]]:
     """Refuse while the feature is off; otherwise serve on the leader (followers forward)."""
     on_leader = served_by_leader(kpb.DESCRIPTOR.services_by_name["K8sCluster"], timeout=60.0)(method)
 
     @functools.wraps(method)
-    async def serve(self: K8sClusterService, request: Any, context: CallContext) -> Any:
+    async def serve(self: K8sClusterService, request: _Request, context: CallContext) -> _Response:
         if not self.ctl.cfg.cluster.enabled:
             raise RpcError(StatusCode.FAILED_PRECONDITION, OFF_MESSAGE)
         return await on_leader(self, request, context)
