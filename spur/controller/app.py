@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from spur.metrics.controller import ControllerMetrics
     from spur.rest.accounting_backend import AccountingBackend
     from spur.rpc.pool import ChannelPool
+    from spur.rpc.stub import Stub
     from spur.rpc.tls import TlsContexts
 
 log = logging.getLogger("spur.controller")
@@ -206,7 +207,7 @@ class Controller:
         leader = self.raft.leader_id
         return self.state.controllers.get(leader) if leader is not None else None
 
-    async def leader_stub(self) -> Any:
+    async def leader_stub(self) -> Stub:
         address = self.leader_address()
         if address is None:
             raise RpcError(StatusCode.UNAVAILABLE, "no controller leader is known (election in progress)")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from spur.rpc.pool import ChannelPool
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.server import Server
+    from spur.rpc.stub import Stub
     from spur.rpc.tls import ClientTLS, TlsContexts
     from spur.state.machine import ClusterState
 
@@ -92,7 +93,7 @@ class ControllerHost(Protocol):
 
     def leader_address(self) -> str | None: ...
 
-    async def leader_stub(self) -> Any: ...
+    async def leader_stub(self) -> Stub: ...
 
     async def leader_ready(self) -> None: ...
 

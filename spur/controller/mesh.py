@@ -36,6 +36,7 @@ from spur.state.mesh import JoinMesh, LeaveMesh, MeshDomain, SetMeshPodCidr
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
     from spur.rpc.pool import ChannelPool
+    from spur.rpc.stub import Stub
 
 log = logging.getLogger("spur.controller.mesh")
 
@@ -203,7 +204,7 @@ class MeshReconcile:
         outcomes: dict[str, str] = {}
         pushed = 0
 
-        async def send(stub: Any, node_name: str) -> Any:
+        async def send(stub: Stub, node_name: str) -> Any:
             nonlocal pushed
             if (
                 delta is not None

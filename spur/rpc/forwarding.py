@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from google.protobuf.descriptor import ServiceDescriptor
 
 from spur.rpc.server import CallContext
+
+if TYPE_CHECKING:
+    from spur.rpc.stub import Stub
 
 __all__ = ["LeaderGate", "forward_to_leader", "served_by_leader"]
 
@@ -40,7 +43,7 @@ class LeaderGate(Protocol):
 
     async def read_barrier(self) -> None: ...
 
-    async def leader_stub(self) -> Any: ...
+    async def leader_stub(self) -> Stub: ...
 
 
 class GatedServicer(Protocol):

@@ -11,6 +11,7 @@ from spur.core.nurseries import helper_nursery
 
 if TYPE_CHECKING:
     from spur.rpc.channel import Channel
+    from spur.rpc.stub import Stub
     from spur.rpc.tls import ClientTLS
 
 
@@ -23,7 +24,7 @@ class ChannelPool:
 
     def __init__(
         self,
-        make_stub: Callable[[Channel], Any],
+        make_stub: Callable[[Channel], Stub],
         *,
         connect_timeout: float = 3.0,
         metadata_provider: Callable[[], dict[str, str]] | None = None,
@@ -34,7 +35,7 @@ class ChannelPool:
         self._tls = tls
         self._metadata_provider = metadata_provider
         self._connect_timeout = connect_timeout
-        self._stubs: dict[str, Any] = {}
+        self._stubs: dict[str, Stub] = {}
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._cm = helper_nursery()
@@ -49,7 +50,7 @@ class ChannelPool:
         return await self._cm.__aexit__(*exc)
 
     async def _hold(
-        self, target: str, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+        self, target: str, *, task_status: trio.TaskStatus[Stub] = trio.TASK_STATUS_IGNORED
     ) -> None:
         from spur.rpc.channel import open_channel
 
@@ -62,7 +63,7 @@ class ChannelPool:
             task_status.started(self._make_stub(channel))
             await trio.sleep_forever()
 
-    async def stub(self, address: str, port: int | None = None) -> Any:
+    async def stub(self, address: str, port: int | None = None) -> Stub:
         key = address if port is None else f"{address}:{port}"
         async with self._lock:
             if key not in self._stubs:
