@@ -24,13 +24,18 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import trio
 
 from spur.accounting.dburl import check_database_url, redact, redact_url
 from spur.accounting.migrations import LATEST, MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION_TABLE
 from spur.accounting.records import COLUMNS, JobRecord, record_columns
+
+if TYPE_CHECKING:
+    from psycopg import Connection, Cursor
+    from psycopg.rows import TupleRow
+    from psycopg_pool import ConnectionPool
 
 __all__ = ["PgStore", "StoreError", "JobQuery", "UsageRow"]
 
@@ -181,12 +186,12 @@ class PgStore:
         self.display_url = redact_url(url)
         self._max_size = max_size
         self._connect_timeout = connect_timeout
-        self._pool: Any = None
+        self._pool: ConnectionPool[Connection[TupleRow]] | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ pool
 
-    def _get_pool(self) -> Any:
+    def _get_pool(self) -> ConnectionPool[Connection[TupleRow]]:
         """The pool, created on first use (in a worker thread: opening it may block)."""
         with self._lock:
             if self._pool is None:
@@ -215,7 +220,7 @@ class PgStore:
         if pool is not None:
             await trio.to_thread.run_sync(lambda: pool.close(timeout=5.0))
 
-    def _reset(self, pool: Any) -> None:
+    def _reset(self, pool: ConnectionPool[Connection[TupleRow]]) -> None:
         """Drop ``pool`` (called in a worker thread after a connection failure)."""
         with self._lock:
             if self._pool is pool:
@@ -322,14 +327,14 @@ class PgStore:
     async def schema_version(self) -> int:
         """The applied version (0 for an empty database)."""
 
-        def read(conn: Any) -> int:
+        def read(conn: Connection[TupleRow]) -> int:
             with conn.cursor() as cur:
                 cur.execute("SELECT to_regclass('spur_schema_version') IS NOT NULL")
-                if not cur.fetchone()[0]:
+                if not _row(cur)[0]:
                     conn.rollback()
                     return 0
                 cur.execute("SELECT coalesce(max(version), 0) FROM spur_schema_version")
-                version = int(cur.fetchone()[0])
+                version = int(_row(cur)[0])
             conn.rollback()
             return version
 
@@ -342,7 +347,7 @@ class PgStore:
         if not records:
             return 0
 
-        def write(conn: Any) -> int:
+        def write(conn: Connection[TupleRow]) -> int:
             # Rows are built in the worker thread too: records are never changed once in the outbox.
             rows = [(*record_columns(r), json.dumps(r["job"], separators=(",", ":"))) for r in records]
             steps = [s for r in records for s in _step_rows(r)]
@@ -364,7 +369,7 @@ class PgStore:
         """Records matching ``query`` as :func:`spur.accounting.records.job_record` builds them."""
         sql, params = build_job_query(query)
 
-        def read(conn: Any) -> list[JobRecord]:
+        def read(conn: Connection[TupleRow]) -> list[JobRecord]:
             with conn.cursor() as cur:
                 cur.execute(sql, params)
                 out = [
@@ -404,7 +409,7 @@ class PgStore:
             params.append(list(accounts))
         sql += " GROUP BY account, user_name ORDER BY sum(cpu_seconds) DESC, user_name, account"
 
-        def read(conn: Any) -> list[UsageRow]:
+        def read(conn: Connection[TupleRow]) -> list[UsageRow]:
             with conn.cursor() as cur:
                 cur.execute(sql, params)
                 rows = [UsageRow(a, u, float(c or 0), float(g or 0)) for a, u, c, g in cur.fetchall()]
@@ -416,38 +421,45 @@ class PgStore:
     async def count(self, cluster_id: str) -> tuple[int, int]:
         """(job rows, distinct keys) of ``cluster_id``: equal unless something was written twice."""
 
-        def read(conn: Any) -> tuple[int, int]:
+        def read(conn: Connection[TupleRow]) -> tuple[int, int]:
             with conn.cursor() as cur:
                 cur.execute(
                     "SELECT count(*), count(DISTINCT (job_id, submit_time)) FROM spur_jobs WHERE cluster_id = %s",
                     [cluster_id],
                 )
-                total, distinct = cur.fetchone()
+                total, distinct = _row(cur)
             conn.rollback()
             return int(total), int(distinct)
 
         return await self._run(read)
 
 
-def _cancel_quietly(conn: Any) -> None:
+def _row(cur: Cursor[TupleRow]) -> TupleRow:
+    """The one row of an aggregate query (which always returns one)."""
+    row = cur.fetchone()
+    assert row is not None
+    return row
+
+
+def _cancel_quietly(conn: Connection[TupleRow]) -> None:
     try:
         conn.cancel_safe(timeout=5.0)
     except Exception as exc:
         log.debug("cancelling a PostgreSQL statement failed: %s", type(exc).__name__)
 
 
-def _migrate(conn: Any) -> int:
+def _migrate(conn: Connection[TupleRow]) -> int:
     return migrate_to(conn, LATEST)
 
 
-def migrate_to(conn: Any, target: int) -> int:
+def migrate_to(conn: Connection[TupleRow], target: int) -> int:
     """Apply migrations up to ``target`` only (same lock and bookkeeping as :meth:`PgStore.migrate`)."""
     with conn.transaction(), conn.cursor() as cur:
         cur.execute("SET LOCAL synchronous_commit = on")
         cur.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK_KEY])
         cur.execute(SCHEMA_VERSION_TABLE)
         cur.execute("SELECT coalesce(max(version), 0) FROM spur_schema_version")
-        current = int(cur.fetchone()[0])
+        current = int(_row(cur)[0])
         for version, description, sql in MIGRATIONS:
             if current < version <= target:
                 cur.execute(sql)

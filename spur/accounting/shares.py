@@ -35,6 +35,14 @@ class ShareSource(Protocol):
     ) -> dict[int, PriorityFactors]: ...
 
 
+class JobSource(Protocol):
+    """What the sprio rows read of the replicated state (``spur.state.machine.ClusterState``):
+    the jobs, never changed."""
+
+    @property
+    def jobs(self) -> Mapping[int, Job]: ...
+
+
 def weights_of(cfg: PriorityConfig) -> PriorityWeights:
     """The ``[priority]`` table as weights."""
     return PriorityWeights(
@@ -95,7 +103,7 @@ def share_records(
 
 
 def priority_records(
-    state: Any,
+    state: JobSource,
     domain: ShareSource,
     weights: PriorityWeights,
     now: float,

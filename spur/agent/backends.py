@@ -27,7 +27,7 @@ class BackendError(Exception):
 class Backend(Protocol):
     name: str
 
-    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, Any]:
+    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, subprocess.Popen[bytes] | None]:
         """Start the shim for ``jobdir``; return (identity or None, child handle or None)."""
         ...
 
@@ -59,7 +59,7 @@ class ProcessBackend:
 
     name = "process"
 
-    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, Any]:
+    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, subprocess.Popen[bytes] | None]:
         try:
             with open(jobdir.log, "ab") as log:
                 child = subprocess.Popen(

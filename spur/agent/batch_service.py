@@ -4,19 +4,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spur.rpc.batching import AGENT_BATCH, serve_items
 from spur.rpc.proto import batch_pb2, spur_pb2
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError
 
+if TYPE_CHECKING:
+    from spur.agent.service import AgentServicer
+
 __all__ = ["AGENT_BATCH", "AgentBatchServicer"]
 
 
 class AgentBatchServicer:
-    def __init__(self, agent: Any, observe_launch: Callable[[str, bool], None] | None = None) -> None:
-        self.agent = agent  # spur.agent.service.AgentServicer
+    def __init__(self, agent: AgentServicer, observe_launch: Callable[[str, bool], None] | None = None) -> None:
+        self.agent = agent
         # each item counts as one launch in spurd's metrics, exactly as a LaunchJob call would
         self.observe_launch = observe_launch or (lambda kind, ok: None)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from google.protobuf.message import Message
@@ -18,6 +18,11 @@ from google.protobuf.message import Message
 from spur.rpc.channel import Channel, open_channel, parse_target
 from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.stub import Stub, controller_stub
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import ServiceDescriptor
+
+    from spur.rpc.tls import ClientTLS
 
 __all__ = ["ControllerLink", "local_address_towards", "normalize_controller", "open_controller_link"]
 
@@ -62,7 +67,7 @@ class ControllerLink:
         return self.targets[self._current]
 
     async def call(
-        self, name: str, request: Message, *, timeout: float | None = None, service: Any = None
+        self, name: str, request: Message, *, timeout: float | None = None, service: ServiceDescriptor | None = None
     ) -> Any:
         """Call RPC ``name`` on a reachable controller; raises RpcError. ``service``: another
         service's descriptor served on the controller port (default: the Controller service)."""
@@ -93,7 +98,7 @@ async def open_controller_link(
     connect_timeout: float = 5.0,
     call_timeout: float = 10.0,
     metadata_provider: Callable[[], dict[str, str]] | None = None,
-    tls: Any = None,
+    tls: ClientTLS | None = None,
 ) -> AsyncIterator[ControllerLink]:
     """``metadata_provider`` signs every call (spurd's daemon token); ``tls`` (spur.rpc.tls.ClientTLS)
     verifies the controllers and presents the node certificate."""

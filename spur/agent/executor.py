@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from google.protobuf import json_format
@@ -72,6 +72,9 @@ from spur.agent.launchspec import (
     resolve_user,
 )
 from spur.agent.suspension import SuspensionBook
+
+if TYPE_CHECKING:
+    import subprocess
 from spur.agent.systemd import UNIT_END_FILE, unit_out_of_memory
 from spur.core.clock import Clock
 from spur.rpc.proto import spur_pb2
@@ -115,7 +118,7 @@ class TrackedJob:
     spec: LaunchSpec | None
     step_id: int | None = None
     shim: dict[str, Any] | None = None  # identity of the shim process
-    child: Any = None  # Popen when this agent started the shim
+    child: subprocess.Popen[bytes] | None = None  # when this agent started the shim
     kill_reason: str | None = None  # "cancel" | "timeout" | "requeue" once termination began
     report: spur_pb2.JobStatusReport | None = None
     finished: trio.Event = field(default_factory=trio.Event)
@@ -404,7 +407,9 @@ class Executor:
     def _resolve_step(self, request: spur_pb2.LaunchStepRequest) -> LaunchSpec:
         return self._resolve_with(build_step_launch_spec, request)
 
-    def _resolve_with(self, build: Callable[..., LaunchSpec], request: Any) -> LaunchSpec:
+    def _resolve_with(
+        self, build: Callable[..., LaunchSpec], request: spur_pb2.LaunchJobRequest | spur_pb2.LaunchStepRequest
+    ) -> LaunchSpec:
         """Run a launch-spec builder for a job or step request with this node's facts."""
         node = request.node or self.node_name
         return build(

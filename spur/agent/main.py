@@ -30,6 +30,10 @@ from spur.sdnotify import notify
 if TYPE_CHECKING:
     from spur.agent.backends import Backend
     from spur.agent.discovery import NodeHardware
+    from spur.auth.keys import AuthSettings
+    from spur.config.model import AuthConfig, ClusterConfig, NetworkConfig, TlsConfig
+    from spur.rpc.server import Server
+    from spur.rpc.tls import TlsContexts
 
 __all__ = ["AgentOptions", "main", "parse_args", "run_agent", "select_backend"]
 
@@ -72,18 +76,18 @@ class AgentOptions:
     verbose: bool = False
     join_token: str = ""  # [admission] mode = "token": presented at registration; never logged
     # The config's [auth] section (None: built-in defaults); resolved into ``auth`` by main().
-    auth_cfg: Any = None
-    auth: Any = None  # spur.auth.keys.AuthSettings
+    auth_cfg: AuthConfig | None = None
+    auth: AuthSettings | None = None
     # The config's [tls] section (None: TLS off); resolved into ``tls`` (spur.rpc.tls.TlsContexts) by main().
-    tls_cfg: Any = None
-    tls: Any = None
+    tls_cfg: TlsConfig | None = None
+    tls: TlsContexts | None = None
     metrics_addr: str | None = "127.0.0.1:6824"  # None: no metrics endpoint ([metrics] enabled = false)
     wg_interface: str = "spur0"  # [network]: the WireGuard mesh (spur net join)
     wg_port: int = 51820
     wg_endpoint: str | None = None  # IP:PORT other nodes reach this one at; None = detected
     # [cluster] and [network] when [cluster] enabled = true (spurd then owns the node's k0s unit).
-    cluster_cfg: Any = None
-    network_cfg: Any = None
+    cluster_cfg: ClusterConfig | None = None
+    network_cfg: NetworkConfig | None = None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -498,7 +502,7 @@ async def _serve_until_signalled(opts: AgentOptions, hardware: NodeHardware) -> 
                 break
 
 
-async def _serve_k0s(server: Any, opts: AgentOptions, hardware: NodeHardware) -> None:
+async def _serve_k0s(server: Server, opts: AgentOptions, hardware: NodeHardware) -> None:
     """[cluster] enabled: check root, re-adopt a k0s unit an earlier spurd left, serve K0sAgent."""
     from spur.agent.k0s import K0sError, K0sManager, require_root
     from spur.agent.k0s_service import K0sServicer
@@ -508,6 +512,8 @@ async def _serve_k0s(server: Any, opts: AgentOptions, hardware: NodeHardware) ->
         require_root()
     except K0sError as e:
         raise StartupError(str(e)) from None
+    # the caller serves K0sAgent only with [cluster] enabled, which sets both sections
+    assert opts.cluster_cfg is not None and opts.network_cfg is not None
     manager = K0sManager(opts.cluster_cfg, opts.network_cfg, hardware.gpus)
     try:
         await manager.readopt()

@@ -332,7 +332,7 @@ class MeshAgent:
 
 
 def disagreements(
-    node: str, status: mesh_pb2.NetStatus, members: list[Member], actual: dict[str, Any], wanted_set: Any
+    node: str, status: mesh_pb2.NetStatus, members: list[Member], actual: dict[str, Any], wanted_set: mesh_pb2.MemberSet
 ) -> list[str]:
     """Human-readable differences between this node's interface and the controller's view."""
     out: list[str] = []

@@ -91,11 +91,11 @@ class _Tasks:
         self,
         argv: list[str],
         env: dict[str, str],
-        stdin: Any,
-        stdout: Any,
-        stderr: Any,
+        stdin: IO[bytes] | int,
+        stdout: IO[bytes] | int,
+        stderr: IO[bytes] | int,
         pass_fds: tuple[int, ...] = (),
-    ) -> Any:
+    ) -> subprocess.Popen[bytes]:
         spec = self.spec
         kwargs: dict[str, Any] = {}
         if spec.drop_privileges:

@@ -23,11 +23,14 @@ import re
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from spur.agent.backends import BackendError, shim_command, shim_environment
+
+if TYPE_CHECKING:
+    import subprocess
 from spur.agent.jobdir import JobDir
 from spur.agent.launchspec import LaunchSpec
 
@@ -164,7 +167,7 @@ class SystemdBackend:
             return 127, str(e)
         return result.returncode, (result.stdout + result.stderr).decode(errors="replace").strip()
 
-    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, Any]:
+    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, subprocess.Popen[bytes] | None]:
         unit = spec_unit_name(spec)
         jobdir.write(UNIT_FILE, {"unit": unit})
         # A unit of the same name still stopping (a requeued job's earlier run) would refuse the start.

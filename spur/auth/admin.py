@@ -9,16 +9,29 @@ admin, whatever its uid: a captured daemon token must not become an administrato
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from spur.auth.identity import Identity
 
-__all__ = ["ADMIN_PRIVILEGE", "is_admin", "permission_denied"]
+if TYPE_CHECKING:
+    from spur.state.domain import StateDomain
+
+__all__ = ["ADMIN_PRIVILEGE", "DomainSource", "is_admin", "permission_denied"]
 
 ADMIN_PRIVILEGE = "the administrator privilege (uid 0, an admin token or accounting AdminLevel=Administrator)"
 
 
-def is_admin(identity: Identity, state: Any = None) -> bool:
+class DomainSource(Protocol):
+    """What the admin rule and the callers' gate read of the controller's cluster state
+    (``spur.state.machine.ClusterState``): its domains by name, ``accounting`` (AdminLevel) and
+    ``revocation`` (the deny-list)."""
+
+    @property
+    def domains(self) -> Mapping[str, StateDomain]: ...
+
+
+def is_admin(identity: Identity, state: DomainSource | None = None) -> bool:
     """Whether ``identity`` may do administrator-only things (never for a daemon credential)."""
     if identity.daemon:
         return False

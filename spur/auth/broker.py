@@ -26,7 +26,7 @@ import socket
 import struct
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import trio
 
@@ -39,7 +39,11 @@ log = logging.getLogger("spur.auth.broker")
 _CRED = struct.Struct("3i")
 
 
-def peer_uid(sock: Any) -> tuple[int, int, int]:
+class _UnixSocket(Protocol):
+    def getsockopt(self, level: int, optname: int, buflen: int, /) -> bytes: ...
+
+
+def peer_uid(sock: _UnixSocket) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process at the other end of a connected Unix socket."""
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
     return _CRED.unpack(raw)

@@ -6,9 +6,7 @@ the K8sCluster service of spur.k8s.cluster); depends only on the auth layer and 
 
 from __future__ import annotations
 
-from typing import Any
-
-from spur.auth.admin import is_admin, permission_denied
+from spur.auth.admin import DomainSource, is_admin, permission_denied
 from spur.auth.identity import Identity, IdentityError, require_identity
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -24,7 +22,7 @@ def caller(context: CallContext) -> Identity:
         raise RpcError(StatusCode.UNAUTHENTICATED, str(exc)) from None
 
 
-def require_admin(context: CallContext, what: str, state: Any = None) -> Identity:
+def require_admin(context: CallContext, what: str, state: DomainSource | None = None) -> Identity:
     """The verified caller if it is an administrator (see ``spur.auth.admin``), else PERMISSION_DENIED."""
     ident = caller(context)
     if not is_admin(ident, state):

@@ -28,12 +28,16 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.auth import policy
+from spur.auth.admin import DomainSource
 from spur.auth.audiences import AUD_AGENT, AUD_CLIENT
 from spur.auth.keys import AuthSettings
 from spur.auth.tokens import DEFAULT_SKEW_SECS, Claims, TokenError, mint, verify
+
+if TYPE_CHECKING:
+    from spur.rpc.server import CallContext
 
 __all__ = ["DAEMON_TOKEN_TTL_SECS", "DenyList", "MAX_DAEMON_TOKEN_SECS", "ServerAuth"]
 
@@ -99,7 +103,7 @@ class ServerAuth:
         clock: Callable[[], float] = time.time,
         log_interval: float = 60.0,
         cache_size: int = 10000,
-        state: Any = None,
+        state: DomainSource | None = None,
         daemon_audience: str = AUD_AGENT,
         groups: policy.GroupDirectory | None = None,
         denylist: DenyList | None = None,
@@ -224,7 +228,7 @@ class ServerAuth:
         server then bounds what a connection may cost before one of its calls is accepted)."""
         return self.settings.mode == "required"
 
-    def authenticate_call(self, context: Any) -> None:
+    def authenticate_call(self, context: CallContext) -> None:
         """The header-time gate (spur.rpc.server.Authenticator): run when a call's HEADERS arrive, before
         its body is read; sets ``context.identity`` or raises RpcError with the refusal."""
         from spur.rpc.status import RpcError, StatusCode
@@ -240,7 +244,7 @@ class ServerAuth:
             raise RpcError(StatusCode[result.code], result.message)
         context.identity = result
 
-    async def __call__(self, context: Any) -> None:
+    async def __call__(self, context: CallContext) -> None:
         """The same check as an async Server interceptor."""
         self.authenticate_call(context)
 

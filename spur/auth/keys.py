@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spur.core.secret_file import UnreadableFile, read_config_file
+
+if TYPE_CHECKING:
+    from spur.config.model import AuthConfig
 
 __all__ = ["AuthConfigError", "AuthSettings", "DEFAULT_BROKER_SOCKET", "load_key", "load_settings"]
 
@@ -57,7 +60,7 @@ def load_key(jwt_key: str | None, jwt_key_file: Path | str | None) -> bytes | No
         raise AuthConfigError(str(exc)) from None
 
 
-def load_settings(auth_cfg: Any) -> AuthSettings:
+def load_settings(auth_cfg: AuthConfig | None) -> AuthSettings:
     """Resolve a config ``[auth]`` section (spur.config AuthConfig); raises AuthConfigError.
 
     Refuses ``mode = "required"`` without a key, naming the keys it looked for.

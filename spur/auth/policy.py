@@ -36,9 +36,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from spur.auth.admin import ADMIN_PRIVILEGE, is_admin, permission_denied
+from spur.auth.admin import ADMIN_PRIVILEGE, DomainSource, is_admin, permission_denied
 from spur.auth.audiences import AUD_AGENT, AUD_CONTROLLER
 from spur.auth.identity import ANONYMOUS, GID_KEY, UID_KEY, USER_KEY, Identity, IdentityError
 from spur.auth.identity import identity_from_metadata as _claimed_identity
@@ -323,7 +323,7 @@ def _verified_gid(claims: Claims, raw_gid: str | None, groups: GroupDirectory | 
     )
 
 
-def authorize(method: str, identity: Identity, *, mode: str, state: Any = None) -> Refusal | None:
+def authorize(method: str, identity: Identity, *, mode: str, state: DomainSource | None = None) -> Refusal | None:
     """None when ``identity`` may call ``method``, else the refusal (module docstring). ``state`` is
     the controller's cluster state, for the accounting Administrators rule of ``is_admin``."""
     privilege = METHOD_PRIVILEGE.get(method, Privilege.USER)

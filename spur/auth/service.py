@@ -25,14 +25,17 @@ from __future__ import annotations
 import logging
 import pwd
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spur.auth.admin import is_admin, permission_denied
+from spur.auth.admin import DomainSource, is_admin, permission_denied
 from spur.auth.guard import ServerAuth
 from spur.auth.identity import Identity
 from spur.auth.tokens import DEFAULT_SKEW_SECS, Claims, TokenError, new_token_id
 from spur.rpc.proto import auth_pb2
 from spur.rpc.status import RpcError, StatusCode
+
+if TYPE_CHECKING:
+    from spur.rpc.server import CallContext
 
 __all__ = ["AuthService"]
 
@@ -45,12 +48,12 @@ class AuthService:
     """``spur.v1.Auth``. ``propose`` puts a state command through Raft (the controller's, on the
     leader); None where revocation is not served."""
 
-    def __init__(self, auth: ServerAuth, *, state: Any = None, propose: Propose | None = None) -> None:
+    def __init__(self, auth: ServerAuth, *, state: DomainSource | None = None, propose: Propose | None = None) -> None:
         self.auth = auth
         self.state = state
         self.propose = propose
 
-    def _user(self, context: Any, what: str) -> Identity:
+    def _user(self, context: CallContext, what: str) -> Identity:
         ident = context.identity
         if ident is None or not ident.verified:
             raise RpcError(
@@ -71,7 +74,7 @@ class AuthService:
         assert isinstance(ident, Identity)
         return ident
 
-    async def MintToken(self, request: auth_pb2.MintTokenRequest, context: Any) -> auth_pb2.MintTokenResponse:
+    async def MintToken(self, request: auth_pb2.MintTokenRequest, context: CallContext) -> auth_pb2.MintTokenResponse:
         ident = self._user(context, "minting a token")
         name = request.username or ident.user
         admin = is_admin(ident, self.state)
@@ -117,7 +120,7 @@ class AuthService:
         )
 
     async def RevokeToken(
-        self, request: auth_pb2.RevokeTokenRequest, context: Any
+        self, request: auth_pb2.RevokeTokenRequest, context: CallContext
     ) -> auth_pb2.RevokeTokenResponse:
         ident = self._user(context, "revoking a token")
         if self.propose is None:
@@ -167,7 +170,7 @@ class AuthService:
         return claims
 
     async def ListRevoked(
-        self, request: auth_pb2.ListRevokedRequest, context: Any
+        self, request: auth_pb2.ListRevokedRequest, context: CallContext
     ) -> auth_pb2.ListRevokedResponse:
         domain = getattr(self.state, "domains", {}).get("revocation")
         if domain is None:

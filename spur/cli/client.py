@@ -8,9 +8,16 @@ import sys
 TYPE_CHECKING = False  # typing is not imported at run time: a query command's start-up is its cost
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
-    from typing import Any, TypeVar
+    from typing import Any, TypeAlias, TypeVar
+
+    from google.protobuf.descriptor import ServiceDescriptor
+
+    from spur.rpc.blocking import BlockingStub
+    from spur.rpc.stub import Stub
 
     T = TypeVar("T")
+    #: What a CLI body is called with: a blocking stub (query commands) or a Trio one.
+    ControllerStub: TypeAlias = Stub | BlockingStub
 
 DEFAULT_CONTROLLER = "localhost:6817"
 
@@ -183,7 +190,7 @@ def _tls_section() -> dict[str, Any]:
     return section if isinstance(section, dict) else {}
 
 
-def service_stub(controller_stub: Any, service: Any) -> Any:
+def service_stub(controller_stub: ControllerStub, service: ServiceDescriptor) -> ControllerStub:
     """A stub for another controller service (``service``: its descriptor) on the same connection as
     ``controller_stub``, of the same kind (blocking or Trio)."""
     from spur.rpc.blocking import BlockingStub
@@ -196,7 +203,7 @@ def service_stub(controller_stub: Any, service: Any) -> Any:
 
 
 def with_controller(
-    body: Callable[[Any], Awaitable[T]], *, timeout: float | None = 30.0, lite: bool = False
+    body: Callable[[ControllerStub], Awaitable[T]], *, timeout: float | None = 30.0, lite: bool = False
 ) -> T:
     """Run ``body(stub)`` against the first reachable controller; RpcError -> CliError.
 
@@ -229,7 +236,7 @@ class _NeedsTrio(Exception):
 
 
 def _run_blocking(
-    body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[str, str], lite: bool = False
+    body: Callable[[ControllerStub], Awaitable[T]], targets: list[str], md: dict[str, str], lite: bool = False
 ) -> T:
     from spur.rpc.blocking import (
         BlockingChannel,
@@ -257,12 +264,12 @@ def _run_blocking(
     raise last
 
 
-async def _call(body: Callable[[Any], Awaitable[T]], stub: Any) -> T:
+async def _call(body: Callable[[ControllerStub], Awaitable[T]], stub: ControllerStub) -> T:
     """A coroutine around ``body``, which may be a lambda returning the stub's awaitable."""
     return await body(stub)
 
 
-def _run_trio(body: Callable[[Any], Awaitable[T]], targets: list[str], md: dict[str, str]) -> T:
+def _run_trio(body: Callable[[ControllerStub], Awaitable[T]], targets: list[str], md: dict[str, str]) -> T:
     import trio
 
     from spur.rpc.channel import open_channel

@@ -19,7 +19,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spur.cli.client import ControllerStub
+    from spur.rpc.proto import k8s_pb2 as kpb
 
 PROG = "spur k8s"
 USAGE = """Usage: spur k8s up [--nodes HOSTLIST] [--partition P] [--selector K=V ...]
@@ -89,7 +93,7 @@ def install_k0s_main(args: list[str]) -> int:
     return 0
 
 
-def _stub(controller_stub: Any) -> Any:
+def _stub(controller_stub: ControllerStub) -> ControllerStub:
     from spur.cli.client import service_stub
     from spur.rpc.proto import k8s_pb2
 
@@ -115,7 +119,7 @@ def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
 
 
-def format_start(n: Any) -> str:
+def format_start(n: kpb.K8sNodeInfo) -> str:
     """The leader's start state of one node, as ``key=value`` words ("" when there is none):
     ``start=in-flight since=T``, or ``start=waiting failures=N retry=T`` (no start before T), then
     ``start-failure: why`` when it differs from the node's reason (which the last failure sets)."""
@@ -129,7 +133,7 @@ def format_start(n: Any) -> str:
     return "  ".join(words)
 
 
-def format_status(st: Any) -> str:
+def format_status(st: kpb.K8sClusterStatus) -> str:
     """``spur k8s status`` text: phase, control plane(s), one line per node (its start state, then
     its reason, last; plus an indented line with its drift/stray state when the leader's drift sweep
     has one), then the nodes outside the cluster that have drift."""

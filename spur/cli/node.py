@@ -18,7 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spur.cli.client import ControllerStub
 
 PROG = "spur node"
 USAGE = """Usage: spur node drain NODES [--reason TEXT]
@@ -105,7 +108,7 @@ def cmd_remove(args: list[str]) -> int:
     opts = parser.parse_args(args)
     _check_hostlist(parser, opts.nodes)
 
-    async def body(stub: Any) -> Any:
+    async def body(stub: ControllerStub) -> Any:
         from spur.cli.client import service_stub
 
         inventory = service_stub(stub, inventory_pb2.DESCRIPTOR.services_by_name["Inventory"])

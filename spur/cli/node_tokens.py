@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spur.cli.client import ControllerStub
 
 USAGE = """Usage: spur token create [--ttl DURATION] [--uses N] [--description TEXT]
        spur token list
@@ -90,7 +93,7 @@ def format_table(tokens: list[Any]) -> str:
     )
 
 
-def _admission_stub(stub: Any) -> Any:
+def _admission_stub(stub: ControllerStub) -> ControllerStub:
     """The Admission service on the same connection as ``stub`` (a blocking or Trio controller stub)."""
     from spur.cli.client import service_stub
     from spur.rpc.proto import admission_pb2
@@ -101,7 +104,7 @@ def _admission_stub(stub: Any) -> Any:
 def _call(method: str, request: Any) -> Any:
     from spur.cli.client import with_controller
 
-    async def body(stub: Any) -> Any:
+    async def body(stub: ControllerStub) -> Any:
         return await getattr(_admission_stub(stub), method)(request, timeout=30)
 
     return with_controller(body)

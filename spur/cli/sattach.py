@@ -18,8 +18,11 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
+
+if TYPE_CHECKING:
+    import ssl
 
 PROG = "sattach"
 USAGE = "Usage: sattach [OPTIONS...] JOBID[.STEP]"
@@ -141,7 +144,7 @@ def render(message: dict[str, Any], label: bool) -> tuple[str, bytes]:
     return str(message.get("stream", "stdout")), data.encode("utf-8", "replace")
 
 
-async def attach(url: str, headers: list[tuple[str, str]], label: bool, ssl_context: Any = None) -> int:
+async def attach(url: str, headers: list[tuple[str, str]], label: bool, ssl_context: ssl.SSLContext | None = None) -> int:
     import trio_websocket
 
     out, err = sys.stdout.buffer, sys.stderr.buffer

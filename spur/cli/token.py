@@ -15,11 +15,14 @@ revoke`` of a node join token id (six hex digits) revokes that join token instea
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from cyclopts import App, Parameter
 
 from spur.cli.client import CliError, with_controller
+
+if TYPE_CHECKING:
+    from spur.cli.client import ControllerStub
 
 __all__ = ["app", "main", "mint_token", "scontrol_token"]
 
@@ -35,7 +38,7 @@ def mint_token(username: str = "", lifespan: int = 0, admin: bool = False, *, wi
 
     request = auth_pb2.MintTokenRequest(username=username, lifespan_secs=lifespan, admin=admin)
 
-    def body(stub: Any) -> Any:
+    def body(stub: ControllerStub) -> Any:
         return _auth_stub(stub).MintToken(request, timeout=30)
 
     response = with_controller(body)
@@ -77,14 +80,14 @@ def revoke_token(what: str) -> str:
     else:
         request = auth_pb2.RevokeTokenRequest(token_id=what)
 
-    def body(stub: Any) -> Any:
+    def body(stub: ControllerStub) -> Any:
         return _auth_stub(stub).RevokeToken(request, timeout=30)
 
     response = with_controller(body)
     return f"token {response.token_id} revoked"
 
 
-def _auth_stub(controller_stub: Any) -> Any:
+def _auth_stub(controller_stub: ControllerStub) -> ControllerStub:
     """An Auth-service stub on the same connection as ``controller_stub`` (blocking or Trio)."""
     from spur.cli.client import service_stub
     from spur.rpc.proto import auth_pb2

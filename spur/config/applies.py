@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spur.config.model import SpurConfig
 
 __all__ = ["APPLIES", "Applies", "Mark", "mark_of", "restart_needed", "schema_keys"]
 
@@ -212,7 +215,7 @@ def _value(obj: Any, name: str) -> Any:
     return getattr(obj, _ATTRIBUTE.get(name, name), None)
 
 
-def restart_needed(running: Any, new: Any) -> list[str]:
+def restart_needed(running: SpurConfig, new: SpurConfig) -> list[str]:
     """Keys that differ between ``running`` and ``new`` (two ``SpurConfig``) and that reconfigure does
     not apply, as ``"key (restart spurctld)"``, in schema order. Keys not used yet are left out;
     ``[[nodes]]`` is compared as a whole (its entries have no stable identity)."""

@@ -15,7 +15,7 @@ from spur.accounting.pgstore import JobQuery, StoreError
 from spur.accounting.records import key_text, record_job
 from spur.accounting.selection import job_matches
 from spur.core.job import JobState
-from spur.rpc.forwarding import served_by_leader
+from spur.rpc.forwarding import LeaderGate, served_by_leader
 from spur.rpc.proto import accounting_db_pb2 as apb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from spur.state.machine import ClusterState
 
 
-class AccountingDbHost(Protocol):
-    """What the service needs of spurctld's controller (``spur.controller.app.Controller``)."""
+class AccountingDbHost(LeaderGate, Protocol):
+    """What the service needs of spurctld's controller (``spur.controller.app.Controller``); its
+    methods are served on the leader, hence :class:`~spur.rpc.forwarding.LeaderGate`."""
 
     @property
     def accounting(self) -> AccountingRuntime: ...

@@ -7,9 +7,9 @@ Mutations are for administrators: see :func:`may_administer`, the one place that
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from spur.auth.admin import is_admin
+from spur.auth.admin import DomainSource, is_admin
 from spur.auth.identity import Identity
 from spur.rpc.forwarding import served_by_leader
 from spur.rpc.proto import accounting_pb2 as apb
@@ -30,10 +30,10 @@ if TYPE_CHECKING:
 SERVICE = apb.DESCRIPTOR.services_by_name["Accounting"]
 
 
-def may_administer(ident: Identity, domain: AccountingDomain) -> bool:
+def may_administer(ident: Identity, state: DomainSource) -> bool:
     """Whether ``ident`` may change accounting entities: the system administrator (uid 0) or an
-    accounting user with AdminLevel=Administrator."""
-    return is_admin(ident, domain.state)
+    accounting user with AdminLevel=Administrator (in ``state``'s accounting domain)."""
+    return is_admin(ident, state)
 
 
 def _caller(context: CallContext) -> Identity:
@@ -74,7 +74,7 @@ class AccountingService:
     @_leader_only
     async def Change(self, request: apb.AcctChangeRequest, context: CallContext) -> apb.AcctChangeResponse:
         ident = _caller(context)
-        if not may_administer(ident, self.domain):  # before looking at the request: refusals reveal nothing
+        if not may_administer(ident, self.ctl.state):  # before looking at the request: refusals reveal nothing
             raise RpcError(
                 StatusCode.PERMISSION_DENIED,
                 " Your user doesn't have privilege to perform this action",
@@ -83,7 +83,7 @@ class AccountingService:
             raise RpcError(StatusCode.INVALID_ARGUMENT, f"No valid entity in {request.op} command")
         where, values = dict(request.where), dict(request.values)
         if request.op == "add":
-            cmd: Any = AcctAdd(request.entity, list(request.names), values)
+            cmd: AcctAdd | AcctModify | AcctDelete = AcctAdd(request.entity, list(request.names), values)
         elif request.op == "modify":
             cmd = AcctModify(request.entity, where, values)
         elif request.op == "delete":

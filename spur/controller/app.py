@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -26,13 +27,25 @@ from spur.rpc.status import RpcError, StatusCode
 from spur.state import commands as c
 from spur.state.machine import ClusterState, Rejected
 
+if TYPE_CHECKING:
+    import pluggy
+
+    from spur.auth.keys import AuthSettings
+    from spur.k8s.cluster.drift import DriftTracker
+    from spur.k8s.cluster.task import K8sReconciler
+    from spur.metrics.controller import ControllerMetrics
+    from spur.rest.accounting_backend import AccountingBackend
+    from spur.rpc.pool import ChannelPool
+    from spur.rpc.stub import Stub
+    from spur.rpc.tls import TlsContexts
+
 log = logging.getLogger("spur.controller")
 
 
 class _NotifyingStateMachine:
     """Adapts ClusterState to Raft's StateMachine protocol and signals every applied entry."""
 
-    def __init__(self, state: ClusterState, on_apply: Any) -> None:
+    def __init__(self, state: ClusterState, on_apply: Callable[[], None]) -> None:
         self.state = state
         self._on_apply = on_apply
 
@@ -68,8 +81,8 @@ class Controller:
         clock: Clock | None = None,
         config_path: str | Path | None = None,
         overrides: dict[str, Any] | None = None,
-        auth: Any = None,
-        tls: Any = None,
+        auth: AuthSettings | None = None,
+        tls: TlsContexts | None = None,
     ) -> None:
         """``auth``: resolved [auth] settings (spur.auth.keys.AuthSettings); read from ``cfg`` when None
         (raises spur.auth.keys.AuthConfigError for an unusable key or required mode without one).
@@ -139,13 +152,14 @@ class Controller:
 
         self.launch_watch = LaunchWatch()  # leader-only: jobs missing from their node's heartbeats
         self.bound_port: int | None = None
-        self.plugin_manager: Any = None
-        self.peer_pool: Any = None  # ChannelPool to the other controllers, open while running
+        self.plugin_manager: pluggy.PluginManager | None = None
+        self.peer_pool: ChannelPool | None = None  # to the other controllers, open while running
         self.grpc_server: Server | None = None  # its interceptor is the auth policy REST also runs
-        self.metrics: Any = None  # spur.metrics.controller.ControllerMetrics when [metrics] enabled
+        self.metrics: ControllerMetrics | None = None  # when [metrics] enabled
         self.rest_port: int | None = None
-        self.accounting_backend: Any = None  # spur.rest.accounting_backend (slurmdb entities over REST)
-        self.k8s_reconciler: Any = None  # spur.k8s.cluster.task.K8sReconciler while the k8s duty runs
+        self.accounting_backend: AccountingBackend | None = None  # slurmdb entities over REST
+        self.k8s_reconciler: K8sReconciler | None = None  # while the k8s duty runs
+        self.k8s_drift: DriftTracker | None = None  # the drift sweep's tracker, kept across leaderships
         self.metrics_port: int | None = None
         from spur.accounting.runtime import AccountingRuntime
 
@@ -193,10 +207,11 @@ class Controller:
         leader = self.raft.leader_id
         return self.state.controllers.get(leader) if leader is not None else None
 
-    async def leader_stub(self) -> Any:
+    async def leader_stub(self) -> Stub:
         address = self.leader_address()
         if address is None:
             raise RpcError(StatusCode.UNAVAILABLE, "no controller leader is known (election in progress)")
+        assert self.peer_pool is not None  # open while the controller serves
         return await self.peer_pool.stub(address)
 
     # ------------------------------------------------------------------ change signalling

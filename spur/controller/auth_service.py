@@ -7,7 +7,7 @@ command; a follower forwards it with the caller's metadata.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spur.auth.service import AuthService
 from spur.rpc.forwarding import served_by_leader
@@ -15,6 +15,7 @@ from spur.rpc.proto import auth_pb2
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
+    from spur.rpc.server import CallContext
 
 __all__ = ["ControllerAuthService"]
 
@@ -28,6 +29,6 @@ class ControllerAuthService(AuthService):
 
     @_leader_only
     async def RevokeToken(
-        self, request: auth_pb2.RevokeTokenRequest, context: Any
+        self, request: auth_pb2.RevokeTokenRequest, context: CallContext
     ) -> auth_pb2.RevokeTokenResponse:
         return await super().RevokeToken(request, context)

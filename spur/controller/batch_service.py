@@ -8,18 +8,21 @@ in order. On a follower each report is forwarded to the leader like the single c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spur.rpc.batching import CONTROLLER_BATCH, serve_items
 from spur.rpc.proto import batch_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
 
+if TYPE_CHECKING:
+    from spur.controller.service import ControllerService
+
 __all__ = ["CONTROLLER_BATCH", "ControllerBatchService"]
 
 
 class ControllerBatchService:
-    def __init__(self, controller_service: Any) -> None:
+    def __init__(self, controller_service: ControllerService) -> None:
         self.svc = controller_service
 
     async def ReportJobStatuses(

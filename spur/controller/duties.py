@@ -136,6 +136,7 @@ class SchedulerLoop:
                 priorities=prio,
                 limits=accounting.scheduling_gate(),  # type: ignore[attr-defined]
             )
+            assert ctl.plugin_manager is not None  # loaded by Controller.run before any duty starts
             plan = ctl.plugin_manager.hook.spur_schedule(snapshot=view, options={})
             results: list[object] = []
 

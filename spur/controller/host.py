@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import pluggy
     import trio
 
     from spur.accounting.runtime import AccountingRuntime
@@ -22,9 +23,13 @@ if TYPE_CHECKING:
     from spur.controller.intake import SubmitGate
     from spur.core.clock import Clock
     from spur.core.job import Partition
+    from spur.k8s.cluster.task import K8sReconciler
+    from spur.metrics.controller import ControllerMetrics
     from spur.raft.node import RaftNode
+    from spur.rpc.pool import ChannelPool
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.server import Server
+    from spur.rpc.stub import Stub
     from spur.rpc.tls import ClientTLS, TlsContexts
     from spur.state.machine import ClusterState
 
@@ -88,7 +93,7 @@ class ControllerHost(Protocol):
 
     def leader_address(self) -> str | None: ...
 
-    async def leader_stub(self) -> Any: ...
+    async def leader_stub(self) -> Stub: ...
 
     async def leader_ready(self) -> None: ...
 
@@ -130,10 +135,10 @@ class ControllerHost(Protocol):
 
     # Set by ``Controller.run`` and the surfaces (the plugin, the peers' channels, the served ports).
     @property
-    def plugin_manager(self) -> Any: ...
+    def plugin_manager(self) -> pluggy.PluginManager | None: ...
 
     @property
-    def peer_pool(self) -> Any: ...
+    def peer_pool(self) -> ChannelPool | None: ...
 
     @property
     def grpc_server(self) -> Server | None: ...
@@ -141,7 +146,7 @@ class ControllerHost(Protocol):
     @property
     def bound_port(self) -> int | None: ...
 
-    metrics: Any
-    k8s_reconciler: Any
+    metrics: ControllerMetrics | None
+    k8s_reconciler: K8sReconciler | None
     rest_port: int | None
     metrics_port: int | None

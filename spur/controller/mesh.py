@@ -35,6 +35,8 @@ from spur.state.mesh import JoinMesh, LeaveMesh, MeshDomain, SetMeshPodCidr
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
+    from spur.rpc.pool import ChannelPool
+    from spur.rpc.stub import Stub
 
 log = logging.getLogger("spur.controller.mesh")
 
@@ -163,7 +165,7 @@ class MeshReconcile:
                 with trio.move_on_after(self.ctl.cfg.network.wg_reconcile_interval_secs):
                     await self.ctl.mesh_changed.wait()
 
-    async def reconcile(self, pool: Any) -> dict[str, str]:
+    async def reconcile(self, pool: ChannelPool) -> dict[str, str]:
         """One pass; returns node -> outcome ("ok" or the error) of each push."""
         ctl = self.ctl
         domain = mesh_domain(ctl)
@@ -202,7 +204,7 @@ class MeshReconcile:
         outcomes: dict[str, str] = {}
         pushed = 0
 
-        async def send(stub: Any, node_name: str) -> Any:
+        async def send(stub: Stub, node_name: str) -> Any:
             nonlocal pushed
             if (
                 delta is not None

@@ -505,6 +505,7 @@ class ControllerService:
             try:
                 if address.startswith("(raft"):
                     raise RpcError(StatusCode.UNAVAILABLE, "client address not announced yet")
+                assert self.ctl.peer_pool is not None  # open while the controller serves
                 stub = await self.ctl.peer_pool.stub(address)
                 with trio.fail_after(2):
                     infos.append(

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
+    from spur.controller.service import ControllerService
+    from spur.metrics.controller import ControllerMetrics
 
 log = logging.getLogger("spur.controller")
 
@@ -26,7 +28,7 @@ def _bind_error(exc: BaseException) -> OSError | None:
     return exc if isinstance(exc, OSError) else None
 
 
-def make_metrics(ctl: ControllerHost) -> Any:
+def make_metrics(ctl: ControllerHost) -> ControllerMetrics | None:
     """The controller's metrics (None when ``[metrics] enabled = false``)."""
     if not ctl.cfg.metrics.enabled:
         return None
@@ -35,7 +37,7 @@ def make_metrics(ctl: ControllerHost) -> Any:
     return ControllerMetrics(ctl)
 
 
-async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: Any) -> None:
+async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: ControllerService) -> None:
     """Start REST and metrics in ``nursery`` (each only if enabled); sets ``ctl.rest_port`` and
     ``ctl.metrics_port`` to the bound ports (None when not serving)."""
     from spur.config import parse_addr

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import trio
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("spur.metrics")
 
@@ -31,7 +34,7 @@ def _response(status: str, body: bytes, content_type: str = "text/plain; charset
 Routes = dict[str, Callable[[], tuple[bool, str]]]
 
 
-async def _handle(stream: trio.SocketStream, registry: Any, routes: Routes | None = None) -> None:
+async def _handle(stream: trio.SocketStream, registry: CollectorRegistry, routes: Routes | None = None) -> None:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     try:
@@ -70,7 +73,7 @@ async def _handle(stream: trio.SocketStream, registry: Any, routes: Routes | Non
 
 
 async def serve_metrics(
-    registry: Any,
+    registry: CollectorRegistry,
     host: str,
     port: int,
     *,

@@ -15,24 +15,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from spur.state.machine import ClusterState
 
 PHASES = ("down", "provisioning", "ready", "degraded")
 _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class _ClusterCollector(Collector):
-    def __init__(self, state_of: Any) -> None:
+    def __init__(self, state_of: Callable[[], ClusterState]) -> None:
         self.state_of = state_of
 
     def collect(self) -> Iterator[Metric]:
-        domain = self.state_of().domains.get("k8s_cluster")
-        if domain is None:
+        from spur.state.k8s_cluster import K8sClusterDomain
+
+        domain = self.state_of().domains.get(K8sClusterDomain.name)
+        if not isinstance(domain, K8sClusterDomain):  # absent: nothing to report
             return
         rec = domain.record
         phase = GaugeMetricFamily("spur_k8s_cluster_phase", "1 for the k0s cluster's current phase", labels=["phase"])
@@ -52,7 +57,7 @@ class _ClusterCollector(Collector):
 class K8sMetrics:
     """The reconcile task's observers (see the module docstring)."""
 
-    def __init__(self, registry: CollectorRegistry, state_of: Any) -> None:
+    def __init__(self, registry: CollectorRegistry, state_of: Callable[[], ClusterState]) -> None:
         self.attempts = Counter(
             "spur_k8s_provisioning_attempts", "k0s starts sent to agents, by role", ["role"], registry=registry
         )
@@ -79,7 +84,7 @@ class K8sMetrics:
         )
         registry.register(_ClusterCollector(state_of))
 
-    def observe_k8s_reconcile(self, seconds: float, record: Any = None) -> None:
+    def observe_k8s_reconcile(self, seconds: float, record: object = None) -> None:
         self.reconcile.observe(seconds)
 
     def k8s_attempt(self, role: str) -> None:

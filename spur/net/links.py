@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -33,7 +33,13 @@ def _ipr() -> Any:
     return IPRoute()
 
 
-def _index(ipr: Any, ifname: str) -> int | None:
+class _LinkTable(Protocol):
+    """What is read of pyroute2's ``IPRoute`` (untyped): interface indexes by name."""
+
+    def link_lookup(self, *, ifname: str) -> list[int]: ...
+
+
+def _index(ipr: _LinkTable, ifname: str) -> int | None:
     found = ipr.link_lookup(ifname=ifname)
     return found[0] if found else None
 

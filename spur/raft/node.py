@@ -51,7 +51,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -63,6 +63,10 @@ from spur.rpc.channel import parse_target
 from spur.rpc.proto import raft_pb2 as pb
 from spur.rpc.server import Server
 from spur.rpc.status import RpcError, StatusCode
+
+if TYPE_CHECKING:
+    from spur.raft.forked import ChildSnapshot
+    from spur.rpc.tls import ClientTLS, ServerTLS
 
 log = logging.getLogger(__name__)
 
@@ -208,8 +212,8 @@ class RaftNode:
         fork_snapshots: bool = False,
         credentials: RaftCredentials | None = None,
         max_snapshot_bytes: int = MAX_SNAPSHOT_BYTES,
-        server_tls: Any = None,
-        client_tls: Any = None,
+        server_tls: ServerTLS | None = None,
+        client_tls: ClientTLS | None = None,
     ) -> None:
         """`server_tls` / `client_tls` (spur.rpc.tls.ServerTLS / ClientTLS, None = plaintext) are passed
         to the Raft server's ``serve`` and to the peer channels."""
@@ -1368,7 +1372,7 @@ class RaftNode:
             self._save_snapshot, Snapshot(index, term, data), name=f"raft-snapshot-{index}"
         )
 
-    async def _forked_snapshot(self, child: Any, index: int, term: int) -> None:
+    async def _forked_snapshot(self, child: ChildSnapshot, index: int, term: int) -> None:
         """Collect the bytes of the child forked at ``index`` (``spur.raft.forked``), then save them."""
         from spur.raft.forked import ChildSnapshotError
 

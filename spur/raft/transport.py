@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 from google.protobuf.message import Message
@@ -30,6 +30,9 @@ from spur.rpc.proto import raft_pb2 as pb
 from spur.rpc.server import CallContext
 from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.stub import Stub
+
+if TYPE_CHECKING:
+    from spur.rpc.tls import ClientTLS
 
 RAFT_SERVICE = pb.DESCRIPTOR.services_by_name["Raft"]
 
@@ -122,7 +125,7 @@ async def open_peer_clients(
     connect_timeout: float,
     faults: FaultSwitch | None = None,
     credential: OutgoingCredential | None = None,
-    tls: Any = None,
+    tls: ClientTLS | None = None,
 ) -> AsyncIterator[PeerClients]:
     """Channels to each ``{member id: "host:port"}`` in `addresses` for the duration of the block; every
     call carries `credential`'s metadata when one is given (`tls`: spur.rpc.tls.ClientTLS for every

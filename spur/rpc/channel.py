@@ -29,7 +29,7 @@ import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import h2.errors
 import h2.events
@@ -345,7 +345,7 @@ class _Connection(H2Transport):
         keepalive_interval: float | None,
         keepalive_timeout: float,
         *,
-        task_status: Any = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         self.start()
         lost_by_peer = False

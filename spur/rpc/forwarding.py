@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from google.protobuf.descriptor import ServiceDescriptor
 
 from spur.rpc.server import CallContext
 
+if TYPE_CHECKING:
+    from spur.rpc.stub import Stub
+
 __all__ = ["LeaderGate", "forward_to_leader", "served_by_leader"]
 
 DEFAULT_FORWARD_TIMEOUT = 30.0
 
-_Servicer = TypeVar("_Servicer")
+_Servicer = TypeVar("_Servicer", bound="GatedServicer")
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 
@@ -40,7 +43,14 @@ class LeaderGate(Protocol):
 
     async def read_barrier(self) -> None: ...
 
-    async def leader_stub(self) -> Any: ...
+    async def leader_stub(self) -> Stub: ...
+
+
+class GatedServicer(Protocol):
+    """A servicer whose methods :func:`served_by_leader` wraps: it holds the controller it serves for."""
+
+    @property
+    def ctl(self) -> LeaderGate: ...
 
 
 async def forward_to_leader(
@@ -80,7 +90,7 @@ def served_by_leader(
         method: Callable[[_Servicer, _Request, CallContext], Awaitable[_Response]],
     ) -> Callable[[_Servicer, _Request, CallContext], Coroutine[Any, Any, _Response]]:
         @functools.wraps(method)
-        async def serve(self: Any, request: _Request, context: CallContext) -> _Response:
+        async def serve(self: _Servicer, request: _Request, context: CallContext) -> _Response:
             if self.ctl.is_leader:
                 await self.ctl.leader_ready()
                 if read_barrier:

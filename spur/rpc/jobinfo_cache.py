@@ -21,10 +21,9 @@ Pure: no I/O; part of the wire layer (it imports the protobuf module and the con
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import fields
 from operator import attrgetter
-from typing import Any
 
 from spur.core.job import Job, JobSpec
 from spur.rpc.convert import job_to_proto
@@ -107,7 +106,7 @@ class JobInfoCache:
             self._entries[job.job_id] = (key, framed)
         return framed
 
-    def response(self, jobs: Iterable[Job], live: Any = None) -> pb.GetJobsResponse:
+    def response(self, jobs: Iterable[Job], live: Collection[int] | None = None) -> pb.GetJobsResponse:
         """``GetJobsResponse(jobs=[job_to_proto(j, include_script=False) for j in jobs])``, built from
         cached encodings (one C-level parse of the joined bytes). ``live`` (the state's job mapping),
         when given, lets the cache drop entries of jobs that are gone."""
@@ -116,7 +115,7 @@ class JobInfoCache:
             self.prune(live)
         return pb.GetJobsResponse.FromString(data)
 
-    def prune(self, live: Any) -> None:
+    def prune(self, live: Collection[int]) -> None:
         """Drop entries whose job id is not in ``live`` once the cache holds more than ``len(live)``
         (+1,000) entries: amortised O(1) per listed job, memory bounded by the state's size."""
         if len(self._entries) > len(live) + 1000:

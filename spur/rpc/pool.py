@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from spur.core.nurseries import helper_nursery
+
+if TYPE_CHECKING:
+    from spur.rpc.channel import Channel
+    from spur.rpc.stub import Stub
+    from spur.rpc.tls import ClientTLS
 
 
 class ChannelPool:
@@ -19,18 +24,18 @@ class ChannelPool:
 
     def __init__(
         self,
-        make_stub: Callable[[Any], Any],
+        make_stub: Callable[[Channel], Stub],
         *,
         connect_timeout: float = 3.0,
         metadata_provider: Callable[[], dict[str, str]] | None = None,
-        tls: Any = None,
+        tls: ClientTLS | None = None,
     ) -> None:
         """``tls``: spur.rpc.tls.ClientTLS for every channel (None: plaintext)."""
         self._make_stub = make_stub
         self._tls = tls
         self._metadata_provider = metadata_provider
         self._connect_timeout = connect_timeout
-        self._stubs: dict[str, Any] = {}
+        self._stubs: dict[str, Stub] = {}
         self._lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self._cm = helper_nursery()
@@ -45,7 +50,7 @@ class ChannelPool:
         return await self._cm.__aexit__(*exc)
 
     async def _hold(
-        self, target: str, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+        self, target: str, *, task_status: trio.TaskStatus[Stub] = trio.TASK_STATUS_IGNORED
     ) -> None:
         from spur.rpc.channel import open_channel
 
@@ -58,7 +63,7 @@ class ChannelPool:
             task_status.started(self._make_stub(channel))
             await trio.sleep_forever()
 
-    async def stub(self, address: str, port: int | None = None) -> Any:
+    async def stub(self, address: str, port: int | None = None) -> Stub:
         key = address if port is None else f"{address}:{port}"
         async with self._lock:
             if key not in self._stubs:
@@ -68,7 +73,7 @@ class ChannelPool:
 
 
 def agent_pool(
-    metadata_provider: Callable[[], dict[str, str]] | None = None, *, tls: Any = None
+    metadata_provider: Callable[[], dict[str, str]] | None = None, *, tls: ClientTLS | None = None
 ) -> ChannelPool:
     """Channels to agents; ``metadata_provider`` signs every call (the controller's daemon token),
     ``tls`` (spur.rpc.tls.ClientTLS) presents the node certificate."""
@@ -77,7 +82,7 @@ def agent_pool(
     return ChannelPool(agent_stub, metadata_provider=metadata_provider, tls=tls)
 
 
-def controller_pool(*, tls: Any = None) -> ChannelPool:
+def controller_pool(*, tls: ClientTLS | None = None) -> ChannelPool:
     from spur.rpc.stub import controller_stub
 
     return ChannelPool(controller_stub, tls=tls)

@@ -290,7 +290,7 @@ class Server:
         port: int,
         *,
         tls: ServerTLS | None = None,
-        task_status: Any = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Listen on ``host:port`` (0 picks a free port), report the bound port via ``task_status``,
         and serve until cancelled. With port 0 and a host resolving to several addresses, only the

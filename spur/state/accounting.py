@@ -41,7 +41,7 @@ from spur.accounting.model import (
 )
 from spur.accounting.tres import TRES_DEFS
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import Rejected, StateDomain
+from spur.state.domain import Rejected, StateDomain, StateQueries
 
 if TYPE_CHECKING:
     from spur.accounting.priority import PriorityFactors, PriorityWeights
@@ -133,7 +133,7 @@ class AccountingDomain(StateDomain):
     name = "accounting"
     commands = (ConfigureAccounting, AcctAdd, AcctModify, AcctDelete)
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: StateQueries) -> None:
         super().__init__(state)
         self._reset()
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from spur.core.admission import secret_matches
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import Rejected, StateDomain
+from spur.state.domain import Rejected, StateDomain, StateQueries
 
 __all__ = [
     "AdmissionDomain",
@@ -112,7 +112,7 @@ class AdmissionDomain(StateDomain):
     name = "admission"
     commands = (CreateAdmissionToken, RevokeAdmissionToken, AdmitNode)
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: StateQueries) -> None:
         super().__init__(state)
         self.tokens: dict[str, AdmissionToken] = {}
         self.credentials: dict[str, NodeCredential] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spur.state.domain import StateDomain
+from spur.state.domain import StateDomain, StateQueries
 
 if TYPE_CHECKING:
     from spur.core.job import Job
@@ -18,7 +18,7 @@ class JobStats(StateDomain):
     name = "job_stats"
     commands = ()
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: StateQueries) -> None:
         super().__init__(state)
         self.finished: dict[str, int] = {}
         self.finished_after_start = 0

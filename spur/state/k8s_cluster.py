@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spur.core.serde import from_plain, to_plain
-from spur.state.domain import Rejected, StateDomain
+from spur.state.domain import Rejected, StateDomain, StateQueries
 
 __all__ = [
     "K8sAddNodes",
@@ -126,7 +126,7 @@ class K8sClusterDomain(StateDomain):
     name = "k8s_cluster"
     commands = (K8sUp, K8sAddNodes, K8sNodeReport, K8sSetPhase, K8sDown, K8sTornDown, K8sForgetNode)
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: StateQueries) -> None:
         super().__init__(state)
         self.record = K8sClusterRecord()
 

@@ -19,6 +19,7 @@ import orjson
 from spur.core.job import (
     UNLIMITED,
     Job,
+    JobSpec,
     JobState,
     Node,
     NodeAllocation,
@@ -471,7 +472,7 @@ class ClusterState:
             self._summaries[key] = summary
         return summary
 
-    def feasibility(self, spec: Any, part: Partition) -> tuple[Refusal | None, str | None]:
+    def feasibility(self, spec: JobSpec, part: Partition) -> tuple[Refusal | None, str | None]:
         """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
         from spur.state.feasibility import partition_reason, submit_refusal
 

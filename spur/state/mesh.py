@@ -26,7 +26,7 @@ from typing import Any
 
 from spur.core.serde import from_plain, to_plain
 from spur.net.model import Member, MeshFull, allocate_address, check_endpoint, check_public_key
-from spur.state.domain import Rejected, StateDomain
+from spur.state.domain import Rejected, StateDomain, StateQueries
 
 __all__ = ["JoinMesh", "LeaveMesh", "MeshDomain", "MeshEntry", "SetMeshPodCidr"]
 
@@ -76,7 +76,7 @@ class MeshDomain(StateDomain):
     name = "mesh"
     commands = (JoinMesh, LeaveMesh, SetMeshPodCidr)
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: StateQueries) -> None:
         super().__init__(state)
         self.entries: dict[str, MeshEntry] = {}
         self.version = 0  # bumped by every change: the reconcile task skips nothing on it, tests read it

@@ -25,7 +25,7 @@ from typing import Any
 
 from spur.accounting.records import JobRecord, job_record, key_text
 from spur.core.job import Job
-from spur.state.domain import Rejected, StateDomain
+from spur.state.domain import Rejected, StateDomain, StateQueries
 
 DEFAULT_MAX_RECORDS = 1_000_000
 
@@ -51,7 +51,7 @@ class OutboxDomain(StateDomain):
     name = "outbox"
     commands = (SetAccountingStorage, OutboxFlushed)
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: StateQueries) -> None:
         super().__init__(state)
         self.enabled = False
         self.max_records = DEFAULT_MAX_RECORDS

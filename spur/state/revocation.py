@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spur.state.domain import Rejected, StateDomain
+from spur.state.domain import Rejected, StateDomain, StateQueries
 
 __all__ = ["MAX_TOKEN_ID_LEN", "RevocationDomain", "RevokeToken"]
 
@@ -38,7 +38,7 @@ class RevocationDomain(StateDomain):
     name = "revocation"
     commands = (RevokeToken,)
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: StateQueries) -> None:
         super().__init__(state)
         self.entries: dict[str, float] = {}
         self.version = 0

@@ -35,7 +35,7 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
@@ -67,7 +67,11 @@ from spur.ui.sessions import (
 from spur.ui.views import accounting, cluster, job, jobs, nodes, overview
 
 if TYPE_CHECKING:
+    from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, Scope
+
     from spur.rest.app import RestApi
+    from spur.rest.preauth import ASGIApp
+    from spur.state.machine import ClusterState
     from spur.ui.host import UiHost
 
 log = logging.getLogger("spur.ui")
@@ -102,7 +106,7 @@ def sse(event: str, data: str) -> str:
 class ControllerSource:
     """The sampler's view of the controller's applied state (spur.ui.samples.SampleSource)."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: ClusterState) -> None:
         self.state = state
 
     def node_loads(self) -> list[smp.NodeLoad]:
@@ -121,12 +125,12 @@ class _Gate:
     """ASGI: ``/ui/`` requests with a body are checked from their headers (module docstring); the rest
     goes to the REST app's own gate."""
 
-    def __init__(self, ui: Dashboard, app: Any, rest_gate: Any) -> None:
+    def __init__(self, ui: Dashboard, app: ASGIApp, rest_gate: ASGIApp) -> None:
         self.ui, self.app, self.rest_gate = ui, app, rest_gate
 
-    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         path = str(scope.get("path", ""))
-        if scope.get("type") != "http" or not (path == "/ui" or path.startswith("/ui/")):
+        if scope["type"] != "http" or not (path == "/ui" or path.startswith("/ui/")):
             await self.rest_gate(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
@@ -178,7 +182,7 @@ class Dashboard:
         }
         self.secure = bool(getattr(getattr(self.ctl, "tls", None), "enabled", False))
         app = api.app
-        app.asgi_app = _Gate(self, api.gate.app, api.gate)  # type: ignore[method-assign,assignment]
+        app.asgi_app = _Gate(self, api.gate.app, api.gate)  # type: ignore[method-assign]
         app.before_serving(self._start_sampler)
         self._routes()
 
@@ -445,7 +449,7 @@ class Dashboard:
             return self.render("error.html", session, exc.status, status=exc.status, message=_message(exc))
         return self.render(page[0].TEMPLATE, session, **values)
 
-    async def _action(self, act: Callable[[Session, Any], Awaitable[str]], back: str) -> Response:
+    async def _action(self, act: Callable[[Session, Mapping[str, str]], Awaitable[str]], back: str) -> Response:
         session = self.current_session()
         if session is None:
             return Response("sign in first", status=401, content_type="text/plain")
@@ -462,7 +466,7 @@ class Dashboard:
         session.flash.append(done)
         return self.redirect(back)
 
-    async def _job_action(self, session: Session, job_id: int, form: Any) -> str:
+    async def _job_action(self, session: Session, job_id: int, form: Mapping[str, str]) -> str:
         action = form.get("action", "")
         if action == "cancel":
             resp = await self.call(session, "controller", "CancelJob", pb.CancelJobRequest(job_id=job_id))
@@ -472,7 +476,7 @@ class Dashboard:
             return f"Job {job_id}: {action} done."
         raise ValueError(f"unknown job action {action[:32]!r}: cancel, hold, release or requeue")
 
-    async def _node_action(self, session: Session, name: str, form: Any) -> str:
+    async def _node_action(self, session: Session, name: str, form: Mapping[str, str]) -> str:
         action = form.get("action", "")
         if action not in _NODE_ACTIONS:
             raise ValueError(f"unknown node action {action[:32]!r}: drain or resume")
@@ -514,7 +518,9 @@ class Dashboard:
         response.timeout = None
         return response
 
-    async def _live_loop(self, page: Page, session: Session, args: dict[str, str], send: Any) -> None:
+    async def _live_loop(
+        self, page: Page, session: Session, args: dict[str, str], send: trio.MemorySendChannel[str]
+    ) -> None:
         async def render() -> str:
             try:
                 return await self.render_live(page, session, await self.load(page, session, args))
@@ -527,7 +533,7 @@ class Dashboard:
         async with send:
             await live.refresh_loop(render, self.ctl.wait_change, send, lambda html: sse("live", html))
 
-    async def _output_loop(self, job_id: int, session: Session, peer: str, send: Any) -> None:
+    async def _output_loop(self, job_id: int, session: Session, peer: str, send: trio.MemorySendChannel[str]) -> None:
         """The job's output, for its owner or an administrator (the output WebSocket's check)."""
         from spur.rest.output import _stream
 

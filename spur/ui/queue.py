@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spur.core.array_rows import ArrayGroup, array_task_text
 from spur.rpc.proto import spur_pb2 as pb
+
+if TYPE_CHECKING:
+    from spur.core.job import Job
 
 __all__ = [
     "FilterError", "JobFilter", "PAGE_SIZE", "QueueJob", "Row", "page_of", "parse_filter", "select_rows",
@@ -127,10 +130,10 @@ class QueueJob(NamedTuple):
     submit_time: float
     start_time: float
     end_time: float
-    origin: Any  # spur.core.job.Job or spur.rpc.proto.spur_pb2.JobInfo
+    origin: Job | pb.JobInfo
 
     @classmethod
-    def from_job(cls, job: Any) -> QueueJob:
+    def from_job(cls, job: Job) -> QueueJob:
         """From a :class:`spur.core.job.Job` (spurctld's applied state). ``state._value_``: the enum's
         ``value`` property costs ten times the plain attribute, per job, on every page load."""
         spec = job.spec
@@ -139,7 +142,7 @@ class QueueJob(NamedTuple):
                    job.submit_time, job.start_time, job.end_time, job)  # fmt: skip
 
     @classmethod
-    def from_info(cls, info: Any) -> QueueJob:
+    def from_info(cls, info: pb.JobInfo) -> QueueJob:
         """From a ``JobInfo`` message (``array_task_id`` is optional there: presence matters)."""
         spec = info.spec
         task = info.array_task_id if info.HasField("array_task_id") else None

@@ -3,7 +3,8 @@ matches the Protocol its consumers are typed against, so an interface that drift
 
 from __future__ import annotations
 
-from spur.accounting.shares import ShareSource
+from spur.accounting.shares import JobSource, ShareSource
+from spur.auth.admin import DomainSource
 from spur.controller.accounting_db_service import AccountingDbHost
 from spur.controller.accounting_flusher import FlusherHost
 from spur.controller.app import Controller
@@ -11,9 +12,16 @@ from spur.controller.duties import Dispatcher
 from spur.controller.host import ControllerHost, HeartbeatWatch
 from spur.controller.launch_batch import BatchDispatcher
 from spur.controller.launch_watch import LaunchWatch
+from spur.k8s.cluster.drift_task import DriftHost, DriftMetrics
 from spur.k8s.cluster.host import ClusterServiceHost, K8sControllerHost
 from spur.k8s.cluster.service import K8sClusterService
+from spur.k8s.cluster.task import ReconcileMetrics
+from spur.k8s.operator.agent import VirtualAgent
+from spur.k8s.operator.jobs import JobController
+from spur.k8s.operator.metrics import Part
+from spur.k8s.operator.watcher import NodeWatcher
 from spur.metrics.controller import MetricsHost
+from spur.metrics.k8s import K8sMetrics
 from spur.rest.app import RestApi
 from spur.rest.host import RestHost
 from spur.rest.output import RestApi as OutputApi
@@ -32,7 +40,14 @@ def controller_parts(ctl: Controller) -> None:
     metrics: MetricsHost = ctl
     gate: LeaderGate = ctl
     k8s: K8sControllerHost = ctl
-    del host, flusher, acctdb, rest, metrics, gate, k8s
+    drift: DriftHost = ctl
+    del host, flusher, acctdb, rest, metrics, gate, k8s, drift
+
+
+def metrics_parts(k8s: K8sMetrics) -> None:
+    reconcile: ReconcileMetrics = k8s
+    sweep: DriftMetrics = k8s
+    del reconcile, sweep
 
 
 def state_parts(state: ClusterState, usage: Usage, accounting: AccountingDomain) -> None:
@@ -40,7 +55,9 @@ def state_parts(state: ClusterState, usage: Usage, accounting: AccountingDomain)
     indexed: IndexedState = state
     node_usage: NodeUsage = usage
     shares: ShareSource = accounting
-    del queries, indexed, node_usage, shares
+    sprio_jobs: JobSource = state
+    admin_domains: DomainSource = state
+    del queries, indexed, node_usage, shares, sprio_jobs, admin_domains
 
 
 def service_parts(
@@ -51,3 +68,8 @@ def service_parts(
     cluster: ClusterServiceHost = k8s
     output: OutputApi = api
     del heartbeat, batch, cluster, output
+
+
+def operator_parts(agent: VirtualAgent, jobs: JobController, watcher: NodeWatcher) -> None:
+    parts: list[Part] = [agent, jobs, watcher]
+    del parts

@@ -22,15 +22,20 @@ stop limits survive a flip, and its readings start over at every new leadership.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from spur.k8s.cluster.drift import DriftTracker, Observed, Reading, StopDecision, classify
+from spur.k8s.cluster.drift import DriftTracker, Limits, Observed, Reading, StopDecision, classify
 from spur.rpc.proto import k0s_pb2
 from spur.rpc.status import RpcError
 from spur.state import k8s_cluster as k
+
+if TYPE_CHECKING:
+    from spur.config import SpurConfig
+    from spur.k8s.cluster.task import AgentCaller
+    from spur.state.machine import ClusterState
 
 log = logging.getLogger("spur.k8s.drift")
 
@@ -38,10 +43,44 @@ READ_TIMEOUT = 10.0
 STOP_TIMEOUT = 120.0
 
 
-def reading_of(st: Any) -> Reading:
+def reading_of(st: k0s_pb2.K0sStatus) -> Reading:
     """A K0sStatus answer as a :class:`Reading` (an older agent sends neither running nor claimed)."""
     running = bool(st.running) or st.component_state in ("active", "starting", "activating")
     return Reading(running=running, role=st.running_role or (st.role if running else ""), claimed=bool(st.claimed))
+
+
+class DriftMetrics(Protocol):
+    """What the sweep counts (``spur.metrics.k8s.K8sMetrics``, which sits above this package)."""
+
+    def drift_detected(self, kind: str) -> None: ...
+
+    def stray_stop(self) -> None: ...
+
+    def stray_return(self) -> None: ...
+
+
+class _Term(Protocol):
+    @property
+    def term(self) -> int: ...
+
+
+class DriftHost(Protocol):
+    """What the drift duty uses of spurctld's controller: the state it sweeps, the live
+    ``[cluster]`` setting, the Raft read barrier and term, and the tracker it keeps across
+    leaderships."""
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    @property
+    def cfg(self) -> SpurConfig: ...
+
+    @property
+    def raft(self) -> _Term: ...
+
+    async def read_barrier(self) -> None: ...
+
+    k8s_drift: DriftTracker | None
 
 
 class DriftSweep:
@@ -51,14 +90,14 @@ class DriftSweep:
     def __init__(
         self,
         *,
-        state: Any,
+        state: ClusterState,
         call_agent: Callable[[str, str, Any, float], Awaitable[Any]],
         tracker: DriftTracker,
         correction: Callable[[], bool],
         confirm_leader: Callable[[], Awaitable[None]],
         term: Callable[[], int],
         now: Callable[[], float] = trio.current_time,
-        metrics: Any = None,
+        metrics: DriftMetrics | None = None,
     ) -> None:
         self.state = state
         self.call_agent = call_agent
@@ -203,12 +242,10 @@ class DriftSweep:
 LIMITS_ENV = "SPUR_TEST_K8S_DRIFT_LIMITS"
 
 
-def limits_from_env(environ: Any = None) -> Any:
+def limits_from_env(environ: Mapping[str, str] | None = None) -> Limits:
     """The sweep's limits: the contract's numbers, or the test override of :data:`LIMITS_ENV`."""
     import json
     import os
-
-    from spur.k8s.cluster.drift import Limits
 
     raw = (os.environ if environ is None else environ).get(LIMITS_ENV, "")
     if not raw:
@@ -217,7 +254,7 @@ def limits_from_env(environ: Any = None) -> Any:
 
 
 async def drift_duty(
-    ctl: Any, call_agent: Any, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ctl: DriftHost, call_agent: AgentCaller, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Leader duty (beside the reconciler): the drift sweep. The tracker lives on ``ctl`` so stop
     limits and backoffs survive a leadership flip within this spurctld."""

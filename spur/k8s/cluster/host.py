@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spur.k8s.cluster.drift_task import DriftHost
 from spur.rpc.forwarding import LeaderGate
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from spur.config import SpurConfig
     from spur.core.clock import Clock
     from spur.k8s.cluster.planner import Inventory
+    from spur.k8s.cluster.task import K8sReconciler
     from spur.rpc.server import CallContext
     from spur.rpc.tls import ClientTLS
     from spur.state.k8s_cluster import K8sClusterRecord
@@ -29,9 +31,10 @@ if TYPE_CHECKING:
 __all__ = ["ClusterServiceHost", "K8sControllerHost"]
 
 
-class K8sControllerHost(LeaderGate, Protocol):
+class K8sControllerHost(LeaderGate, DriftHost, Protocol):
     """spurctld's controller as the K8sCluster service and ``k8s_duty`` see it (it also serves the
-    service's calls on the leader: :class:`~spur.rpc.forwarding.LeaderGate`)."""
+    service's calls on the leader: :class:`~spur.rpc.forwarding.LeaderGate`, and hands itself to the
+    drift duty: :class:`~spur.k8s.cluster.drift_task.DriftHost`)."""
 
     @property
     def cfg(self) -> SpurConfig: ...
@@ -53,7 +56,7 @@ class K8sControllerHost(LeaderGate, Protocol):
     @property
     def mesh_changed(self) -> trio.Event: ...
 
-    k8s_reconciler: Any  # set by k8s_duty while this controller leads
+    k8s_reconciler: K8sReconciler | None  # set by k8s_duty while this controller leads
 
 
 class ClusterServiceHost(Protocol):

@@ -28,6 +28,7 @@ from spur.rpc.status import RpcError, StatusCode
 
 if TYPE_CHECKING:
     from spur.k8s.cluster.host import ClusterServiceHost
+    from spur.state.machine import ClusterState
 
 TOKEN_SECS = 24 * 3600
 ADMIN_OFF = (
@@ -42,7 +43,7 @@ def dns_label(name: str) -> str:
     return label or "spur-user"
 
 
-def user_namespace(state: Any, user: str) -> str:
+def user_namespace(state: ClusterState, user: str) -> str:
     accounting = state.domains.get("accounting")
     record = getattr(accounting, "users", {}).get(user) if accounting is not None else None
     account = getattr(record, "default_account", "") if record is not None else ""

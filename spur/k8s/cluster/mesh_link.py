@@ -7,10 +7,13 @@ node yet) the answer is None and k0s picks its own interface.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spur.state.machine import ClusterState
 
 
-def mesh_ip(state: Any, node: str) -> str | None:
+def mesh_ip(state: ClusterState, node: str) -> str | None:
     """The mesh IP of ``node``, or None when there is no mesh domain or no address yet."""
     domain = getattr(state, "domains", {}).get("mesh")
     if domain is None or not hasattr(domain, "address_of"):

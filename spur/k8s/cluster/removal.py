@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -27,12 +27,13 @@ from spur.state import k8s_cluster as k
 if TYPE_CHECKING:
     from spur.k8s.cluster.host import ClusterServiceHost
     from spur.k8s.cluster.kubeclient import KubeClient
+    from spur.state.machine import ClusterState
 
 DEFAULT_DRAIN_TIMEOUT = 120.0
 RETRY_SECS = 1.0
 
 
-def running_jobs_on(state: Any, node: str) -> list[int]:
+def running_jobs_on(state: ClusterState, node: str) -> list[int]:
     from spur.core.job import JobState
 
     return sorted(

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -41,8 +42,14 @@ from spur.state import k8s_cluster as k
 
 if TYPE_CHECKING:
     from spur.k8s.cluster.host import K8sControllerHost
+    from spur.rpc.channel import Channel
+    from spur.rpc.pool import ChannelPool
+    from spur.rpc.stub import Stub
 
 log = logging.getLogger("spur.k8s")
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 OFF_MESSAGE = (
     "Spur-managed Kubernetes is off ([cluster] enabled = false). To turn it on, set enabled = true "
@@ -52,7 +59,7 @@ OFF_MESSAGE = (
 STATUS_TIMEOUT = 5.0
 
 
-def k0s_stub(channel: Any) -> Any:
+def k0s_stub(channel: Channel) -> Stub:
     from spur.rpc.stub import Stub
 
     return Stub(channel, k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"])
@@ -61,7 +68,7 @@ def k0s_stub(channel: Any) -> Any:
 class AgentCalls:
     """Calls to nodes' K0sAgent service over a pool of daemon-signed channels."""
 
-    def __init__(self, ctl: K8sControllerHost, pool: Any) -> None:
+    def __init__(self, ctl: K8sControllerHost, pool: ChannelPool) -> None:
         self.ctl = ctl
         self.pool = pool
 
@@ -106,12 +113,14 @@ async def k8s_duty(
             ctl.k8s_reconciler = None
 
 
-def _leader_only(method: Any) -> Any:
+def _leader_only(
+    method: Callable[[K8sClusterService, _Request, CallContext], Awaitable[_Response]],
+) -> Callable[[K8sClusterService, _Request, CallContext], Coroutine[Any, Any, _Response]]:
     """Refuse while the feature is off; otherwise serve on the leader (followers forward)."""
     on_leader = served_by_leader(kpb.DESCRIPTOR.services_by_name["K8sCluster"], timeout=60.0)(method)
 
     @functools.wraps(method)
-    async def serve(self: K8sClusterService, request: Any, context: CallContext) -> Any:
+    async def serve(self: K8sClusterService, request: _Request, context: CallContext) -> _Response:
         if not self.ctl.cfg.cluster.enabled:
             raise RpcError(StatusCode.FAILED_PRECONDITION, OFF_MESSAGE)
         return await on_leader(self, request, context)
@@ -128,7 +137,7 @@ class K8sClusterService:
 
     def __init__(self, ctl: K8sControllerHost) -> None:
         self.ctl = ctl
-        self._pool: Any = None
+        self._pool: ChannelPool | None = None
 
     # ------------------------------------------------------------------ helpers
 

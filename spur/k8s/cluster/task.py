@@ -23,7 +23,7 @@ import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -36,6 +36,10 @@ from spur.k8s.cluster.pod_routes import pod_cidr_changes, wanted_pod_cidrs
 from spur.rpc.proto import k0s_pb2
 from spur.rpc.status import RpcError
 from spur.state import k8s_cluster as k
+
+if TYPE_CHECKING:
+    from spur.config.model import ClusterConfig
+    from spur.state.machine import ClusterState
 
 log = logging.getLogger("spur.k8s.reconcile")
 
@@ -51,20 +55,32 @@ class AgentCaller(Protocol):
     async def __call__(self, node: str, method: str, request: Any, timeout: float) -> Any: ...
 
 
+class ReconcileMetrics(Protocol):
+    """What the reconcile task counts (``spur.metrics.k8s.K8sMetrics``, which sits above this package)."""
+
+    def observe_k8s_reconcile(self, seconds: float, record: k.K8sClusterRecord) -> None: ...
+
+    def k8s_attempt(self, role: str) -> None: ...
+
+    def k8s_failure(self, role: str) -> None: ...
+
+    def k8s_start_failure(self, role: str) -> None: ...
+
+
 class K8sReconciler:
     """See the module docstring. ``propose`` replicates a state command and returns its result."""
 
     def __init__(
         self,
         *,
-        state: Any,
+        state: ClusterState,
         propose: Callable[[Any], Awaitable[Any]],
         call_agent: AgentCaller,
-        cluster_cfg: Any,
+        cluster_cfg: ClusterConfig,
         wg_enabled: bool = False,
         now: Callable[[], float] = time.time,
         interval: float = 2.0,
-        metrics: Any = None,
+        metrics: ReconcileMetrics | None = None,
         on_mesh_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.state = state

@@ -20,7 +20,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 from google.protobuf.descriptor import ServiceDescriptor
@@ -29,6 +29,9 @@ from google.protobuf.message import Message
 from spur.rpc.channel import Channel, open_channel
 from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.stub import Stub
+
+if TYPE_CHECKING:
+    from spur.rpc.tls import ClientTLS
 
 __all__ = ["Bounds", "ControllerLink", "TransportError", "open_link", "is_transport_error"]
 
@@ -128,7 +131,7 @@ async def open_link(
     bounds: Bounds,
     *,
     metadata_provider: Callable[[], dict[str, str]] | None = None,
-    tls: Any = None,
+    tls: ClientTLS | None = None,
 ) -> AsyncIterator[ControllerLink]:
     """A :class:`ControllerLink` named ``name`` (for logs) to ``target`` (``host:port``, or several);
     ``tls``: spur.rpc.tls.ClientTLS (None: plaintext)."""

@@ -12,10 +12,13 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import trio
 from cyclopts import App, Parameter
+
+if TYPE_CHECKING:
+    from spur.rpc.tls import TlsContexts
 
 __all__ = ["main", "OperatorOptions", "run_operator"]
 
@@ -56,7 +59,7 @@ class OperatorOptions:
     tls_ca: str | None = None
 
 
-def tls_contexts(opts: OperatorOptions) -> object:
+def tls_contexts(opts: OperatorOptions) -> TlsContexts:
     """The operator's spur.rpc.tls.TlsContexts from its flags; StartupError (78) naming the flag's file."""
     from pathlib import Path
 
@@ -91,7 +94,7 @@ def split_hostport(value: str, what: str) -> tuple[str, int]:
 async def run_operator(
     opts: OperatorOptions,
     *,
-    tls: Any = None,
+    tls: TlsContexts | None = None,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run every part until cancelled; reports the virtual agent's bound port. ``tls``: the operator's
@@ -277,7 +280,7 @@ async def run_operator(
 
 
 async def _serve_until_signalled(opts: OperatorOptions) -> None:
-    tls: Any = tls_contexts(opts)
+    tls = tls_contexts(opts)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async with trio.open_nursery() as nursery:
 

@@ -7,11 +7,20 @@ not ready) before. ``/metrics``: the registry below.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+import trio
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 __all__ = ["OperatorMetrics"]
+
+
+class Part(Protocol):
+    """A part of the operator whose readiness the metrics report (the node watcher, the SpurJob
+    controller, the virtual agent): set once its first list is in."""
+
+    @property
+    def synced(self) -> trio.Event: ...
 
 
 class OperatorMetrics:
@@ -29,7 +38,7 @@ class OperatorMetrics:
             ["channel"],
             registry=self.registry,
         )
-        self._parts: dict[str, Any] = {}
+        self._parts: dict[str, Part] = {}
         Gauge("spur_operator_spurjobs", "SpurJob objects watched", registry=self.registry).set_function(
             lambda: len(getattr(self._parts.get("jobs"), "objects", {}))
         )
@@ -50,13 +59,13 @@ class OperatorMetrics:
             registry=self.registry,
         ).set_function(lambda: getattr(self._parts.get("watcher"), "restarts", 0))
 
-    def bind(self, **parts: Any) -> None:
+    def bind(self, **parts: Part) -> None:
         self._parts.update(parts)
 
     def transport_error(self, channel: str) -> None:
         self.transport_errors.labels(channel).inc()
 
-    def observe_rpc(self, method: str, code: Any, *_: Any) -> None:
+    def observe_rpc(self, method: str, code: object, *_: object) -> None:
         self.rpc_calls.labels(method.rsplit("/", 1)[-1], getattr(code, "name", str(code))).inc()
 
     def ready(self) -> tuple[bool, str]:

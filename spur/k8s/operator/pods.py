@@ -23,10 +23,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spur.agent.environment import build_job_environment, task_environment
 from spur.k8s.operator.spurjobs import ENV_IMAGE, ENV_NAMESPACE, ENV_SPURJOB
+
+if TYPE_CHECKING:
+    from spur.rpc.proto import spur_pb2 as pb
 
 __all__ = [
     "JOB_ID_LABEL",
@@ -59,7 +62,7 @@ def pod_name(job_id: int, rank: int) -> str:
     return f"spur-job-{job_id}-{rank}"
 
 
-def job_namespace(job: Any, default: str) -> str:
+def job_namespace(job: pb.JobInfo, default: str) -> str:
     """Where ``job``'s pods go: its SpurJob's namespace, else ``default``."""
     return job.spec.environment.get(ENV_NAMESPACE) or default
 
@@ -74,7 +77,7 @@ def interpreter(script: str) -> list[str]:
     return ["/bin/sh", "-c"]
 
 
-def _quantities(alloc: Any, gpu_resource: str) -> dict[str, str]:
+def _quantities(alloc: pb.NodeAllocation, gpu_resource: str) -> dict[str, str]:
     out = {"cpu": str(max(1, alloc.cpus))}
     if alloc.mem_mb:
         out["memory"] = f"{alloc.mem_mb}Mi"
@@ -83,7 +86,7 @@ def _quantities(alloc: Any, gpu_resource: str) -> dict[str, str]:
     return out
 
 
-def labels_for(job: Any) -> dict[str, str]:
+def labels_for(job: pb.JobInfo) -> dict[str, str]:
     labels = {JOB_ID_LABEL: str(job.job_id), MANAGED_BY_LABEL: MANAGED_BY}
     spurjob = job.spec.environment.get(ENV_SPURJOB)
     if spurjob and re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?", spurjob):
@@ -92,7 +95,7 @@ def labels_for(job: Any) -> dict[str, str]:
 
 
 def render_pods(
-    job: Any,
+    job: pb.JobInfo,
     *,
     default_namespace: str,
     default_image: str,
@@ -156,7 +159,7 @@ def render_pods(
     return pods
 
 
-def render_service(job: Any, *, default_namespace: str) -> dict[str, Any]:
+def render_service(job: pb.JobInfo, *, default_namespace: str) -> dict[str, Any]:
     """The headless Service of a multi-node job (rank 0 is ``MASTER_ADDR`` through it)."""
     return {
         "apiVersion": "v1",

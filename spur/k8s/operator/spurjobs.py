@@ -20,9 +20,12 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spur.core.job import JobSpec
+
+if TYPE_CHECKING:
+    from spur.rpc.proto import spur_pb2 as pb
 
 __all__ = [
     "FINALIZER",
@@ -156,7 +159,7 @@ def _stamp(unix: float) -> str | None:
     return _dt.datetime.fromtimestamp(unix, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def status_from_job(job: Any, *, generation: int | None = None) -> dict[str, Any]:
+def status_from_job(job: pb.JobInfo, *, generation: int | None = None) -> dict[str, Any]:
     """The SpurJob ``status`` that mirrors ``job`` (a ``spur_pb2.JobInfo``)."""
     status: dict[str, Any] = {"state": job.state, "jobId": int(job.job_id)}
     if job.nodelist:

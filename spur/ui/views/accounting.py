@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from spur.rest.errors import RestError
@@ -17,7 +18,7 @@ LIMIT_FIELDS = (("grptres", "GrpTRES"), ("grpjobs", "GrpJobs"), ("maxjobs", "Max
                 ("maxtres", "MaxTRES"), ("maxsubmit", "MaxSubmit"))  # fmt: skip
 
 
-def held_back(jobs: Any) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+def held_back(jobs: Iterable[pb.JobInfo]) -> tuple[Counter[tuple[str, str]], Counter[str]]:
     """Pending jobs held by an association or QOS limit, by (account, user) and by reason."""
     by_assoc: Counter[tuple[str, str]] = Counter()
     by_reason: Counter[str] = Counter()

@@ -21,7 +21,7 @@ def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else ""
 
 
-def timeline(job: Any) -> list[dict[str, str]]:
+def timeline(job: pb.JobInfo) -> list[dict[str, str]]:
     """Submitted, eligible, started, ended (those that happened), with the reason where it says why."""
     steps = [("Submitted", job.submit_time, "")]
     if job.eligible_time:
@@ -37,7 +37,7 @@ def timeline(job: Any) -> list[dict[str, str]]:
     return out
 
 
-def spec_fields(job: Any) -> list[tuple[str, str]]:
+def spec_fields(job: pb.JobInfo) -> list[tuple[str, str]]:
     """The job's spec as (field, value) pairs, set fields only, the script and environment left out."""
     data = MessageToDict(job.spec, preserving_proto_field_name=True)
     data.pop("script", None)

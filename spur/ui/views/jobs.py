@@ -7,14 +7,14 @@ from typing import Any
 from spur.rest.offload import off_loop
 from spur.rpc.proto import spur_pb2 as pb
 from spur.ui.context import ViewContext
-from spur.ui.queue import SORT_KEYS, STATE_CODES, page_of, parse_filter, select_rows
+from spur.ui.queue import SORT_KEYS, STATE_CODES, QueueJob, page_of, parse_filter, select_rows
 from spur.ui.reasons import explain_reason
 
 TEMPLATE = "jobs.html"
 STATE_CHOICES = ["active", "history", "all", *STATE_CODES]
 
 
-def _elapsed(job: Any, now: float) -> str:
+def _elapsed(job: QueueJob, now: float) -> str:
     if not job.start_time:
         return ""
     end = job.end_time or now

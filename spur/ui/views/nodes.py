@@ -14,7 +14,7 @@ def _pct(used: float, total: float) -> int:
     return 0 if total <= 0 else min(100, round(100 * used / total))
 
 
-def node_row(n: Any) -> dict[str, Any]:
+def node_row(n: pb.NodeInfo) -> dict[str, Any]:
     gpus = len(n.gpus)
     return {
         "name": n.name, "state": n.state, "reason": n.reason, "partitions": ",".join(n.partitions),
