@@ -236,9 +236,12 @@ def test_a_client_session_validates_against_the_real_document(
     wait_for(lambda: _state(api, S, held["job_id"]) == "COMPLETED", timeout=30, what="the released job")
 
     # signal then cancel a running job
-    sleeper = _submit(api, S, tmp_path, "#!/bin/sh\ntrap 'echo usr1' USR1\nwhile true; do sleep 0.2; done\n",
+    sleeper = _submit(api, S, tmp_path, "#!/bin/sh\ntrap 'echo usr1' USR1\necho ready\nwhile true; do sleep 0.2; done\n",
                       name="sleeper", standard_output="sl-%j.txt")["job_id"]  # fmt: skip
     wait_for(lambda: _state(api, S, sleeper) == "RUNNING", timeout=30, what="the sleeper to run")
+    # the trap is set once "ready" is written (a USR1 before it would end the shell, as it would under Slurm)
+    out = tmp_path / f"sl-{sleeper}.txt"
+    wait_for(lambda: out.exists() and "ready" in out.read_text(), timeout=30, what="the sleeper's trap")
     # until the agent has launched it the controller answers 409 (try again): retry until delivered
     # as scancel: without BATCH_JOB (or FULL_JOB) a signal reaches only the steps, and this job has none
     assert api("DELETE", f"{S}/job/{sleeper}", params={"signal": "USR1", "flags": "NOPE"}).status_code == 400
