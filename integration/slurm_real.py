@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from integration.harness import wait_for
+from integration.harness import port_free, wait_for
 from integration.slurm_accounting import (
     ACCOUNTING_PACKAGES,
     ACCOUNTING_PROGRAMS,
@@ -91,16 +91,6 @@ def _no_service_starts() -> Iterator[None]:
         yield
     finally:
         policy.unlink(missing_ok=True)
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def free_port_pair() -> tuple[int, int]:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from integration.harness import port_free
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -24,19 +26,9 @@ def _section(out: str, command: str) -> str:
     return m.group(1)
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @pytest.mark.timeout(400)
 def test_the_demo_runs_the_sample_job_on_a_registered_node_twice() -> None:
-    if not (_port_free(6817) and _port_free(6818)):
+    if not (port_free(6817) and port_free(6818)):
         pytest.fail("ports 6817/6818 are taken on this machine; the demo uses Spur's default ports")
     for run in (1, 2):
         done = subprocess.run(
