@@ -9,6 +9,7 @@ reads) is the gRPC path's; refusals come back as :class:`RestError` with Slurm's
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -57,18 +58,7 @@ class ServiceAdapter:
 
     async def call(self, method: str, request: Any, metadata: dict[str, str], peer: str, source: str) -> Any:
         """Authorize, then run ``ControllerService.<method>(request, ctx)``; RpcError -> RestError."""
-        ctx = self.context(method, metadata, peer)
-        await self.authorize(ctx, source)
-        try:
-            with trio.fail_after(CALL_TIMEOUT_SECS):
-                return await getattr(self.service, method)(request, ctx)
-        except trio.TooSlowError:
-            raise RestError(504, -1, f"{method} did not answer within {CALL_TIMEOUT_SECS:.0f} s", source) from None
-        except BaseException as exc:
-            inner = _unwrap(exc)
-            if isinstance(inner, RpcError):
-                raise from_rpc_error(inner, source) from None
-            raise
+        return await self._served(getattr(self.service, method), method, request, metadata, peer, source)
 
     async def read(
         self, reader: str, method: str, request: Any, metadata: dict[str, str], peer: str, source: str
@@ -79,11 +69,24 @@ class ServiceAdapter:
         found = getattr(self.service, reader, None)
         if found is None:
             return None
+        return await self._served(found, method, request, metadata, peer, source)
+
+    async def _served(
+        self,
+        fn: Callable[[Any, CallContext], Awaitable[Any]],
+        method: str,
+        request: Any,
+        metadata: dict[str, str],
+        peer: str,
+        source: str,
+    ) -> Any:
+        """``fn(request, ctx)`` authorized as ``method``, within CALL_TIMEOUT_SECS (else 504); an
+        RpcError it raises becomes the RestError REST answers with."""
         ctx = self.context(method, metadata, peer)
         await self.authorize(ctx, source)
         try:
             with trio.fail_after(CALL_TIMEOUT_SECS):
-                return await found(request, ctx)
+                return await fn(request, ctx)
         except trio.TooSlowError:
             raise RestError(504, -1, f"{method} did not answer within {CALL_TIMEOUT_SECS:.0f} s", source) from None
         except BaseException as exc:

@@ -46,11 +46,10 @@ from quart import Response, request
 
 from spur.auth.admin import is_admin
 from spur.auth.identity import IdentityError, identity_from_metadata
-from spur.rest.adapter import CALL_TIMEOUT_SECS, ServiceAdapter
+from spur.rest.adapter import ServiceAdapter
 from spur.rest.auth import metadata_from_headers, resolve_local_user
-from spur.rest.errors import RestError, from_rpc_error
+from spur.rest.errors import RestError
 from spur.rpc.proto import spur_pb2 as pb
-from spur.rpc.status import RpcError
 from spur.ui import live
 from spur.ui import samples as smp
 from spur.ui.context import ViewContext
@@ -237,17 +236,8 @@ class Dashboard:
 
     async def _read_jobs(self, session: Session, req: pb.GetJobsRequest) -> tuple[list[Any] | None, list[Any]]:
         """(the state's jobs, []) on the leader, (None, the JobInfo messages of GetJobs) elsewhere."""
-        adapter = self.api.adapter
         peer = request.remote_addr or "ui"
-        ctx = adapter.context("GetJobs", session.metadata, peer)
-        await adapter.authorize(ctx, SOURCE)
-        try:
-            with trio.fail_after(CALL_TIMEOUT_SECS):
-                jobs = await adapter.service.read_jobs(req, ctx)
-        except trio.TooSlowError:
-            raise RestError(504, -1, f"GetJobs did not answer within {CALL_TIMEOUT_SECS:.0f} s", SOURCE) from None
-        except RpcError as exc:
-            raise from_rpc_error(exc, SOURCE) from None
+        jobs = await self.api.adapter.read("read_jobs", "GetJobs", req, session.metadata, peer, SOURCE)
         if jobs is not None:
             return jobs, []
         return None, list((await self.call(session, "controller", "GetJobs", req)).jobs)
