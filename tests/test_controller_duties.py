@@ -144,31 +144,29 @@ async def _kick_every(host, period: float, count: int, entries: int = 1) -> None
         await trio.sleep(period)
 
 
-async def test_an_idle_controller_serves_each_kick_at_once(autojump_clock) -> None:
+async def _pass_starts(cpu_clock, cpu: list[float], count: int, entries: int = 1) -> list[float]:  # noqa: ANN001
+    """When each pass began (seconds after the first kick) as ``count`` kicks come 10 ms apart, each
+    after ``entries`` applied log entries, with the controller's CPU read from ``cpu_clock``."""
     host = _fake_host()
-    cpu = [0.0]  # the controller spends CPU only on the passes: idle
-    loop = _PacedLoop(host, lambda: cpu[0], cpu)
+    loop = _PacedLoop(host, cpu_clock, cpu)
     async with trio.open_nursery() as nursery:
         await nursery.start(loop.run)
         began = trio.current_time()
-        await _kick_every(host, 0.01, 5)
+        await _kick_every(host, 0.01, count, entries)
         await trio.sleep(1.0)
         nursery.cancel_scope.cancel()
-    assert [round(t - began, 4) for t in loop.starts] == [0.0, 0.01, 0.02, 0.03, 0.04]
+    return [t - began for t in loop.starts]
+
+
+async def test_an_idle_controller_serves_each_kick_at_once(autojump_clock) -> None:
+    cpu = [0.0]  # the controller spends CPU only on the passes: idle
+    starts = await _pass_starts(lambda: cpu[0], cpu, 5)
+    assert [round(t, 4) for t in starts] == [0.0, 0.01, 0.02, 0.03, 0.04]
 
 
 async def test_a_loaded_controller_paces_passes_by_min_interval(autojump_clock) -> None:
-    host = _fake_host()
-    cpu = [0.0]
     # Busy: the controller's CPU clock runs as fast as the wall clock between passes too.
-    loop = _PacedLoop(host, trio.current_time, cpu)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(loop.run)
-        began = trio.current_time()
-        await _kick_every(host, 0.01, 12)
-        await trio.sleep(1.0)
-        nursery.cancel_scope.cancel()
-    starts = [t - began for t in loop.starts]
+    starts = await _pass_starts(trio.current_time, [0.0], 12)
     assert starts[0] == 0.0
     # each pass ends 2 ms after it starts; the next waits min_interval from there, kicks coalesced
     assert all(b - a >= 0.052 - 1e-9 for a, b in zip(starts, starts[1:], strict=False))
@@ -178,15 +176,7 @@ async def test_a_loaded_controller_paces_passes_by_min_interval(autojump_clock) 
 async def test_a_starved_controller_with_many_changes_is_paced_too(autojump_clock) -> None:
     from spur.controller.duties import BUSY_CHANGES
 
-    host = _fake_host()
     cpu = [0.0]  # little CPU for the controller (a crowded machine)...
-    loop = _PacedLoop(host, lambda: cpu[0], cpu)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(loop.run)
-        began = trio.current_time()
-        await _kick_every(host, 0.01, 12, entries=BUSY_CHANGES)  # ...but changes keep coming
-        await trio.sleep(1.0)
-        nursery.cancel_scope.cancel()
-    starts = [t - began for t in loop.starts]
+    starts = await _pass_starts(lambda: cpu[0], cpu, 12, entries=BUSY_CHANGES)  # ...but changes keep coming
     assert all(b - a >= 0.052 - 1e-9 for a, b in zip(starts, starts[1:], strict=False))
     assert len(starts) == 4
