@@ -207,8 +207,8 @@ def with_controller(
 ) -> T:
     """Run ``body(stub)`` against the first reachable controller; RpcError -> CliError.
 
-    Unary-only bodies run on a blocking socket client (no Trio import: half the cold start of a
-    query command); a body that needs a stream or a timer is run under Trio instead. Bodies must
+    Bodies run on a blocking socket client (no Trio import: half the cold start of a query command),
+    server streams included; a body that needs a timer or a client stream is run under Trio instead. Bodies must
     not write before they stream, since the Trio run starts them again.
 
     With ``lite``, the stub takes and returns :mod:`spur.rpc.lite` messages (only the RPCs that

@@ -1,7 +1,9 @@
 """``srun`` / ``spur run``: run a command through the scheduler, stream its output, return its exit code.
 
 Outside an allocation the job is submitted as an interactive job; once it runs, srun connects to the
-agent of every allocated node and streams each task's stdout/stderr. Ctrl-C cancels the job.
+agent of every allocated node and streams each task's stdout/stderr. Ctrl-C cancels the job. That
+path runs without an event loop (:mod:`spur.cli.srun_follow`); job steps and ``--mpi=pmi2``'s own
+allocation run under Trio.
 
 Inside an allocation (``SLURM_JOB_ID`` in the environment, as in an sbatch script or a salloc shell,
 or ``--jobid=N``) srun starts a *job step*: Controller.CreateStep picks nodes and tasks inside the
@@ -19,11 +21,10 @@ import sys
 
 from spur.cli.client import CliError, call_metadata, client_tls, controller_targets
 from spur.cli.option_layers import parse_option_layers
-from spur.trace import enable_from_environment, span
+from spur.cli.srun_follow import LAUNCH_WAIT_SECS, PARTITION_LIMIT_REASONS
+from spur.trace import enable_from_environment
 
 PROG = "srun"
-# How long srun waits for an allocated node's agent to receive the job's launch before giving up.
-LAUNCH_WAIT_SECS = 60.0
 USAGE = (
     "Usage: srun [OPTIONS(0)... [executable(0) [args(0)...]]] [ : [OPTIONS(N)...]] executable(N) [args(N)...]"
 )
@@ -143,8 +144,6 @@ def _mpi_list_asked(argv: list[str]) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    import trio
-
     enable_from_environment(stderr=True)
     environ = dict(os.environ)
     if _mpi_list_asked(argv):
@@ -162,6 +161,8 @@ def main(argv: list[str]) -> int:
         print(exc.message, file=sys.stderr)
         return exc.exit_code
     if job_id is not None:
+        import trio
+
         try:
             return trio.run(run_step, job_id, step_spec)
         except CliError as exc:
@@ -174,6 +175,8 @@ def main(argv: list[str]) -> int:
         # Direct launch needs srun's step launch (it serves the PMI fences): as Slurm does, take an
         # allocation first, then run the command as its step 0.
         spec.allocation_only = True
+        import trio
+
         try:
             return trio.run(_run_in_own_allocation, spec, argv, environ)
         except CliError as exc:
@@ -190,56 +193,15 @@ def main(argv: list[str]) -> int:
             print(exc.message, file=sys.stderr)
             return exc.exit_code
         return 0
+    from spur.cli.srun_follow import run_job
+
     try:
-        return trio.run(_run, spec, bool(getattr(opts, "label", False)))
+        return run_job(spec, bool(getattr(opts, "label", False)))
     except CliError as exc:
         print(exc.message, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
-
-
-async def _run(spec, label: bool) -> int:
-    import signal
-
-    import trio
-
-    from spur.core.nurseries import helper_nursery
-    from spur.rpc.channel import open_channel
-    from spur.rpc.convert import spec_to_proto
-    from spur.rpc.proto import spur_pb2 as pb
-    from spur.rpc.status import RpcError
-    from spur.rpc.stub import controller_stub
-
-    call_metadata()  # a credential problem is one clear error before anything starts
-    target = controller_targets()[0]
-    try:
-        async with open_channel(target, metadata_provider=call_metadata, tls=client_tls()) as ch:
-            ctl = controller_stub(ch)
-            from spur.cli.busy import submit_retrying
-
-            try:
-                resp = await submit_retrying(  # refused while the controller is full: back off, retry
-                    lambda: ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30), PROG
-                )
-            except RpcError as exc:
-                from spur.cli.client import submit_failure
-
-                raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
-            job_id = resp.job_id
-            span(job_id, "cli.submitted")
-            phase = {"allocated": False, "revoked": False}
-            codes: list[int] = []
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                async with helper_nursery() as nursery:
-                    nursery.start_soon(_cancel_on_signal, signals, ctl, job_id, nursery.cancel_scope, phase)
-                    codes.append(await _follow(ctl, ch, job_id, label, phase))
-                    if not phase["revoked"]:  # else the signal handler ends the nursery once it has said so
-                        nursery.cancel_scope.cancel()
-            # No code: a signal cancelled the job (the handler said so); Slurm's srun exits 1 then.
-            return codes[0] if codes else 1
-    except RpcError as exc:
-        raise CliError(f"srun: error: {exc.message}") from None
 
 
 async def _run_in_own_allocation(spec, argv: list[str], environ: dict[str, str]) -> int:
@@ -327,9 +289,6 @@ async def _wait_allocated(ctl, job_id: int, phase: dict[str, bool]):  # -> pb.Jo
     return None
 
 
-# Pending reasons for which Slurm's srun says the partition cannot take the job as it stands.
-PARTITION_LIMIT_REASONS = frozenset({"PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit"})
-
 
 async def _cancel_on_signal(signals, ctl, job_id: int, scope, phase: dict[str, bool]) -> None:
     """On SIGINT/SIGTERM cancel the job and stop following it, with Slurm's words."""
@@ -353,99 +312,6 @@ async def _cancel_on_signal(signals, ctl, job_id: int, scope, phase: dict[str, b
             print(f"srun: Force Terminated JobId={job_id}", file=sys.stderr, flush=True)
             scope.cancel()
         return
-
-
-async def _follow(ctl, ch, job_id: int, label: bool, phase: dict[str, bool]) -> int:
-    import trio
-
-    from spur.rpc.proto import spur_pb2 as pb
-
-    said_waiting = False
-    async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
-        # Like Slurm, say nothing while the job can start at once: only once the scheduler has looked at
-        # it and given a reason (Resources, Priority, PartitionConfig, ...) does srun say it waits.
-        if info.state == "PENDING" and not said_waiting and info.reason not in ("", "None"):
-            if info.reason in PARTITION_LIMIT_REASONS:
-                print("srun: Requested partition configuration not available now", file=sys.stderr)
-            print(f"srun: job {job_id} queued and waiting for resources", file=sys.stderr, flush=True)
-            said_waiting = True
-        if info.state in ("RUNNING", "COMPLETING") and info.allocation:
-            span(job_id, "cli.running-seen")
-            phase["allocated"] = True
-            if said_waiting:
-                print(f"srun: job {job_id} has been allocated resources", file=sys.stderr)
-            break
-        if info.state not in ("PENDING", "RUNNING", "COMPLETING"):
-            if phase.get("revoked"):
-                return 1  # our own Ctrl-C cancelled it; the signal handler has said so
-            raise CliError(f"srun: error: job {job_id} ended {info.state} before it started: {info.reason}")
-    else:  # the controller ends the stream only after a terminal state, so this is a lost stream
-        raise CliError(f"srun: error: job {job_id}: the controller stopped reporting it before it started")
-    nodes = await ctl.GetNodes(pb.GetNodesRequest(names=[a.node for a in info.allocation]), timeout=10)
-    results: list[tuple[int, int]] = []
-    async with trio.open_nursery() as nursery:
-        for node in nodes.nodes:
-            nursery.start_soon(_stream_node, node, job_id, label, results)
-    final = None
-    async for update in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
-        final = update
-    span(job_id, "cli.end-seen")
-    exit_code = max((code for code, _ in results), default=0)
-    sig = max((s for _, s in results), default=0)
-    if final is not None and final.state == "TIMEOUT":
-        print(f"srun: error: job {job_id}: time limit exceeded", file=sys.stderr)
-    if final is not None and final.state == "CANCELLED":
-        print(f"srun: error: job {job_id} was cancelled", file=sys.stderr)
-    if sig:
-        return 128 + sig
-    if final is not None and final.state in ("CANCELLED", "TIMEOUT", "NODE_FAIL") and exit_code == 0:
-        return 1
-    return exit_code
-
-
-async def _stream_node(node, job_id: int, label: bool, results: list) -> None:
-    import trio
-
-    from spur.rpc.channel import open_channel
-    from spur.rpc.proto import spur_pb2 as pb
-    from spur.rpc.status import RpcError, StatusCode
-    from spur.rpc.stub import agent_stub
-
-    out, err = sys.stdout.buffer, sys.stderr.buffer
-    # The job shows RUNNING once allocated; its launch may reach this node's agent a moment later.
-    deadline = trio.current_time() + LAUNCH_WAIT_SECS
-    delay = 0.05
-    while True:
-        try:
-            async with open_channel(
-                f"{node.address}:{node.port}", metadata_provider=call_metadata, tls=client_tls()
-            ) as ch:
-                async for chunk in agent_stub(ch).StreamOutput(
-                    pb.StreamOutputRequest(job_id=job_id, follow=True)
-                ):
-                    if chunk.stream == "task_exit":
-                        continue  # the node's exit chunk decides an interactive job's code
-                    if chunk.stream == "exit":
-                        span(job_id, "cli.exit-seen")
-                        results.append((chunk.exit_code, chunk.signal))
-                        continue
-                    stream = out if chunk.stream == "stdout" else err
-                    data = chunk.data
-                    if label:
-                        data = b"".join(
-                            f"{chunk.task}: ".encode() + line for line in data.splitlines(keepends=True)
-                        )
-                    stream.write(data)
-                    stream.flush()
-            return
-        except RpcError as exc:
-            if exc.code is StatusCode.NOT_FOUND and trio.current_time() < deadline:
-                await trio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            print(f"srun: error: {node.name}: lost output stream: {exc.message}", file=sys.stderr)
-            results.append((1, 0))
-            return
 
 
 # ---------------------------------------------------------------- job steps

@@ -15,9 +15,14 @@ Contracts (the same as the Trio channel's for unary calls):
 - ``tls`` (spur.rpc.tls.ClientTLS): the connection is TLS, the server verified against the CA; ``ssl`` is
   imported only then. A failed handshake is UNAVAILABLE (``"cannot connect to host:port: TLS handshake
   failed: <why>"``).
-- :func:`blocking_controller_stub` has one method per unary Controller RPC, returning an awaitable that
-  has already completed, so ``async def body(stub)`` code written for the Trio stub runs unchanged
-  under :func:`drive` (which raises :class:`NeedsEventLoop` if the body awaits anything else).
+- :meth:`BlockingChannel.stream` starts a server-streaming call; its :class:`BlockingStream` hands out
+  messages as they arrive, and :func:`wait_readable` follows several streams (and other file
+  descriptors: a signal wake-up pipe, a child's pidfd) at once, so a command that follows a job needs
+  no event loop either.
+- :func:`blocking_controller_stub` has one method per Controller RPC: a unary one returns an awaitable
+  that has already completed, a server-streaming one its stream, whose ``async for`` steps have already
+  completed too; so ``async def body(stub)`` code written for the Trio stub runs unchanged under
+  :func:`drive` (which raises :class:`NeedsEventLoop` if the body awaits anything else).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from __future__ import annotations
 import _socket  # the C module: ``socket``'s import (enums, selectors) costs a CLI call ~3 ms
 import os
 import time
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator
+from typing import Generic, TypeVar  # typing is loaded by every CLI command already (argparse's users)
 
 from spur.rpc.h2_unary import Data, GoAway, H2Connection, H2Error, Headers, Reset
 from spur.rpc.status import RpcError, StatusCode
@@ -51,7 +57,6 @@ if TYPE_CHECKING:
 
     from spur.rpc.tls import ClientTLS
 
-    M = TypeVar("M")
     M_co = TypeVar("M_co", covariant=True)
     T = TypeVar("T")
 
@@ -68,15 +73,15 @@ if TYPE_CHECKING:
         def SerializeToString(self) -> bytes: ...  # noqa: N802 - protobuf's name
 
     class ResponseType(Protocol[M_co]):
-        """What decodes a response: a protobuf message class, a lite one or a ``lite.Adaptive``."""
-
-        @property
-        def DESCRIPTOR(self) -> _Named: ...  # noqa: N802 - protobuf's name
+        """What decodes a response: a protobuf message class, a lite one or a ``lite.Adaptive``
+        (each has a ``DESCRIPTOR`` too, used to name it in errors; types-protobuf declares that an
+        instance attribute, which a Protocol cannot ask of a class)."""
 
         def FromString(self, data: bytes, /) -> M_co: ...  # noqa: N802 - protobuf's name
 
-    # A stub's method: (path, request class, response type, streaming).
-    _Method = tuple[str, type[Message], ResponseType[object], bool]
+    # A stub's method: (path, request class, response type, client streaming, server streaming).
+    _Method = tuple[str, type[Message], ResponseType[object], bool, bool]
+M = TypeVar("M")
 USER_AGENT = "spur-rpc-blocking/0.1"
 # The last TLS session per target, offered again by the next connection in this process.
 _SESSIONS: dict[tuple[str, Any], Any] = {}
@@ -141,14 +146,9 @@ class BlockingChannel:
     ) -> M:
         """One request, one response; raises :class:`RpcError` on any non-OK outcome."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            return self._unary(method, request, response_type, deadline, timeout, metadata)
-        except TimeoutError:
-            self.close()
-            raise RpcError(StatusCode.DEADLINE_EXCEEDED, _deadline_text(method, timeout)) from None
-        except (OSError, H2Error) as exc:
-            self.close()
-            raise RpcError(StatusCode.UNAVAILABLE, f"connection to {self.authority} lost: {exc}") from None
+        return self._guarded(
+            method, timeout, lambda: self._unary(method, request, response_type, deadline, timeout, metadata)
+        )
 
     def _unary(
         self,
@@ -159,68 +159,42 @@ class BlockingChannel:
         timeout: float | None,
         metadata: dict[str, str] | None,
     ) -> M:
-        sock, conn = self._connect(deadline)
-        stream_id = conn.start_request(self._headers(method, deadline, metadata))
-        payload = memoryview(frame_message(request.SerializeToString()))
-        sent = False
-        headers: dict[str, str] | None = None
-        trailers: dict[str, str] | None = None
-        decoder = MessageDecoder(self.max_message_bytes)
-        messages: list[bytes] = []
-        ended = False
-        draining = False  # a graceful GOAWAY that still covers this stream: finish it, then reconnect
-        while True:
-            if not sent and not ended:  # send as much of the request as the peer's windows allow
-                payload = conn.send_data(stream_id, payload)
-                sent = not payload
-            out = conn.data_to_send()
-            if out:
-                sock.sendall(out)
-            if ended:
-                break
-            sock.settimeout(_remaining(deadline))
-            data = sock.recv(_READ)
-            if not data:
-                raise OSError("connection closed by peer")
-            for event in conn.receive_data(data):
-                if isinstance(event, Headers) and event.stream_id == stream_id:
-                    if headers is None:
-                        headers = decode_headers(event.headers)
-                        decoder.encoding = headers.get("grpc-encoding", "identity")
-                        if "grpc-status" in headers:
-                            trailers = headers
-                    else:
-                        trailers = decode_headers(event.headers)
-                    ended = ended or event.end_stream
-                elif isinstance(event, Data) and event.stream_id == stream_id:
-                    messages.extend(decoder.feed(event.data))
-                    ended = ended or event.end_stream
-                elif isinstance(event, Reset) and event.stream_id == stream_id:
-                    self.close()
-                    reason = _error_name(event.error_code)
-                    raise RpcError(StatusCode.UNAVAILABLE, f"stream reset by server ({reason})")
-                elif isinstance(event, GoAway) and (event.error_code or event.last_stream_id < stream_id):
-                    self.close()
-                    raise RpcError(
-                        StatusCode.UNAVAILABLE,
-                        f"server closed the connection (GOAWAY {_error_name(event.error_code)})",
-                    )
-                elif isinstance(event, GoAway):
-                    draining = True
-        if draining:
-            self.close()
-        status = response_status(headers, trailers, self.authority)
-        if status is not None:
-            raise status
+        exchange = _Exchange(self, method, request, deadline, metadata)
+        while not exchange.ended:
+            exchange.receive(deadline)
+        exchange.finish()
+        messages = exchange.messages
         if len(messages) != 1:
             raise RpcError(StatusCode.INTERNAL, f"{method}: expected exactly one response message")
+        return _decode(method, response_type, messages[0])
+
+    def stream(
+        self,
+        method: str,
+        request: Message,
+        response_type: ResponseType[M],
+        *,
+        timeout: float | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> BlockingStream[M]:
+        """Start a server-streaming call; its messages are read through the returned stream. One call at
+        a time per channel: the stream owns the connection until it ends or is closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        exchange = self._guarded(
+            method, timeout, lambda: _Exchange(self, method, request, deadline, metadata)
+        )
+        return BlockingStream(self, exchange, method, response_type, deadline, timeout)
+
+    def _guarded(self, method: str, timeout: float | None, step: Callable[[], T]) -> T:
+        """``step()`` with socket trouble turned into the RpcError a call reports (closing the channel)."""
         try:
-            return response_type.FromString(messages[0])
-        except _decode_errors(response_type) as exc:
-            raise RpcError(
-                StatusCode.INTERNAL,
-                f"{method}: cannot decode response as {response_type.DESCRIPTOR.full_name}: {exc}",
-            ) from None
+            return step()
+        except TimeoutError:
+            self.close()
+            raise RpcError(StatusCode.DEADLINE_EXCEEDED, _deadline_text(method, timeout)) from None
+        except (OSError, H2Error) as exc:
+            self.close()
+            raise RpcError(StatusCode.UNAVAILABLE, f"connection to {self.authority} lost: {exc}") from None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -305,6 +279,196 @@ class BlockingChannel:
         return headers + validate_metadata(merged)
 
 
+class _Exchange:
+    """One call on a channel's connection: the request sent (as far as flow control allows), then the
+    response's headers, messages and trailers gathered as :meth:`receive` reads them."""
+
+    def __init__(
+        self,
+        channel: BlockingChannel,
+        method: str,
+        request: Message,
+        deadline: float | None,
+        metadata: dict[str, str] | None,
+    ) -> None:
+        self.channel = channel
+        self.sock, self.conn = channel._connect(deadline)
+        self.stream_id = self.conn.start_request(channel._headers(method, deadline, metadata))
+        self._payload = memoryview(frame_message(request.SerializeToString()))
+        self._sent = False
+        self.headers: dict[str, str] | None = None
+        self.trailers: dict[str, str] | None = None
+        self._decoder = MessageDecoder(channel.max_message_bytes)
+        self.messages: list[bytes] = []
+        self.ended = False
+        self._draining = False  # a graceful GOAWAY that still covers this stream: finish it, then reconnect
+        self._flush()
+
+    def _flush(self) -> None:
+        if not self._sent and not self.ended:  # as much of the request as the peer's windows allow
+            self._payload = self.conn.send_data(self.stream_id, self._payload)
+            self._sent = not self._payload
+        out = self.conn.data_to_send()
+        if out:
+            self.sock.sendall(out)
+
+    def buffered(self) -> bool:
+        """True when the TLS layer holds decrypted bytes that a select() on the socket would not see."""
+        pending = getattr(self.sock, "pending", None)
+        return bool(pending and pending())
+
+    def receive(self, deadline: float | None) -> None:
+        """One read from the socket (waiting until ``deadline``) and the events it completes."""
+        self.sock.settimeout(_remaining(deadline))
+        data = self.sock.recv(_READ)
+        if not data:
+            raise OSError("connection closed by peer")
+        stream_id = self.stream_id
+        for event in self.conn.receive_data(data):
+            if isinstance(event, Headers) and event.stream_id == stream_id:
+                if self.headers is None:
+                    self.headers = decode_headers(event.headers)
+                    self._decoder.encoding = self.headers.get("grpc-encoding", "identity")
+                    if "grpc-status" in self.headers:
+                        self.trailers = self.headers
+                else:
+                    self.trailers = decode_headers(event.headers)
+                self.ended = self.ended or event.end_stream
+            elif isinstance(event, Data) and event.stream_id == stream_id:
+                self.messages.extend(self._decoder.feed(event.data))
+                self.ended = self.ended or event.end_stream
+            elif isinstance(event, Reset) and event.stream_id == stream_id:
+                self.channel.close()
+                reason = _error_name(event.error_code)
+                raise RpcError(StatusCode.UNAVAILABLE, f"stream reset by server ({reason})")
+            elif isinstance(event, GoAway) and (event.error_code or event.last_stream_id < stream_id):
+                self.channel.close()
+                raise RpcError(
+                    StatusCode.UNAVAILABLE,
+                    f"server closed the connection (GOAWAY {_error_name(event.error_code)})",
+                )
+            elif isinstance(event, GoAway):
+                self._draining = True
+        self._flush()
+
+    def finish(self) -> None:
+        """After the end of the stream: raise the call's status unless it is OK."""
+        self.conn.forget(self.stream_id)
+        if self._draining:
+            self.channel.close()
+        status = response_status(self.headers, self.trailers, self.channel.authority)
+        if status is not None:
+            raise status
+
+
+class BlockingStream(Generic[M]):
+    """The responses of one server-streaming call (:meth:`BlockingChannel.stream`).
+
+    Iterate it (``for``, or ``async for`` under :func:`drive`: each step has already completed) to read
+    messages as they arrive; the iteration ends when the server ends the stream with OK and raises
+    :class:`RpcError` otherwise. To follow several streams at once, :func:`wait_readable` tells which
+    have something to read and :meth:`read_available` takes it without waiting. :meth:`close` drops the
+    call (and its channel's connection)."""
+
+    def __init__(
+        self,
+        channel: BlockingChannel,
+        exchange: _Exchange,
+        method: str,
+        response_type: ResponseType[M],
+        deadline: float | None,
+        timeout: float | None,
+    ) -> None:
+        self.channel, self._exchange, self.method = channel, exchange, method
+        self._response_type, self._deadline, self._timeout = response_type, deadline, timeout
+        self._pending: list[M] = []  # decoded for ``async for`` and not handed out yet
+        self.done = False  # every message handed out and the status checked
+
+    def fileno(self) -> int:
+        return self._exchange.sock.fileno()
+
+    def ready(self) -> bool:
+        """True when :meth:`read_available` has something without waiting on the socket."""
+        ex = self._exchange
+        return bool(ex.messages) or ex.ended or ex.buffered()
+
+    def read_available(self) -> list[M]:
+        """Messages that arrived; reads the socket once unless messages are already waiting (so call it
+        when :func:`wait_readable` named this stream, or to wait for the next messages). Raises RpcError
+        for a failed call; after the end of the stream it returns [] and sets :attr:`done`."""
+        ex = self._exchange
+        if self.done:
+            return []
+        if not ex.messages and not ex.ended:
+            self.channel._guarded(self.method, self._timeout, lambda: ex.receive(self._deadline))
+        raw = ex.messages[:]
+        ex.messages.clear()
+        out = [_decode(self.method, self._response_type, data) for data in raw]
+        if not out and ex.ended:
+            self.done = True
+            ex.finish()
+        return out
+
+    def __iter__(self) -> Iterator[M]:
+        try:
+            while not self.done:
+                yield from self.read_available()
+        finally:
+            if not self.done:
+                self.close()
+
+    def __aiter__(self) -> BlockingStream[M]:
+        return self
+
+    def __anext__(self) -> _Done:
+        """The next message as an already-completed awaitable (StopAsyncIteration at the end)."""
+        try:
+            while not self._pending and not self.done:
+                self._pending.extend(self.read_available())
+        except RpcError as exc:
+            return _Done(error=exc)
+        if self._pending:
+            return _Done(self._pending.pop(0))
+        return _Done(error=StopAsyncIteration())
+
+    def close(self) -> None:
+        """Stop following the call: the channel's connection is closed (the server sees it cancelled)."""
+        self.done = True
+        self.channel.close()
+
+
+def wait_readable(
+    streams: Iterable[BlockingStream[Any]], fds: Iterable[int] = (), timeout: float | None = None
+) -> tuple[list[BlockingStream[Any]], list[int]]:
+    """Wait (up to ``timeout`` seconds; None: no limit) until one of ``streams`` has something to read or
+    one of ``fds`` is readable; returns those streams and fds (both empty when the time ran out).
+    Streams with messages already taken from the socket count at once."""
+    import select
+
+    streams, fds = [s for s in streams if not s.done], list(fds)
+    ready = [s for s in streams if s.ready()]
+    if ready:
+        return ready, []
+    by_fd = {s.fileno(): s for s in streams}
+    readable, _, _ = select.select([*by_fd, *fds], [], [], timeout)
+    return [by_fd[fd] for fd in readable if fd in by_fd], [fd for fd in readable if fd not in by_fd]
+
+
+def _type_name(response_type: ResponseType[object]) -> str:
+    descriptor = getattr(response_type, "DESCRIPTOR", None)
+    return str(getattr(descriptor, "full_name", type(response_type).__name__))
+
+
+def _decode(method: str, response_type: ResponseType[M], data: bytes) -> M:
+    try:
+        return response_type.FromString(data)
+    except _decode_errors(response_type) as exc:
+        raise RpcError(
+            StatusCode.INTERNAL,
+            f"{method}: cannot decode response as {_type_name(response_type)}: {exc}",
+        ) from None
+
+
 def _create_connection(host: str | bytes, port: int, timeout: float | None) -> _socket.socket:
     """``socket.create_connection((host, port), timeout)`` on the C socket type: each address
     getaddrinfo gives, in order, until one connects; the last error otherwise."""
@@ -378,8 +542,9 @@ class _Done:
 
 
 class BlockingStub:
-    """Unary RPCs of a service on a :class:`BlockingChannel`; each call runs at once and returns an
-    already-completed awaitable. Server-streaming RPCs raise :class:`NeedsEventLoop` when called."""
+    """RPCs of a service on a :class:`BlockingChannel`. A unary call runs at once and returns an
+    already-completed awaitable; a server-streaming call returns its :class:`BlockingStream` (which
+    ``async for`` reads under :func:`drive` too). Client-streaming RPCs raise :class:`NeedsEventLoop`."""
 
     def __init__(self, channel: BlockingChannel, service: ServiceDescriptor) -> None:
         from google.protobuf import message_factory
@@ -388,31 +553,32 @@ class BlockingStub:
         self.service: _Named = service
         self._methods: dict[str, _Method] = {}
         for m in service.methods:
-            # types-protobuf declares DESCRIPTOR an instance variable of Message, so a message class
-            # does not match ResponseType's DESCRIPTOR; generated classes do have it as a class attribute.
-            response_type: ResponseType[object] = message_factory.GetMessageClass(m.output_type)  # type: ignore[assignment]
+            response_type: ResponseType[object] = message_factory.GetMessageClass(m.output_type)
             self._methods[m.name] = (
                 f"/{service.full_name}/{m.name}",
                 message_factory.GetMessageClass(m.input_type),
                 response_type,
-                m.server_streaming or m.client_streaming,
+                m.client_streaming,
+                m.server_streaming,
             )
 
     def __getattr__(self, name: str) -> Any:
         methods = self.__dict__.get("_methods", {})
         if name not in methods:
             raise AttributeError(f"service {self.service.full_name} has no RPC named {name!r}")
-        path, request_type, response_type, streaming = methods[name]
+        path, request_type, response_type, client_streaming, server_streaming = methods[name]
 
         def call(
             request: Message, *, timeout: float | None = None, metadata: dict[str, str] | None = None
-        ) -> _Done:
-            if streaming:
-                raise NeedsEventLoop(f"{path} is a streaming RPC: use spur.rpc.channel")
+        ) -> _Done | BlockingStream[object]:
+            if client_streaming:
+                raise NeedsEventLoop(f"{path} is a client-streaming RPC: use spur.rpc.channel")
             if not isinstance(request, request_type):
                 raise TypeError(
                     f"{path} takes {request_type.DESCRIPTOR.full_name}, got {type(request).__name__}"
                 )
+            if server_streaming:
+                return self.channel.stream(path, request, response_type, timeout=timeout, metadata=metadata)
             try:
                 value = self.channel.unary(path, request, response_type, timeout=timeout, metadata=metadata)
             except RpcError as exc:
@@ -433,7 +599,7 @@ def lite_controller_stub(channel: BlockingChannel) -> BlockingStub:
     stub.channel = channel
     stub.service = lite.SERVICE_DESCRIPTOR
     stub._methods = {
-        name: (f"/{lite.SERVICE}/{name}", lite.message_class(req), lite.Adaptive(resp), False)
+        name: (f"/{lite.SERVICE}/{name}", lite.message_class(req), lite.Adaptive(resp), False, False)
         for name, (req, resp) in lite.METHODS.items()
     }
     return stub

@@ -1,0 +1,149 @@
+"""srun outside an allocation, as a user at a terminal meets it: output, labels, exit codes, waiting,
+Ctrl-C and SIGTERM while the job runs, and no event loop loaded (spur.cli.srun_follow)."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.harness import BIN, Cluster
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("srun-interactive"))
+    c.start_controller()
+    try:
+        c.start_agent("node1", cpus=2, memory_mb=4000)
+        c.wait_nodes("node1")
+        yield c
+    finally:
+        c.stop()
+
+
+def _srun(cluster: Cluster, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "srun"), *args], cwd=cwd, env=cluster.env, capture_output=True, text=True, timeout=60
+    )
+
+
+def _read_until(proc: subprocess.Popen[bytes], stream: str, marker: bytes, seen: bytearray) -> None:
+    """Read ``proc``'s ``stream`` (stdout/stderr) into ``seen`` until ``marker`` shows (bounded)."""
+    pipe = getattr(proc, stream)
+    deadline = time.monotonic() + 30
+    while marker not in seen:
+        left = deadline - time.monotonic()
+        assert left > 0, bytes(seen)
+        ready, _, _ = select.select([pipe], [], [], left)
+        if ready:
+            chunk = os.read(pipe.fileno(), 4096)
+            assert chunk, f"srun ended before {marker!r}: {bytes(seen)!r}"
+            seen += chunk
+
+
+def test_labels_exit_codes_and_signals(one_node: Cluster, tmp_path: Path) -> None:
+    labelled = _srun(one_node, tmp_path, "-l", "-n2", "sh", "-c", "echo hi; exit 3")
+    assert labelled.returncode == 3, labelled.stderr
+    assert sorted(labelled.stdout.splitlines()) == ["0: hi", "1: hi"]
+    killed = _srun(one_node, tmp_path, "sh", "-c", "kill -KILL $$")
+    assert killed.returncode == 128 + signal.SIGKILL, killed.stderr
+    err = _srun(one_node, tmp_path, "sh", "-c", "echo to-stderr >&2")
+    assert (err.returncode, err.stdout, err.stderr) == (0, "", "to-stderr\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_job_runs_cancels_it(one_node: Cluster, tmp_path: Path, signum: int) -> None:
+    proc = subprocess.Popen(
+        [str(BIN / "srun"), "-J", f"sig{signum}", "sh", "-c", "echo ready; exec sleep 120"],
+        cwd=tmp_path,
+        env=one_node.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        _read_until(proc, "stdout", b"ready\n", bytearray())
+        proc.send_signal(signum)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    job_id = int(one_node.cli("squeue", "-h", "-t", "all", "-o", "%i", "-n", f"sig{signum}").stdout.split()[-1])
+    assert proc.returncode == 1
+    assert err.decode().splitlines() == [
+        "srun: forcing job termination",
+        f"srun: Force Terminated JobId={job_id}",
+    ]
+    assert one_node.wait_job(job_id, "CANCELLED").state == "CANCELLED"
+
+
+def test_a_waiting_srun_says_so_then_runs_when_cpus_free(one_node: Cluster, tmp_path: Path) -> None:
+    holder = int(one_node.cli("sbatch", "--parsable", "-n2", "--wrap", "sleep 120").stdout)
+    one_node.wait_job(holder, "RUNNING")
+    proc = subprocess.Popen(
+        [str(BIN / "srun"), "-n2", "-J", "waiter", "echo", "ran"],
+        cwd=tmp_path,
+        env=one_node.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        seen = bytearray()
+        _read_until(proc, "stderr", b"queued and waiting for resources\n", seen)
+        one_node.cli("scancel", str(holder))
+        out, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    job_id = int(one_node.cli("squeue", "-h", "-t", "all", "-o", "%i", "-n", "waiter").stdout.split()[-1])
+    assert proc.returncode == 0
+    assert out == b"ran\nran\n"
+    assert (bytes(seen) + rest).decode().splitlines() == [
+        f"srun: job {job_id} queued and waiting for resources",
+        f"srun: job {job_id} has been allocated resources",
+    ]
+
+
+def test_srun_loads_no_event_loop(one_node: Cluster, tmp_path: Path) -> None:
+    """The interactive path runs on the blocking client: Trio is never imported."""
+    code = (
+        "import sys; from spur.cli.main import main; rc = main(['srun', 'true']); "
+        "print(rc, 'trio' in sys.modules, file=sys.stderr)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=one_node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stderr.strip() == "0 False"
+
+
+def test_an_unreachable_controller_is_one_clear_error(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: refused
+        env = dict(os.environ, SPUR_CONTROLLER=f"127.0.0.1:{port}", SPUR_AUTH_TOKEN="unused")
+        env.pop("SPUR_CONF", None)
+        out = subprocess.run(
+            [str(BIN / "srun"), "true"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
+    assert out.returncode == 1
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("srun: error: Unable to allocate resources: "), out.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "Connection refused" in lines[0]
