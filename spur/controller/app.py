@@ -224,6 +224,12 @@ class Controller:
         """Return after the next applied log entry."""
         await self._changed.wait()
 
+    def change_event(self) -> trio.Event:
+        """The event the next applied log entry sets. Taken before reading the state and waited on
+        after acting on what was read, it misses no change made in between (``wait_change`` after an
+        await point would: the entry applied meanwhile has already set and replaced its event)."""
+        return self._changed
+
     def kick_scheduler(self) -> None:
         self.scheduler_kick.set()
 

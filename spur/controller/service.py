@@ -178,16 +178,20 @@ class ControllerService:
         job_id = request.job_ids[0]
         last = None
         while True:
+            changed = self.ctl.change_event()  # before the read: a change during the yield is not lost
             job = self.ctl.state.jobs.get(job_id)
             if job is None:
                 raise RpcError(StatusCode.NOT_FOUND, f"Invalid job id specified: {job_id}")
             key = (job.state, job.reason, job.launched, len(job.allocation))
             if key != last:
                 last = key
-                yield convert.job_to_proto(job, include_script=False)
-                if job.state.is_terminal:
+                # Decided from what is sent, not from the live record after the yield (by then it may
+                # have ended, and its last state would never be sent).
+                if key[0].is_terminal:
+                    yield convert.job_to_proto(job, include_script=False)
                     return
-            await self.ctl.wait_change()
+                yield convert.job_to_proto(job, include_script=False)
+            await changed.wait()
 
     @leader_only
     async def CancelJob(self, request: pb.CancelJobRequest, context: CallContext) -> pb.CancelJobResponse:
