@@ -181,8 +181,12 @@ async def test_a_unit_ended_by_the_oom_killer_is_reported_out_of_memory(harness:
 async def test_a_missed_pidfd_wakeup_does_not_strand_the_job(harness: Harness, monkeypatch) -> None:
     import spur.agent.executor as executor_module
 
-    async def never_readable(fd: int) -> None:  # as if the kernel's wake-up were lost
-        await trio.sleep_forever()
+    real_wait_readable = trio.lowlevel.wait_readable
+
+    async def never_readable(fd: int) -> None:  # as if the kernel's wake-up of a pidfd were lost
+        if os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[pidfd]":
+            await trio.sleep_forever()
+        await real_wait_readable(fd)  # the shim launcher's pipes still work
 
     monkeypatch.setattr(executor_module.trio.lowlevel, "wait_readable", never_readable)
     with trio.fail_after(TIMEOUT):

@@ -64,7 +64,7 @@ def test_systemd_run_command_line(tmp_path: Path) -> None:
     assert "--property=KillMode=control-group" in cmd
     assert "--property=MemoryMax=2048M" in cmd
     sep = cmd.index("--")
-    assert cmd[sep + 1 :][1:] == ["-m", "spur.agent.shim", str(jd.path)]
+    assert cmd[sep + 1 :][1:] == ["-S", "-m", "spur.agent.shim", str(jd.path)]
     assert all(not a.startswith("--setenv=") or "=" in a[9:] for a in cmd[:sep])
     spec.mem_mb = 0
     assert not any("MemoryMax" in a for a in systemd_run_command(jd, spec))

@@ -74,7 +74,7 @@ from spur.agent.launchspec import (
 from spur.agent.suspension import SuspensionBook
 
 if TYPE_CHECKING:
-    import subprocess
+    pass
 from spur.agent.systemd import UNIT_END_FILE, unit_out_of_memory
 from spur.core.clock import Clock
 from spur.rpc.proto import spur_pb2
@@ -118,7 +118,6 @@ class TrackedJob:
     spec: LaunchSpec | None
     step_id: int | None = None
     shim: dict[str, Any] | None = None  # identity of the shim process
-    child: subprocess.Popen[bytes] | None = None  # when this agent started the shim
     kill_reason: str | None = None  # "cancel" | "timeout" | "requeue" once termination began
     report: spur_pb2.JobStatusReport | None = None
     finished: trio.Event = field(default_factory=trio.Event)
@@ -387,7 +386,7 @@ class Executor:
             # Shielded from here on: the caller (a LaunchJob handler) is cancelled when the controller
             # that sent it dies, and a shim started without supervision would never be reported.
             with trio.CancelScope(shield=True):
-                job.shim, job.child = await self.backend.start(jobdir, spec)
+                job.shim = await self.backend.start(jobdir, spec)
         except (LaunchError, BackendError) as e:
             log.warning("%s: launch failed: %s", job.name, e)
             self._finish(job, self._failure_report(job, str(e), launch_failed=True))
@@ -504,7 +503,6 @@ class Executor:
         if fd < 0 or not process_matches(job.shim):
             if fd >= 0:
                 os.close(fd)
-            self._reap(job)
             return
         try:
             recheck = self.shim_recheck_secs
@@ -514,13 +512,10 @@ class Executor:
                     break
                 recheck = min((recheck or SHIM_RECHECK_SECS) * 2, _SHIM_RECHECK_MAX_SECS)
                 # A missed wake-up must not strand a finished job: look at the process itself too.
-                if job.child is not None and job.child.poll() is not None:
-                    break
                 if not process_matches(job.shim) or _is_zombie(int(job.shim["pid"])):
                     break
         finally:
             os.close(fd)
-        self._reap(job)
 
     async def _await_shim_identity(self, job: TrackedJob) -> dict[str, Any] | None:
         deadline = time.monotonic() + _SHIM_START_TIMEOUT  # real time: the shim is a real process
@@ -532,13 +527,6 @@ class Executor:
                 return None
             await trio.sleep(_POLL)
         return None
-
-    @staticmethod
-    def _reap(job: TrackedJob) -> None:
-        if job.child is not None:
-            with contextlib.suppress(OSError):
-                job.child.wait(timeout=5)
-            job.child = None
 
     async def _enforce_time_limit(self, job: TrackedJob) -> None:
         """Warn (``--signal``) and then end ``job`` at its time limit, not counting suspended time."""

@@ -30,7 +30,7 @@ import trio
 from spur.agent.backends import BackendError, shim_command, shim_environment
 
 if TYPE_CHECKING:
-    import subprocess
+    pass
 from spur.agent.jobdir import JobDir
 from spur.agent.launchspec import LaunchSpec
 
@@ -167,7 +167,7 @@ class SystemdBackend:
             return 127, str(e)
         return result.returncode, (result.stdout + result.stderr).decode(errors="replace").strip()
 
-    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> tuple[dict[str, Any] | None, subprocess.Popen[bytes] | None]:
+    async def start(self, jobdir: JobDir, spec: LaunchSpec) -> dict[str, Any] | None:
         unit = spec_unit_name(spec)
         jobdir.write(UNIT_FILE, {"unit": unit})
         # A unit of the same name still stopping (a requeued job's earlier run) would refuse the start.
@@ -180,7 +180,7 @@ class SystemdBackend:
         if result.returncode != 0:
             err = result.stderr.decode(errors="replace").strip()
             raise BackendError(f"systemd-run failed for {unit}: {err}")
-        return None, None
+        return None
 
     async def _stop(self, unit: str) -> dict[str, str] | None:
         """Kill everything left in ``unit``, return once systemd has stopped it (or it is gone) and
