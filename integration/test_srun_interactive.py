@@ -1,5 +1,6 @@
-"""srun outside an allocation, as a user at a terminal meets it: output, labels, exit codes, waiting,
-Ctrl-C and SIGTERM while the job runs, and no event loop loaded (spur.cli.srun_follow)."""
+"""srun outside an allocation and salloc, as a user at a terminal meets them: output, labels, exit
+codes, waiting, Ctrl-C and SIGTERM while the job runs, a cancelled allocation, and no event loop loaded
+(both follow the job on the blocking client: spur.cli.srun_follow, spur.cli.salloc)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,9 @@ def test_a_signal_while_the_job_runs_cancels_it(one_node: Cluster, tmp_path: Pat
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    job_id = int(one_node.cli("squeue", "-h", "-t", "all", "-o", "%i", "-n", f"sig{signum}").stdout.split()[-1])
+    job_id = int(
+        one_node.cli("squeue", "-h", "-t", "all", "-o", "%i", "-n", f"sig{signum}").stdout.split()[-1]
+    )
     assert proc.returncode == 1
     assert err.decode().splitlines() == [
         "srun: forcing job termination",
@@ -147,3 +150,92 @@ def test_an_unreachable_controller_is_one_clear_error(tmp_path: Path) -> None:
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("srun: error: Unable to allocate resources: "), out.stderr
     assert f"127.0.0.1:{port}" in lines[0] and "Connection refused" in lines[0]
+
+
+# ---------------------------------------------------------------- salloc (the same blocking follow)
+
+
+def test_salloc_runs_the_command_inside_the_allocation(one_node: Cluster, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(BIN / "salloc"), "-n1", "-J", "alloc-rc", "sh", "-c", 'echo "job=$SLURM_JOB_ID"; exit 5'],
+        cwd=tmp_path,
+        env=one_node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    job_id = int(out.stdout.strip().removeprefix("job="))
+    assert out.returncode == 5
+    assert out.stderr.splitlines() == [
+        f"salloc: Granted job allocation {job_id}",
+        f"salloc: Relinquishing job allocation {job_id}",
+    ]
+    assert one_node.wait_job(job_id, "FAILED").exit_code == 5
+
+
+def _salloc_running(one_node: Cluster, tmp_path: Path, name: str) -> tuple[subprocess.Popen[bytes], int]:
+    proc = subprocess.Popen(
+        [str(BIN / "salloc"), "-n1", "-J", name, "sh", "-c", 'echo "job=$SLURM_JOB_ID"; exec sleep 120'],
+        cwd=tmp_path,
+        env=one_node.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    seen = bytearray()
+    _read_until(proc, "stdout", b"\n", seen)
+    return proc, int(seen.decode().strip().removeprefix("job="))
+
+
+def test_salloc_says_revoked_and_ends_the_command_when_the_job_is_cancelled(
+    one_node: Cluster, tmp_path: Path
+) -> None:
+    proc, job_id = _salloc_running(one_node, tmp_path, "alloc-revoked")
+    try:
+        one_node.cli("scancel", str(job_id))
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert err.decode().splitlines() == [
+        f"salloc: Granted job allocation {job_id}",
+        f"salloc: Job allocation {job_id} has been revoked.",
+    ]
+    assert one_node.wait_job(job_id, "CANCELLED").state == "CANCELLED"
+
+
+def test_salloc_on_sigterm_ends_the_command_and_releases_the_allocation(
+    one_node: Cluster, tmp_path: Path
+) -> None:
+    proc, job_id = _salloc_running(one_node, tmp_path, "alloc-term")
+    try:
+        proc.send_signal(signal.SIGINT)  # left to the command, which a terminal would have sent it too
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert err.decode().splitlines() == [
+        f"salloc: Granted job allocation {job_id}",
+        f"salloc: Relinquishing job allocation {job_id}",
+    ]
+    assert one_node.wait_job(job_id, "FAILED").state == "FAILED"
+
+
+def test_salloc_loads_no_event_loop(one_node: Cluster, tmp_path: Path) -> None:
+    code = (
+        "import sys; from spur.cli.main import main; rc = main(['salloc', '-n1', 'true']); "
+        "print(rc, 'trio' in sys.modules, file=sys.stderr)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=one_node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stderr.splitlines()[-1] == "0 False", out.stderr

@@ -123,15 +123,13 @@ def _say(message: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    import trio
-
     try:
         spec, opts, command = prepare(argv, os.environ, os.getcwd())
     except CliError as exc:
         print(exc.message, file=sys.stderr)
         return exc.exit_code
     try:
-        return trio.run(_run, spec, command, opts.ntasks is not None)
+        return _run(spec, command, opts.ntasks is not None)
     except CliError as exc:
         print(exc.message, file=sys.stderr)
         return exc.exit_code
@@ -139,147 +137,126 @@ def main(argv: list[str]) -> int:
         return 130
 
 
-async def _run(spec, command: list[str], ntasks_given: bool) -> int:
+def _run(spec, command: list[str], ntasks_given: bool) -> int:
+    """Submit, wait for the allocation, run the command inside it, release it; salloc's exit code.
+
+    Blocking, like srun's interactive path (:mod:`spur.cli.srun_follow`): one WatchJob stream follows
+    the job from submission to the end of the command, beside the signals and the command's pidfd."""
     import signal
     import time
 
-    import trio
-
-    from spur.rpc.channel import open_channel
+    from spur.cli.interactive import call_once, submit
+    from spur.cli.signal_pipe import SignalPipe
+    from spur.rpc.blocking import BlockingChannel
     from spur.rpc.convert import spec_to_proto
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
-    from spur.rpc.stub import controller_stub
 
-    call_metadata()  # a credential problem is one clear error before anything starts
+    metadata = call_metadata()  # a credential problem is one clear error before anything starts
+    target, tls = controller_targets()[0], client_tls()
     try:
-        async with open_channel(
-            controller_targets()[0], metadata_provider=call_metadata, tls=client_tls()
-        ) as ch:
-            ctl = controller_stub(ch)
-            from spur.cli.busy import submit_retrying
-
-            try:
-                resp = await submit_retrying(  # refused while the controller is full: back off, retry
-                    lambda: ctl.SubmitJob(pb.SubmitJobRequest(spec=spec_to_proto(spec)), timeout=30), PROG
+        with BlockingChannel(target, metadata=metadata, tls=tls) as ctl:
+            request = pb.SubmitJobRequest(spec=spec_to_proto(spec))
+            job_id = submit(ctl, request, PROG, "Job submit/allocate failed: ")
+            with SignalPipe(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+                watch = ctl.stream(
+                    "/spur.v1.Controller/WatchJob", pb.GetJobsRequest(job_ids=[job_id]), pb.JobInfo
                 )
-            except RpcError as exc:
-                from spur.cli.client import submit_failure
-
-                raise CliError(submit_failure(PROG, "Job submit/allocate failed: ", exc.message)) from None
-            job_id = resp.job_id
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-                job = await _wait_for_allocation(ctl, job_id, signals)
+                job = _wait_for_allocation(watch, job_id, signals, target, tls)
                 if job is None:
                     return 1
                 _say(f"Granted job allocation {job_id}")
                 env = allocation_environment(job, os.environ, ntasks_given=ntasks_given)
-                rc, sig, revoked = await _run_command(ctl, job_id, command, env, signals)
-            if not revoked:
-                _say(f"Relinquishing job allocation {job_id}")
-                report = pb.JobStatusReport(
-                    job_id=job_id,
-                    node=job.allocation[0].node,
-                    exit_code=rc,
-                    signal=sig,
-                    end_time=time.time(),
-                )
-                try:
-                    await ctl.ReportJobStatus(report, timeout=30)
-                except RpcError as exc:
-                    _say(f"error: could not release job allocation {job_id}: {exc.message}")
-            return 128 + sig if sig else rc
+                rc, sig, revoked = _run_command(watch, job_id, command, env, signals)
+        if not revoked:
+            _say(f"Relinquishing job allocation {job_id}")
+            report = pb.JobStatusReport(
+                job_id=job_id, node=job.allocation[0].node, exit_code=rc, signal=sig, end_time=time.time()
+            )
+            try:
+                call_once(target, tls, "ReportJobStatus", report, pb.Empty, 30)
+            except RpcError as exc:
+                _say(f"error: could not release job allocation {job_id}: {exc.message}")
+        return 128 + sig if sig else rc
     except RpcError as exc:
         raise CliError(f"salloc: error: {exc.message}") from None
 
 
-async def _wait_for_allocation(ctl, job_id: int, signals):  # -> pb.JobInfo | None
+def _wait_for_allocation(watch, job_id: int, signals, target: str, tls):  # -> pb.JobInfo | None
     """Follow the job until it holds its allocation; None when it ended or a signal cancelled it."""
-    import trio
-
-    from spur.rpc.proto import spur_pb2 as pb
-
-    result: list = []
-    said_pending = False
-    revoked = False
-
-    async with trio.open_nursery() as nursery:
-
-        async def cancel_on_signal() -> None:
-            nonlocal revoked
-            async for _ in signals:
-                revoked = True
-                _say(f"Job allocation {job_id} has been revoked.")
-                with trio.move_on_after(10):
-                    await ctl.CancelJob(pb.CancelJobRequest(job_id=job_id), timeout=10)
-                nursery.cancel_scope.cancel()
-                return
-
-        async def follow() -> None:
-            nonlocal said_pending
-            async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
-                if info.state == "PENDING" and not said_pending:
-                    if info.reason in ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit"):
-                        _say("Requested partition configuration not available now")
-                    _say(f"Pending job allocation {job_id}")
-                    _say(f"job {job_id} queued and waiting for resources")
-                    said_pending = True
-                elif info.state == "RUNNING" and info.allocation:
-                    if said_pending:
-                        _say(f"job {job_id} has been allocated resources")
-                    result.append(info)
-                    break
-                elif info.state in TERMINAL or info.state == "COMPLETING":
-                    if revoked:
-                        return  # our own Ctrl-C: the signal handler says so and ends the wait
-                    _say(
-                        f"error: Job allocation {job_id} ended {info.state} before it started: {info.reason}"
-                    )
-                    break
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(cancel_on_signal)
-        nursery.start_soon(follow)
-    return result[0] if result else None
-
-
-async def _run_command(ctl, job_id: int, command: list[str], env: dict[str, str], signals):
-    """Run ``command`` here; returns (exit code, signal, revoked: the job ended first)."""
-    import signal as signal_mod
-
-    import trio
-
+    from spur.cli.interactive import call_once
+    from spur.rpc.blocking import wait_readable
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
 
+    said_pending = False
+    while not watch.done:
+        ready, fds = wait_readable([watch], [signals.fileno()])
+        if fds and signals.take():
+            _say(f"Job allocation {job_id} has been revoked.")
+            try:
+                call_once(
+                    target, tls, "CancelJob", pb.CancelJobRequest(job_id=job_id), pb.CancelJobResponse, 10
+                )
+            except RpcError:
+                pass  # unreachable: the allocation is released when the controller sees the job again
+            return None
+        for info in watch.read_available() if ready else ():
+            if info.state == "PENDING" and not said_pending:
+                if info.reason in ("PartitionConfig", "PartitionNodeLimit", "PartitionTimeLimit"):
+                    _say("Requested partition configuration not available now")
+                _say(f"Pending job allocation {job_id}")
+                _say(f"job {job_id} queued and waiting for resources")
+                said_pending = True
+            elif info.state == "RUNNING" and info.allocation:
+                if said_pending:
+                    _say(f"job {job_id} has been allocated resources")
+                return info
+            elif info.state in TERMINAL or info.state == "COMPLETING":
+                _say(f"error: Job allocation {job_id} ended {info.state} before it started: {info.reason}")
+                return None
+    return None
+
+
+def _run_command(watch, job_id: int, command: list[str], env: dict[str, str], signals):
+    """Run ``command`` here; returns (exit code, signal, revoked: the job ended first)."""
+    import signal as signal_mod
+    import subprocess
+
+    from spur.rpc.blocking import wait_readable
+    from spur.rpc.status import RpcError
+
     try:
-        proc = await trio.lowlevel.open_process(command, env=env, stdin=None, stdout=None, stderr=None)
+        proc = subprocess.Popen(command, env=env)
     except OSError as exc:
         _say(f"error: cannot run {command[0]}: {exc.strerror or exc}")
         return 127, 0, False
+    pidfd = os.pidfd_open(proc.pid)
     revoked = False
-    async with trio.open_nursery() as nursery:
-
-        async def on_signal() -> None:
-            async for signum in signals:
-                if signum == signal_mod.SIGINT:
-                    continue  # the command's own business (it got it from the terminal too)
-                proc.send_signal(signal_mod.SIGTERM)
-
-        async def watch_job() -> None:
-            nonlocal revoked
-            try:
-                async for info in ctl.WatchJob(pb.GetJobsRequest(job_ids=[job_id])):
-                    if info.state in TERMINAL or info.state == "COMPLETING":
-                        revoked = True
-                        _say(f"Job allocation {job_id} has been revoked.")
+    following = [watch]
+    try:
+        while True:
+            ready, fds = wait_readable(following, [signals.fileno(), pidfd])
+            if pidfd in fds:
+                break
+            if signals.fileno() in fds:
+                for signum in signals.take():
+                    if signum != signal_mod.SIGINT:  # SIGINT is the command's own business (the terminal's)
                         proc.send_signal(signal_mod.SIGTERM)
-                        return
+            if not ready:
+                continue
+            try:
+                updates = watch.read_available()
             except RpcError:
-                return  # lost the controller: the command keeps its allocation until it exits
-
-        nursery.start_soon(on_signal)
-        nursery.start_soon(watch_job)
-        rc = await proc.wait()
-        nursery.cancel_scope.cancel()
+                following = []  # lost the controller: the command keeps its allocation until it exits
+                continue
+            if watch.done:
+                following = []
+            if not revoked and any(i.state in TERMINAL or i.state == "COMPLETING" for i in updates):
+                revoked = True
+                _say(f"Job allocation {job_id} has been revoked.")
+                proc.send_signal(signal_mod.SIGTERM)
+    finally:
+        os.close(pidfd)
+    rc = proc.wait()
     return (0, -rc, revoked) if rc < 0 else (rc, 0, revoked)

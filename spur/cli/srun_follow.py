@@ -23,6 +23,7 @@ import sys
 import time
 
 from spur.cli.client import CliError, call_metadata, client_tls, controller_targets
+from spur.cli.interactive import call_once, submit
 from spur.trace import span
 
 TYPE_CHECKING = False
@@ -181,7 +182,9 @@ def run_job(spec: JobSpec, label: bool) -> int:
     tls = client_tls()
     ctl = BlockingChannel(target, metadata=metadata, tls=tls)
     try:
-        job_id = _submit(ctl, pb.SubmitJobRequest(spec=spec_to_proto(spec)))
+        job_id = submit(
+            ctl, pb.SubmitJobRequest(spec=spec_to_proto(spec)), PROG, "Unable to allocate resources: "
+        )
         span(job_id, "cli.submitted")
         follow = Follow(job_id)
         try:
@@ -193,29 +196,6 @@ def run_job(spec: JobSpec, label: bool) -> int:
             raise CliError(f"srun: error: {exc.message}") from None
     finally:
         ctl.close()
-
-
-def _submit(ctl: BlockingChannel, request: pb.SubmitJobRequest) -> int:
-    """SubmitJob, backing off while the controller refuses for being full; the job id. CliError."""
-    from spur.cli.busy import Busy, retry_while_busy
-    from spur.cli.client import submit_failure
-    from spur.rpc.proto import spur_pb2 as pb
-    from spur.rpc.status import RpcError, StatusCode
-
-    def attempt() -> int:
-        try:
-            return ctl.unary(
-                "/spur.v1.Controller/SubmitJob", request, pb.SubmitJobResponse, timeout=30
-            ).job_id
-        except RpcError as exc:
-            if exc.code is StatusCode.RESOURCE_EXHAUSTED:
-                raise Busy(exc.message) from None
-            raise
-
-    try:
-        return retry_while_busy(attempt, PROG)
-    except (Busy, RpcError) as exc:
-        raise CliError(submit_failure(PROG, "Unable to allocate resources: ", exc.message)) from None
 
 
 def _follow(
@@ -272,22 +252,16 @@ def _follow(
 
 def _node_outputs(follow: Follow, target: str, tls: ClientTLS | None, label: bool) -> list[_NodeOutput]:
     """The allocated nodes' addresses (GetNodes on a connection of its own), one output each."""
-    from spur.rpc.blocking import BlockingChannel
     from spur.rpc.proto import spur_pb2 as pb
 
-    with BlockingChannel(target, metadata=call_metadata(), tls=tls) as ch:
-        found = ch.unary(
-            "/spur.v1.Controller/GetNodes",
-            pb.GetNodesRequest(names=follow.nodes_wanted),
-            pb.GetNodesResponse,
-            timeout=10,
-        )
+    found = call_once(
+        target, tls, "GetNodes", pb.GetNodesRequest(names=follow.nodes_wanted), pb.GetNodesResponse, 10
+    )
     return [_NodeOutput(n.name, f"{n.address}:{n.port}", follow.job_id, label) for n in found.nodes]
 
 
 def _cancel(follow: Follow, target: str, tls: ClientTLS | None) -> int:
     """SIGINT/SIGTERM: cancel the job and say so, in Slurm's words; srun then exits 1."""
-    from spur.rpc.blocking import BlockingChannel
     from spur.rpc.proto import spur_pb2 as pb
     from spur.rpc.status import RpcError
 
@@ -297,13 +271,7 @@ def _cancel(follow: Follow, target: str, tls: ClientTLS | None) -> int:
     else:
         _say([f"srun: Job allocation {job_id} has been revoked"])
     try:
-        with BlockingChannel(target, metadata=call_metadata(), tls=tls) as ch:
-            ch.unary(
-                "/spur.v1.Controller/CancelJob",
-                pb.CancelJobRequest(job_id=job_id),
-                pb.CancelJobResponse,
-                timeout=10,
-            )
+        call_once(target, tls, "CancelJob", pb.CancelJobRequest(job_id=job_id), pb.CancelJobResponse, 10)
     except RpcError as exc:
         _say([f"srun: error: could not cancel job {job_id}: {exc.message}"])
     _say([f"srun: Force Terminated JobId={job_id}"])
