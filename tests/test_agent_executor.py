@@ -585,3 +585,71 @@ async def test_interactive_output_kept_until_streamed(harness: Harness) -> None:
             assert [c.stream for c in chunks] == ["stdout", "task_exit", "exit"]
             ex.mark_streamed(65)
             assert not (harness.state_dir / "jobs" / "65").exists()
+
+
+# ---------------------------------------------------------------- the shim launcher (process backend)
+
+
+async def test_shims_are_forked_detached_from_spurd_by_the_launcher(harness: Harness) -> None:
+    """The shim is the launcher's fork, in a session of its own, holding only its stdio; the tasks it
+    starts are waited for (the launcher's SIGCHLD disposition is not inherited)."""
+    script = "#!/bin/sh\ncat /proc/$PPID/stat > shim.stat; ls /proc/$PPID/fd > shim.fds; sleep 0.2; exit 6\n"
+    executor = harness.make()
+    with trio.fail_after(TIMEOUT):
+        async with running(executor) as ex:
+            await ex.launch(make_request(1, harness.work, script=script))
+            report = await ex.wait_finished(1)
+    assert report.exit_code == 6
+    stat = (harness.work / "shim.stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    shim_pid, parent, session = int(stat.split()[0]), int(fields[1]), int(fields[3])
+    launcher = executor.backend._launcher  # type: ignore[attr-defined]
+    assert launcher is not None and parent == launcher.pid != os.getpid()
+    assert session == shim_pid  # its own session
+    # its stdio only: nothing of the launcher's pipes or of spurd's descriptors
+    assert sorted(int(fd) for fd in (harness.work / "shim.fds").read_text().split()) == [0, 1, 2]
+
+
+async def test_a_dead_launcher_is_replaced_at_the_next_launch(harness: Harness) -> None:
+    executor = harness.make()
+    with trio.fail_after(TIMEOUT):
+        async with running(executor) as ex:
+            await ex.launch(make_request(1, harness.work, script="#!/bin/sh\nexit 0\n"))
+            assert (await ex.wait_finished(1)).exit_code == 0
+            first = executor.backend._launcher  # type: ignore[attr-defined]
+            first.kill()
+            await first.wait()
+            await ex.launch(make_request(2, harness.work, script="#!/bin/sh\nexit 4\n"))
+            assert (await ex.wait_finished(2)).exit_code == 4
+            assert executor.backend._launcher is not first  # type: ignore[attr-defined]
+
+
+async def test_a_job_outlives_its_launcher(harness: Harness) -> None:
+    """Killing the launcher (as a restart of spurd ends it) leaves running shims alone."""
+    executor = harness.make()
+    with trio.fail_after(TIMEOUT):
+        async with running(executor) as ex:
+            await ex.launch(make_request(1, harness.work, script="#!/bin/sh\necho started > s; sleep 0.5; exit 3\n"))
+            await wait_for_file(harness.work / "s", "started")
+            executor.backend._launcher.kill()  # type: ignore[attr-defined]
+            assert (await ex.wait_finished(1)).exit_code == 3
+
+
+def test_the_launcher_refuses_what_is_not_a_job_directory_and_ends_with_its_input(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from spur.agent.backends import shim_environment
+
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-m", "spur.agent.shim_launcher"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=shim_environment(),
+    )
+    out, _ = proc.communicate(f"{tmp_path}/nope\nrelative/path\n".encode(), timeout=TIMEOUT)
+    assert out.decode().splitlines() == [
+        f"error no job directory at {tmp_path}/nope",
+        "error no job directory at relative/path",
+    ]
+    assert proc.returncode == 0
