@@ -1,6 +1,6 @@
 """Spur beside real Slurm 22.05 on this machine, same resources: CLI ms per call and an array's makespan.
 
-    python -m bench.vs_slurm [--calls 20] [--array 200] [--no-slurm] [--no-install] [--keep]
+    python -m bench.vs_slurm [--calls 20] [--interactive-calls 7] [--array 200] [--no-slurm] [--no-install] [--keep]
 
 Both clusters get one node with 2 CPUs and run one-CPU jobs of ``true``:
 
@@ -13,19 +13,22 @@ Both clusters get one node with 2 CPUs and run one-CPU jobs of ``true``:
 - Spur: a local spurctld (scheduler interval 1 s, WAL fsync on) and one spurd (``--cpus 2``,
   process backend) on free loopback ports.
 
-For each: ``sbatch --wrap true`` and ``squeue`` ms per call (median of ``--calls`` fresh processes),
-then the makespan of one ``sbatch --array=0-<N-1> --wrap true`` (``--array`` tasks): from the
+For each: ``sbatch --wrap true`` and ``squeue`` ms per call (median of ``--calls`` fresh processes);
+the interactive commands ``srun true``, ``salloc -n1 true`` and ``sbatch --wait --wrap true``, whole
+command wall time (median of ``--interactive-calls``); then the makespan of one ``sbatch --array=0-<N-1> --wrap true`` (``--array`` tasks): from the
 submission until no task is left pending or running, polled every 0.2 s (Slurm with ``squeue -j``,
 which costs it ~5 ms; Spur with GetJobs on one held connection, so that the observer's Python
 start-up does not take the 2-core machine's CPU from the cluster being measured). Prints
 both and Spur's makespan as a fraction of Slurm's (the issue's target: <= 0.2). Every daemon is stopped
 and every temporary directory removed on the way out (``--keep`` keeps the directories for their logs).
-Figures only; nothing here asserts.
+Spur's commands run with their bytecode compiled and without ``PYTHONDONTWRITEBYTECODE``, as an
+installed Spur's do. Figures only; nothing here asserts.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import subprocess
 import sys
@@ -39,6 +42,12 @@ from integration.harness import BIN, Proc, wait_for
 from integration.slurm_real import Skip, SlurmLayout, ensure_slurm, slurm_cluster
 
 SLURM_PORTS = (7817, 7818)
+# The interactive rows: what a user at a terminal waits for, whole command.
+INTERACTIVE = {
+    "srun true": ["srun", "true"],
+    "salloc -n1 true": ["salloc", "-n1", "true"],
+    "sbatch --wait --wrap true": ["sbatch", "--wait", "-o", "/dev/null", "--wrap", "true"],
+}
 ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "PD", "R", "CG", "CF", "S"}
 
 
@@ -135,6 +144,13 @@ def measure(
     sbatch_ms = per_call_ms([sbatch, "-o", "/dev/null", "--wrap", "true"], args.calls, env, cwd)
     squeue_ms = per_call_ms([squeue], args.calls, env, cwd)
     wait_idle(squeue, env, cwd)
+    print(f"{name}: srun/salloc/sbatch --wait x{args.interactive_calls} ...", flush=True)
+    bindir = Path(sbatch).parent
+    interactive = {
+        label: per_call_ms([str(bindir / cmd[0]), *cmd[1:]], args.interactive_calls, env, cwd)
+        for label, cmd in INTERACTIVE.items()
+    }
+    wait_idle(squeue, env, cwd)
     print(f"{name}: {args.array}-task array ...", flush=True)
     if active is None:
 
@@ -142,7 +158,7 @@ def measure(
             return active_tasks(squeue, job, env, cwd)
 
     span = makespan(sbatch, active, args.array, env, cwd)
-    return {"sbatch": sbatch_ms, "squeue": squeue_ms, "makespan": span}
+    return {"sbatch": sbatch_ms, "squeue": squeue_ms, "makespan": span, **interactive}
 
 
 def run_spur(args: argparse.Namespace) -> dict:
@@ -153,6 +169,7 @@ def run_spur(args: argparse.Namespace) -> dict:
         try:
             env = {**os.environ, "SPUR_CONTROLLER": ctl.address}
             env.pop("SPUR_CONF", None)
+            env.pop("PYTHONDONTWRITEBYTECODE", None)  # as an installed Spur runs, bytecode compiled
             work = ctl.root / "work"
             work.mkdir()
             squeue = str(BIN / "squeue")
@@ -179,12 +196,15 @@ def run_slurm(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=20, help="fresh sbatch/squeue processes timed per system")
+    ap.add_argument("--interactive-calls", type=int, default=7, help="runs of each interactive command")
     ap.add_argument("--array", type=int, default=200, help="tasks in the array whose makespan is measured")
     ap.add_argument("--cpus", type=int, default=2, help="CPUs of the one node of each system")
     ap.add_argument("--no-slurm", action="store_true", help="measure Spur only")
     ap.add_argument("--no-install", action="store_true", help="skip Slurm when it is not installed")
     ap.add_argument("--keep", action="store_true", help="keep Slurm's temporary directory (logs)")
     args = ap.parse_args(argv)
+    root = Path(__file__).resolve().parent.parent
+    compileall.compile_dir(str(root / "spur"), quiet=1)
     results: dict[str, dict] = {}
     slurm_note = ""
     if not args.no_slurm:
@@ -200,7 +220,15 @@ def main(argv: list[str] | None = None) -> None:
         [(name, r["sbatch"], r["squeue"], r["makespan"]) for name, r in results.items()],
         title=f"one node, {args.cpus} CPUs, one-CPU jobs of true; medians of {args.calls} calls",
     )
+    print_table(
+        ["system", *INTERACTIVE],
+        [(name, *(r[label] for label in INTERACTIVE)) for name, r in results.items()],
+        title=f"interactive commands, whole-command wall ms; medians of {args.interactive_calls} runs",
+    )
     if "Slurm 22.05" in results:
+        slurm, spur = results["Slurm 22.05"], results["Spur"]
+        for label in INTERACTIVE:
+            print(f"{label}: Spur / Slurm = {spur[label] / slurm[label]:.2f}")
         ratio = results["Spur"]["makespan"] / results["Slurm 22.05"]["makespan"]
         print(f"\nSpur's makespan / Slurm's: {ratio:.3f} (target <= 0.2)")
     elif slurm_note:
