@@ -209,3 +209,41 @@ def test_the_plugin_is_shown_only_nodes_the_job_could_use_now() -> None:
     parts = (PartitionView("a", ("full", "drained", "ok", "listed")), PartitionView("b", ("other",)))
     assert [v.name for v in usable_now(nodes + listed, parts, "a")] == ["ok", "listed"]
     assert [v.name for v in usable_now(nodes, parts, "")] == ["other", "ok"]
+    # membership through the snapshot's layout (no member set built) gives the same nodes
+    from spur.core.scheduling import NodeLayout
+    from spur.state.immediate import usable_in_order
+
+    everything = nodes + listed
+    layout = NodeLayout.build(everything, parts)
+    for part in ("a", "b", ""):
+        through_layout = usable_in_order(everything, (), parts, part, layout)
+        assert [v.name for v in through_layout] == [v.name for v in usable_now(everything, parts, part)]
+
+
+def test_a_decision_on_a_big_idle_cluster_offers_the_plugin_a_few_nodes_first() -> None:
+    """The first nodes in name order hold the grant: the plugin sees FIRST_OFFER of them, not all.
+    When they do not hold it (the job needs more nodes than that, or only a late node fits), the
+    rest are offered too, and the answer is the one the whole list gives."""
+    from spur.state.immediate import FIRST_OFFER
+
+    log = Log()
+    for i in range(300):
+        register(log, f"n{i:03d}", cpus=4 if i < 299 else 16)
+    offered: list[int] = []
+
+    def place(snap, job):
+        offered.append(len(snap.nodes))
+        return place_now(snap, job)
+
+    def decide(**kw):
+        offered.clear()
+        return decide_grant(
+            log.state, spec(**kw), "alice", NOW, place=place, priorities=lambda jobs: {}, limits=None
+        )
+
+    one = decide(num_tasks=2)
+    assert [a.node for a in one.allocation] == ["n000"] and offered == [FIRST_OFFER]
+    wide = decide(num_nodes=100, num_tasks=100)
+    assert len(wide.allocation) == 100 and offered == [200]  # twice the nodes asked for
+    big = decide(num_tasks=1, cpus_per_task=16)  # only the last node has 16 CPUs
+    assert [a.node for a in big.allocation] == ["n299"] and offered == [FIRST_OFFER, 300]

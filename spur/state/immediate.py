@@ -19,12 +19,13 @@ Pure: no I/O; the plugin and the priority and limit calculations come in as call
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import TYPE_CHECKING, Protocol
 
 from spur.core.job import Job, JobSpec, JobState, NodeAllocation, PartitionState
-from spur.core.scheduling import NodeView, PartitionView, PendingView, SchedSnapshot
+from spur.core.scheduling import NodeLayout, NodeView, PartitionView, PendingView, SchedSnapshot
 
 if TYPE_CHECKING:
     from spur.state.machine import ClusterState
@@ -62,7 +63,9 @@ class Decision:
 
 NO_GRANT = Decision((), None)
 # Pending reasons of jobs their partition cannot run as configured: they never outrank a new job.
-PARTITION_LIMITS = frozenset({"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "BadConstraints"})
+PARTITION_LIMITS = frozenset(
+    {"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "BadConstraints"}
+)
 
 
 def provisional_job(state: ClusterState, spec: JobSpec, user: str, now: float) -> Job | None:
@@ -122,7 +125,9 @@ def outranked(
                 running_per_array = {}
                 for holder in state.active_jobs():
                     if holder.array_job_id:
-                        running_per_array[holder.array_job_id] = running_per_array.get(holder.array_job_id, 0) + 1
+                        running_per_array[holder.array_job_id] = (
+                            running_per_array.get(holder.array_job_id, 0) + 1
+                        )
             if ineligible_reason(other, state.jobs, state.array_tasks, running_per_array, now) is not None:
                 continue
         if other.reason in PARTITION_LIMITS or (limits is not None and limits.check_job(other)):
@@ -137,39 +142,85 @@ def outranked(
     return any(prio.get(r.job_id, r.priority) >= mine for r in rivals)
 
 
-def minus_in_flight(nodes: tuple[NodeView, ...], grants: Iterable[NodeAllocation]) -> tuple[NodeView, ...]:
-    """Node views with the resources of granted, not yet applied submissions taken."""
+def _taken(grants: Iterable[NodeAllocation]) -> dict[str, list[NodeAllocation]]:
     taken: dict[str, list[NodeAllocation]] = {}
     for a in grants:
         taken.setdefault(a.node, []).append(a)
+    return taken
+
+
+def _minus(v: NodeView, allocs: list[NodeAllocation]) -> NodeView:
+    gpus = {g for a in allocs for g in a.gpus}
+    return replace(
+        v,
+        cpus_free=max(0, v.cpus_free - sum(a.cpus for a in allocs)),
+        mem_free_mb=max(0, v.mem_free_mb - sum(a.mem_mb for a in allocs)),
+        gpus_free=tuple(g for g in v.gpus_free if g not in gpus),
+        running_jobs=v.running_jobs + len(allocs),
+    )
+
+
+def minus_in_flight(nodes: tuple[NodeView, ...], grants: Iterable[NodeAllocation]) -> tuple[NodeView, ...]:
+    """Node views with the resources of granted, not yet applied submissions taken."""
+    taken = _taken(grants)
     if not taken:
         return nodes
-    out = []
+    return tuple(_minus(v, taken[v.name]) if v.name in taken else v for v in nodes)
+
+
+def usable_in_order(
+    nodes: Iterable[NodeView],
+    grants: Iterable[NodeAllocation],
+    partitions: Iterable[PartitionView],
+    partition: str,
+    layout: NodeLayout | None = None,
+) -> Iterator[NodeView]:
+    """Lazily, in ``nodes``' order: the nodes a job of ``partition`` could start on now, with the
+    resources of granted submissions still in flight taken: available members with a free CPU. A
+    placement never uses any other node (every job takes a CPU on each of its nodes), so leaving them
+    out of the plugin's snapshot changes no answer and keeps a decision cheap on a busy cluster.
+    ``layout`` (the snapshot's, of these ``nodes`` and ``partitions``) answers membership without
+    reading the partition's whole node list."""
+    taken = _taken(grants)
+    members: Container[str]
+    if layout is not None:
+        positions, index = layout.members.get(partition, frozenset()), layout.index
+        members = _Members(positions, index)
+    else:
+        members = {n for p in partitions if p.name == partition for n in p.nodes}
     for v in nodes:
-        allocs = taken.get(v.name)
-        if allocs:
-            gpus = {g for a in allocs for g in a.gpus}
-            v = replace(
-                v,
-                cpus_free=max(0, v.cpus_free - sum(a.cpus for a in allocs)),
-                mem_free_mb=max(0, v.mem_free_mb - sum(a.mem_mb for a in allocs)),
-                gpus_free=tuple(g for g in v.gpus_free if g not in gpus),
-                running_jobs=v.running_jobs + len(allocs),
-            )
-        out.append(v)
-    return tuple(out)
+        if v.name in taken:
+            v = _minus(v, taken[v.name])
+        if (
+            v.available
+            and v.cpus_free > 0
+            and (not partition or partition in v.partitions or v.name in members)
+        ):
+            yield v
 
 
-def usable_now(nodes: tuple[NodeView, ...], partitions: Iterable[PartitionView], partition: str) -> tuple[NodeView, ...]:
-    """The nodes a job of ``partition`` could start on now: available members with a free CPU. A
-    placement never uses any other (every job takes a CPU on each of its nodes), so leaving them out
-    of the plugin's snapshot changes no answer and keeps a decision cheap on a busy cluster."""
-    members = {n for p in partitions if p.name == partition for n in p.nodes}
-    return tuple(
-        v
-        for v in nodes
-        if v.available and v.cpus_free > 0 and (not partition or partition in v.partitions or v.name in members)
-    )
+class _Members:
+    """Membership of a partition by node name, through a layout's positions (no set of names built)."""
+
+    def __init__(self, positions: frozenset[int], index: Mapping[str, int]) -> None:
+        self.positions, self.index = positions, index
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.index.get(name, -1) in self.positions
+
+
+def usable_now(
+    nodes: tuple[NodeView, ...], partitions: Iterable[PartitionView], partition: str
+) -> tuple[NodeView, ...]:
+    """:func:`usable_in_order`, all of them, with no grant in flight."""
+    return tuple(usable_in_order(nodes, (), partitions, partition))
+
+
+# A decision first offers the plugin this many usable nodes (in name order, the order placements scan
+# them in), or twice the nodes the job asks for if more: on a big idle cluster the grant is found among
+# the first few, and a decision need not cost a pass over every node. Only when they do not hold it
+# are the rest offered too, so the answer is the one the whole list gives.
+FIRST_OFFER = 64
 
 
 def decide_grant(
@@ -200,11 +251,26 @@ def decide_grant(
     view = snapshot(state, now, eligible=[])
     prio = priorities([job]).get(job.job_id)
     grants = [a for f in flying for a in f.allocation]
-    nodes = usable_now(minus_in_flight(view.nodes, grants), view.partitions, job.partition)
-    if not nodes:
-        return waiting
-    view = replace(view, pending=(), nodes=nodes, layout=None)  # the layout is of all the nodes
-    allocation = place(view, pending_view(job, prio))
+    usable = usable_in_order(view.nodes, grants, view.partitions, job.partition, view.layout)
+    # A job naming its nodes may name any of them: it is offered every usable node at once.
+    offer = len(view.nodes) if spec.nodelist else max(FIRST_OFFER, 2 * spec.num_nodes)
+    nodes = tuple(islice(usable, offer))
+    pending = pending_view(job, prio)
+    allocation = None
+    if nodes and not spec.nodelist and len(nodes) == offer:
+        # Only a few of the usable nodes: they are shown as the partition's only members (they all
+        # are members), so the plugin's layout costs what they do, not what the partition's list does.
+        first = tuple(
+            v if job.partition in v.partitions else replace(v, partitions=(*v.partitions, job.partition))
+            for v in nodes
+        )
+        own = tuple(PartitionView(p.name, (), p.up) for p in view.partitions if p.name == job.partition)
+        allocation = place(replace(view, pending=(), nodes=first, partitions=own, layout=None), pending)
+        if not allocation:
+            nodes += tuple(usable)  # not among the first: the whole list decides
+    if nodes and not allocation:
+        # The layout of the snapshot is of all the nodes: the plugin builds the one of these.
+        allocation = place(replace(view, pending=(), nodes=nodes, layout=None), pending)
     if not allocation:
         return waiting
     return Decision(tuple(allocation), InFlight(job.partition, tuple(allocation), waits=False))
