@@ -251,6 +251,7 @@ mode = "token"
 [rest]
 enabled = false
 ui = false
+prerender_jobs = false
 max_body_bytes = 4096
 max_json_depth = 8
 max_string_length = 128

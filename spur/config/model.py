@@ -244,6 +244,7 @@ class RestConfig:
 
     enabled: bool = True
     ui: bool = True  # the web dashboard under /ui/ (spur.ui)
+    prerender_jobs: bool = True  # render GET jobs' answers in idle time (spur.rest.prerender)
     max_body_bytes: int = 8 * 1024 * 1024
     max_json_depth: int = 32
     max_string_length: int = 1024 * 1024

@@ -522,6 +522,10 @@ class RestSchema(SectionSchema):
 
     enabled = f.Bool(metadata=doc("Serve the REST API on controller.rest_addr."))
     ui = f.Bool(metadata=doc("Serve the web dashboard under /ui/ on the REST listener (docs/dashboard.md)."))
+    prerender_jobs = f.Bool(
+        metadata=doc("Render each job's GET jobs JSON (every version) when the controller is idle, so the first "
+                     "listing after many changes is fast; false: only when a listing asks (less memory).")
+    )
     max_body_bytes = f.Int(
         validate=f.at_least(1024), metadata=doc("Largest request body accepted (bytes); larger -> 413.")
     )

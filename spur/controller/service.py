@@ -146,6 +146,14 @@ class ControllerService:
         jobs = self._select_jobs(request)
         return self.job_infos.response(jobs, self.ctl.state.jobs)
 
+    def listed_jobs(self) -> list[Job] | None:
+        """The jobs a complete ``GetJobs`` lists here now (REST's prerender frames them with
+        ``job_infos.framed``); None where GetJobs would forward to the leader. No read barrier: a
+        stale listing only renders some jobs ahead of time."""
+        if not self.ctl.is_leader:
+            return None
+        return self._select_jobs(pb.GetJobsRequest())
+
     async def read_jobs(self, request: pb.GetJobsRequest, context: CallContext) -> list | None:
         """For an in-process reader (the dashboard): the jobs ``GetJobs(request)`` would list, as the
         state's own ``Job`` objects (read-only: never mutate them), after the same read barrier; None

@@ -82,6 +82,8 @@ class RestApi:
         self._v0038_doc = document("v0.0.38")
         self._v0038_shapers = SchemaShapers(self._v0038_doc, SENT_AS_NULL["v0.0.38"], keep_undeclared=True)
         self._v0038_jobs = RenderedJobs(lambda job, cluster: orjson.dumps(mapping.job_to_slurm(job, cluster)))
+        # every version's rendered jobs (each version's routes add theirs): what JobsPrerender fills
+        self.job_caches: list[RenderedJobs] = [self._v0038_jobs]
         app = QuartTrio("spur.rest")
         app.config["MAX_CONTENT_LENGTH"] = self.limits.max_body_bytes
         app.config["JSON_SORT_KEYS"] = False

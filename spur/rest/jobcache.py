@@ -128,6 +128,11 @@ class RenderedJobs:
             self._entries = {f: entries[f] for f in frames}
         return RenderedList(cast(list[bytes], found))
 
+    def missing(self, frames: Sequence[bytes]) -> list[bytes]:
+        """The ``frames`` (framed encodings) this cache holds no JSON for, in order."""
+        entries = self._entries
+        return [f for f in frames if f not in entries]
+
     def fragments(self, jobs: Sequence[pb.JobInfo], cluster: str, complete: bool = False) -> RenderedList:
         """:meth:`render_frames` for decoded messages (a follower's GetJobs answer, one job's GET)."""
         return self.render_frames([frame(job.SerializeToString()) for job in jobs], cluster, complete)

@@ -52,6 +52,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         return api.v4_body(d, db, warnings=warnings, **fields)
 
     rendered = RenderedJobs(d.job_renderer(layout))
+    api.job_caches.append(rendered)
 
     async def job_lists(jobs: list[pb.JobInfo] | None = None, frames: list[bytes] | None = None) -> dict[str, Any]:
         """The ``jobs`` answer of the listed ``jobs``, or of the framed encodings of a complete listing."""

@@ -1,0 +1,123 @@
+"""Rendering the listed jobs' JSON ahead of ``GET jobs``, in the controller's idle time.
+
+Mapping and shaping a job costs tens of microseconds a version (:mod:`spur.rest.jobcache`), so the
+first ``GET jobs`` after thousands of jobs appeared spent most of its time rendering them. A
+:class:`JobsPrerender` fills each version's :class:`~spur.rest.jobcache.RenderedJobs` (and, through
+``framed``, the controller's kept ``JobInfo`` encodings) before anyone asks, so that request finds
+every job rendered. The cache stays exact by construction: an entry is keyed by the job's encoding,
+whoever rendered it.
+
+Contract (what keeps the controller's own costs honest):
+
+- it works only when the state has been quiet (no applied change) for ``quiet`` seconds, and a pass
+  stops at the first change after it began (between chunks: at most ``chunk`` jobs framed or
+  rendered, a few milliseconds, before it yields): a stream of submissions never waits on it;
+- it runs on the event loop, in chunks with a checkpoint after each, never in a worker thread (it
+  does not compete for the GIL with a request's render);
+- passes are paced: a new one starts no sooner than ``busy / duty`` seconds after the previous one
+  ended (``busy``: the seconds that pass worked), so at most about ``duty`` of a core goes to it
+  however often the state changes;
+- ``listed()`` None (not the leader, where ``GET jobs`` reads no kept encodings) skips the pass.
+
+Pure apart from the Trio calls in :meth:`JobsPrerender.run`; :meth:`JobsPrerender.prerender` is the
+pass itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Generic, TypeVar
+
+import trio
+
+from spur.rest.jobcache import RenderedJobs
+
+__all__ = ["JobsPrerender"]
+
+J = TypeVar("J")
+
+
+class JobsPrerender(Generic[J]):
+    """Keeps ``caches`` holding every job ``listed()`` gives (see the module docstring)."""
+
+    def __init__(
+        self,
+        caches: Sequence[RenderedJobs],
+        cluster: Callable[[], str],
+        listed: Callable[[], Sequence[J] | None],
+        framed: Callable[[J], bytes],
+        wait_change: Callable[[], Awaitable[None]],
+        *,
+        quiet: float = 0.2,
+        chunk: int = 200,
+        duty: float = 0.1,
+    ) -> None:
+        """``listed``: the jobs a complete ``GET jobs`` lists (None: none to render here);
+        ``framed``: a job's framed ``JobInfo`` encoding (the controller's kept one);
+        ``wait_change``: returns after the next applied change."""
+        self.caches = list(caches)
+        self._cluster = cluster
+        self._listed = listed
+        self._framed = framed
+        self._wait_change = wait_change
+        self.quiet = quiet
+        self.chunk = chunk
+        self.duty = duty
+        self.changes = 0  # applied changes seen (a pass stops when this moves)
+        self.passes = 0
+        self.rendered = 0  # jobs rendered by the passes, all versions together
+
+    async def prerender(self, changed: Callable[[], bool] = lambda: False) -> bool:
+        """One pass: frame every listed job, then render, version by version, those a cache lacks,
+        ``chunk`` at a time with a checkpoint after each. Returns False when ``changed()`` became
+        true between chunks (the pass stopped there), True when it finished."""
+        jobs = self._listed()
+        if jobs is None:
+            return True
+        cluster = self._cluster()
+        frames: list[bytes] = []
+        for start in range(0, len(jobs), self.chunk):
+            frames += map(self._framed, jobs[start : start + self.chunk])
+            await trio.lowlevel.checkpoint()
+            if changed():
+                return False
+        for cache in self.caches:
+            missing = cache.missing(frames)
+            for start in range(0, len(missing), self.chunk):
+                part = missing[start : start + self.chunk]
+                cache.render_frames(part, cluster)
+                self.rendered += len(part)
+                await trio.lowlevel.checkpoint()
+                if changed():
+                    return False
+        return True
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Forever: wait for a change, then for ``quiet`` seconds without one, then a pass (paced as
+        the module docstring says)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._count_changes, name="rest-prerender-changes")
+            task_status.started()
+            not_before = 0.0
+            while True:
+                await self._wait_change()
+                while True:  # quiet: no change for `quiet` seconds
+                    seen = self.changes
+                    await trio.sleep(max(self.quiet, not_before - trio.current_time()))
+                    if self.changes == seen:
+                        break
+                began = time.perf_counter()
+                await self.prerender(partial(self._moved, self.changes))
+                self.passes += 1
+                busy = time.perf_counter() - began
+                not_before = trio.current_time() + busy / self.duty
+
+    def _moved(self, mark: int) -> bool:
+        return self.changes != mark
+
+    async def _count_changes(self) -> None:
+        while True:
+            await self._wait_change()
+            self.changes += 1

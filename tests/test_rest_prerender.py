@@ -1,0 +1,103 @@
+"""JobsPrerender: a pass renders every listed job into every cache (exactly what a request would
+render), stops at the first change between chunks, waits for a quiet state, and does nothing
+where ``listed()`` is None."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from spur.rest.jobcache import RenderedJobs
+from spur.rest.prerender import JobsPrerender
+from spur.rpc.jobinfo_cache import frame
+from spur.rpc.proto import spur_pb2 as pb
+
+
+def _render(job: pb.JobInfo, cluster: str) -> bytes:
+    return f'{{"id":{job.job_id},"state":"{job.state}","cluster":"{cluster}"}}'.encode()
+
+
+def _jobs(n: int) -> list[pb.JobInfo]:
+    return [pb.JobInfo(job_id=i, state="PENDING") for i in range(1, n + 1)]
+
+
+def _framed(job: pb.JobInfo) -> bytes:
+    return frame(job.SerializeToString())
+
+
+class _Changes:
+    """A fake ``wait_change``: ``change()`` wakes every waiter."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def change(self) -> None:
+        self._event.set()
+        self._event = trio.Event()
+
+    async def wait_change(self) -> None:
+        await self._event.wait()
+
+
+def _prerender(jobs: list[pb.JobInfo] | None, caches: list[RenderedJobs], changes: _Changes,
+               chunk: int = 3) -> JobsPrerender[pb.JobInfo]:  # fmt: skip
+    return JobsPrerender(caches, lambda: "c1", lambda: jobs, _framed, changes.wait_change, chunk=chunk)
+
+
+async def test_a_pass_fills_every_cache_with_what_a_request_renders() -> None:
+    jobs = _jobs(10)
+    caches = [RenderedJobs(_render), RenderedJobs(lambda j, c: _render(j, c) + b" ")]
+    ahead = _prerender(jobs, caches, _Changes())
+    assert await ahead.prerender() is True
+    frames = [_framed(j) for j in jobs]
+    for cache in caches:
+        assert cache.missing(frames) == []
+        fresh = RenderedJobs(cache._render)
+        assert cache.render_frames(frames, "c1") == fresh.render_frames(frames, "c1")
+        assert cache.misses == 10 and cache.hits == 10  # the request after the pass rendered nothing
+    assert ahead.rendered == 20
+    assert await ahead.prerender() is True and ahead.rendered == 20  # nothing left to render
+
+
+async def test_a_pass_stops_at_the_first_change_between_chunks() -> None:
+    jobs = _jobs(10)
+    cache = RenderedJobs(_render)
+    ahead = _prerender(jobs, [cache], _Changes(), chunk=3)
+    calls = 0
+
+    def changed() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls > 4  # a change after the 4 framing chunks and the first rendering chunk
+
+    assert await ahead.prerender(changed) is False
+    assert len(cache) == 3 and ahead.rendered == 3
+
+
+async def test_no_listing_no_pass() -> None:
+    cache = RenderedJobs(_render)
+    ahead = _prerender(None, [cache], _Changes())
+    assert await ahead.prerender() is True
+    assert len(cache) == 0
+
+
+async def test_run_waits_for_a_quiet_state(autojump_clock: trio.testing.MockClock) -> None:
+    jobs = _jobs(4)
+    cache = RenderedJobs(_render)
+    changes = _Changes()
+    ahead = _prerender(jobs, [cache], changes)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ahead.run)
+        await trio.sleep(5)
+        assert ahead.passes == 0  # nothing changed: no pass
+        for _ in range(10):  # a change every 0.1 s: never quiet for 0.2 s
+            changes.change()
+            await trio.sleep(0.1)
+        assert ahead.passes == 0 and len(cache) == 0
+        await trio.sleep(1)
+        assert ahead.passes == 1 and len(cache) == 4
+        jobs.append(pb.JobInfo(job_id=5, state="PENDING"))
+        changes.change()
+        await trio.sleep(60)
+        assert ahead.passes == 2 and len(cache) == 5 and ahead.rendered == 5
+        nursery.cancel_scope.cancel()
