@@ -1,6 +1,6 @@
 """JobsPrerender: a pass renders every listed job into every cache (exactly what a request would
-render), stops at the first change between chunks, waits for a quiet state, and does nothing
-where ``listed()`` is None."""
+render), stops at the first change between chunks or while a request renders a job list (and is
+tried again later), waits for a quiet state, and does nothing where ``listed()`` is None."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ class _Changes:
 
 
 def _prerender(jobs: list[pb.JobInfo] | None, caches: list[RenderedJobs], changes: _Changes,
-               chunk: int = 3) -> JobsPrerender[pb.JobInfo]:  # fmt: skip
-    return JobsPrerender(caches, lambda: "c1", lambda: jobs, _framed, changes.wait_change, chunk=chunk)
+               chunk: int = 3, busy: list[bool] | None = None) -> JobsPrerender[pb.JobInfo]:  # fmt: skip
+    flag = busy if busy is not None else [False]
+    return JobsPrerender(caches, lambda: "c1", lambda: jobs, _framed, changes.wait_change, lambda: flag[0], chunk=chunk)
 
 
 async def test_a_pass_fills_every_cache_with_what_a_request_renders() -> None:
@@ -68,7 +69,7 @@ async def test_a_pass_stops_at_the_first_change_between_chunks() -> None:
     def changed() -> bool:
         nonlocal calls
         calls += 1
-        return calls > 4  # a change after the 4 framing chunks and the first rendering chunk
+        return calls > 5  # a change after the 4 framing chunks and the first rendering chunk
 
     assert await ahead.prerender(changed) is False
     assert len(cache) == 3 and ahead.rendered == 3
@@ -100,4 +101,22 @@ async def test_run_waits_for_a_quiet_state(autojump_clock: trio.testing.MockCloc
         changes.change()
         await trio.sleep(60)
         assert ahead.passes == 2 and len(cache) == 5 and ahead.rendered == 5
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_pass_gives_way_to_a_request_and_is_tried_again(autojump_clock: trio.testing.MockClock) -> None:
+    jobs = _jobs(4)
+    cache = RenderedJobs(_render)
+    changes = _Changes()
+    busy = [True]
+    ahead = _prerender(jobs, [cache], changes, busy=busy)
+    assert await ahead.prerender(lambda: busy[0]) is False and len(cache) == 0
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ahead.run)
+        changes.change()
+        await trio.sleep(2)
+        assert len(cache) == 0 and ahead.passes >= 1  # a request is rendering: every pass stops at once
+        busy[0] = False
+        await trio.sleep(1)  # no further change needed
+        assert len(cache) == 4
         nursery.cancel_scope.cancel()

@@ -63,7 +63,7 @@ async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: Co
                 from spur.rest.prerender import JobsPrerender
 
                 ahead = JobsPrerender(api.job_caches, lambda: api.cluster, service.listed_jobs,
-                                      service.job_infos.framed, ctl.wait_change)  # fmt: skip
+                                      service.job_infos.framed, ctl.wait_change, lambda: api.listings > 0)  # fmt: skip
                 await nursery.start(ahead.run, name="rest-prerender")
         except BaseException as exc:
             err = _bind_error(exc)

@@ -10,8 +10,11 @@ whoever rendered it.
 Contract (what keeps the controller's own costs honest):
 
 - it works only when the state has been quiet (no applied change) for ``quiet`` seconds, and a pass
-  stops at the first change after it began (between chunks: at most ``chunk`` jobs framed or
-  rendered, a few milliseconds, before it yields): a stream of submissions never waits on it;
+  stops at the first change after it began, or as soon as a request is rendering a job list
+  (``busy()``; the request renders what it needs, and two renderers would only share the GIL), in
+  both cases between chunks (at most ``chunk`` jobs framed or rendered, a few milliseconds): a
+  stream of submissions never waits on it. A stopped pass is tried again after the next quiet
+  ``quiet`` seconds;
 - it runs on the event loop, in chunks with a checkpoint after each, never in a worker thread (it
   does not compete for the GIL with a request's render);
 - passes are paced: a new one starts no sooner than ``busy / duty`` seconds after the previous one
@@ -49,6 +52,7 @@ class JobsPrerender(Generic[J]):
         listed: Callable[[], Sequence[J] | None],
         framed: Callable[[J], bytes],
         wait_change: Callable[[], Awaitable[None]],
+        busy: Callable[[], bool] = lambda: False,
         *,
         quiet: float = 0.2,
         chunk: int = 200,
@@ -56,23 +60,28 @@ class JobsPrerender(Generic[J]):
     ) -> None:
         """``listed``: the jobs a complete ``GET jobs`` lists (None: none to render here);
         ``framed``: a job's framed ``JobInfo`` encoding (the controller's kept one);
-        ``wait_change``: returns after the next applied change."""
+        ``wait_change``: returns after the next applied change; ``busy``: a request is rendering a
+        job list now."""
         self.caches = list(caches)
         self._cluster = cluster
         self._listed = listed
         self._framed = framed
         self._wait_change = wait_change
+        self._busy = busy
         self.quiet = quiet
         self.chunk = chunk
         self.duty = duty
         self.changes = 0  # applied changes seen (a pass stops when this moves)
-        self.passes = 0
+        self.passes = 0  # passes begun (finished or stopped)
         self.rendered = 0  # jobs rendered by the passes, all versions together
 
     async def prerender(self, changed: Callable[[], bool] = lambda: False) -> bool:
         """One pass: frame every listed job, then render, version by version, those a cache lacks,
-        ``chunk`` at a time with a checkpoint after each. Returns False when ``changed()`` became
-        true between chunks (the pass stopped there), True when it finished."""
+        ``chunk`` at a time with a checkpoint after each. Returns False when ``changed()`` was true
+        before the first chunk or became true between chunks (the pass stopped there), True when it
+        finished."""
+        if changed():
+            return False
         jobs = self._listed()
         if jobs is None:
             return True
@@ -95,27 +104,29 @@ class JobsPrerender(Generic[J]):
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Forever: wait for a change, then for ``quiet`` seconds without one, then a pass (paced as
-        the module docstring says)."""
+        """Forever: wait for a change (unless the last pass stopped before it finished), then for
+        ``quiet`` seconds without one, then a pass (paced as the module docstring says)."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._count_changes, name="rest-prerender-changes")
             task_status.started()
             not_before = 0.0
+            finished = True
             while True:
-                await self._wait_change()
+                if finished:
+                    await self._wait_change()
                 while True:  # quiet: no change for `quiet` seconds
                     seen = self.changes
                     await trio.sleep(max(self.quiet, not_before - trio.current_time()))
                     if self.changes == seen:
                         break
                 began = time.perf_counter()
-                await self.prerender(partial(self._moved, self.changes))
+                finished = await self.prerender(partial(self._stop, self.changes))
                 self.passes += 1
                 busy = time.perf_counter() - began
                 not_before = trio.current_time() + busy / self.duty
 
-    def _moved(self, mark: int) -> bool:
-        return self.changes != mark
+    def _stop(self, mark: int) -> bool:
+        return self.changes != mark or self._busy()
 
     async def _count_changes(self) -> None:
         while True:
