@@ -120,3 +120,18 @@ async def test_a_pass_gives_way_to_a_request_and_is_tried_again(autojump_clock: 
         await trio.sleep(1)  # no further change needed
         assert len(cache) == 4
         nursery.cancel_scope.cancel()
+
+
+async def test_a_finished_pass_prunes_the_caches_to_the_listing() -> None:
+    jobs = _jobs(5)
+    cache = RenderedJobs(_render)
+    ahead = _prerender(jobs, [cache], _Changes())
+    for state in ("PENDING", "RUNNING", "COMPLETED"):
+        for job in jobs:
+            job.state = state
+        assert await ahead.prerender() is True
+    assert len(cache) == 15  # within the +1,000 slack: kept
+    ahead = JobsPrerender([cache], lambda: "c1", lambda: [], _framed, _Changes().wait_change)
+    cache._entries.update({bytes([i % 256, i // 256]): b"{}" for i in range(1000)})
+    assert await ahead.prerender() is True
+    assert len(cache) == 0

@@ -149,9 +149,10 @@ class ControllerService:
     def listed_jobs(self) -> list[Job] | None:
         """The jobs a complete ``GetJobs`` lists here now (REST's prerender frames them with
         ``job_infos.framed``); None where GetJobs would forward to the leader. No read barrier: a
-        stale listing only renders some jobs ahead of time."""
+        stale listing only renders some jobs ahead of time. Prunes ``job_infos`` as a listing does."""
         if not self.ctl.is_leader:
             return None
+        self.job_infos.prune(self.ctl.state.jobs)
         return self._select_jobs(pb.GetJobsRequest())
 
     async def read_jobs(self, request: pb.GetJobsRequest, context: CallContext) -> list | None:

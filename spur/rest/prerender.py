@@ -20,7 +20,10 @@ Contract (what keeps the controller's own costs honest):
 - passes are paced: a new one starts no sooner than ``busy / duty`` seconds after the previous one
   ended (``busy``: the seconds that pass worked), so at most about ``duty`` of a core goes to it
   however often the state changes;
-- ``listed()`` None (not the leader, where ``GET jobs`` reads no kept encodings) skips the pass.
+- ``listed()`` None (not the leader, where ``GET jobs`` reads no kept encodings) skips the pass;
+- a finished pass prunes each cache to the listing (:meth:`RenderedJobs.prune`), and ``listed`` is
+  expected to keep ``framed``'s store bounded likewise, so memory follows the listed jobs even when
+  no request ever lists them.
 
 Pure apart from the Trio calls in :meth:`JobsPrerender.run`; :meth:`JobsPrerender.prerender` is the
 pass itself.
@@ -101,6 +104,8 @@ class JobsPrerender(Generic[J]):
                 await trio.lowlevel.checkpoint()
                 if changed():
                     return False
+        for cache in self.caches:  # the listing is complete: entries of jobs gone or changed go
+            cache.prune(frames)
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
