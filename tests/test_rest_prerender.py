@@ -1,13 +1,16 @@
-"""JobsPrerender: a pass renders every listed job into every cache (exactly what a request would
-render), stops at the first change between chunks or while a request renders a job list (and is
-tried again later), waits for a quiet state, and does nothing where ``listed()`` is None."""
+"""JobsPrerender: a pass renders every listed job into the caches of the versions named or listed
+during this leadership, and no other (exactly what a request would render), stops at the first
+change between chunks or while a request renders a job list (and is tried again later), waits for a
+quiet state, and does nothing where ``listed()`` is None."""
 
 from __future__ import annotations
 
 import trio
 import trio.testing
 
+from spur.config.model import RestConfig
 from spur.rest.jobcache import RenderedJobs
+from spur.rest.openapi import VERSIONS
 from spur.rest.prerender import JobsPrerender
 from spur.rpc.jobinfo_cache import frame
 from spur.rpc.proto import spur_pb2 as pb
@@ -41,8 +44,11 @@ class _Changes:
 
 def _prerender(jobs: list[pb.JobInfo] | None, caches: list[RenderedJobs], changes: _Changes,
                chunk: int = 3, busy: list[bool] | None = None) -> JobsPrerender[pb.JobInfo]:  # fmt: skip
+    """Every cache's version named (``v0``, ``v1``, ...)."""
     flag = busy if busy is not None else [False]
-    return JobsPrerender(caches, lambda: "c1", lambda: jobs, _framed, changes.wait_change, lambda: flag[0], chunk=chunk)
+    versions = {f"v{i}": cache for i, cache in enumerate(caches)}
+    return JobsPrerender(versions, lambda: "c1", lambda: jobs, _framed, changes.wait_change, lambda: flag[0],
+                         named=versions, chunk=chunk)  # fmt: skip
 
 
 async def test_a_pass_fills_every_cache_with_what_a_request_renders() -> None:
@@ -131,7 +137,72 @@ async def test_a_finished_pass_prunes_the_caches_to_the_listing() -> None:
             job.state = state
         assert await ahead.prerender() is True
     assert len(cache) == 15  # within the +1,000 slack: kept
-    ahead = JobsPrerender([cache], lambda: "c1", lambda: [], _framed, _Changes().wait_change)
+    ahead = JobsPrerender({"v0": cache}, lambda: "c1", lambda: [], _framed, _Changes().wait_change, named=["v0"])
     cache._entries.update({bytes([i % 256, i // 256]): b"{}" for i in range(1000)})
     assert await ahead.prerender() is True
     assert len(cache) == 0
+
+
+async def test_an_unlisted_unnamed_version_is_not_rendered() -> None:
+    jobs = _jobs(5)
+    framed: list[int] = []
+
+    def counting(job: pb.JobInfo) -> bytes:
+        framed.append(job.job_id)
+        return _framed(job)
+
+    caches = {"v1": RenderedJobs(_render), "v2": RenderedJobs(_render)}
+    ahead = JobsPrerender(caches, lambda: "c1", lambda: jobs, counting, _Changes().wait_change, named=["v2"])
+    assert ahead.versions() == ["v2"]
+    assert await ahead.prerender() is True
+    assert len(caches["v1"]) == 0 and len(caches["v2"]) == 5 and ahead.rendered == 5
+    nothing = JobsPrerender({"v1": RenderedJobs(_render)}, lambda: "c1", lambda: jobs, counting,
+                            _Changes().wait_change)  # fmt: skip
+    framed.clear()
+    assert nothing.versions() == [] and await nothing.prerender() is True
+    assert framed == [] and nothing.rendered == 0  # no version wanted: not even framed
+
+
+async def test_listing_a_version_adds_it_for_this_leadership(autojump_clock: trio.testing.MockClock) -> None:
+    jobs = _jobs(4)
+    caches = {"v1": RenderedJobs(_render), "v2": RenderedJobs(_render)}
+    changes = _Changes()
+    lead: list[object] = [None]
+    ahead = JobsPrerender(caches, lambda: "c1", lambda: jobs, _framed, changes.wait_change, named=(),
+                          leadership=lambda: lead[0])  # fmt: skip
+    ahead.listing("v1")  # not the leader: not counted
+    lead[0] = 7
+    assert ahead.versions() == []
+    ahead.listing("v9")  # a version without a cache: ignored
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ahead.run)
+        changes.change()
+        await trio.sleep(5)
+        assert ahead.passes == 1 and len(caches["v1"]) == 0 and len(caches["v2"]) == 0
+        ahead.listing("v2")
+        assert ahead.versions() == ["v2"]
+        changes.change()
+        await trio.sleep(60)
+        assert len(caches["v1"]) == 0 and len(caches["v2"]) == 4
+        lead[0] = 8  # stepped down and led again: the versions listed before are forgotten
+        assert ahead.versions() == []
+        ahead.listing("v1")
+        jobs.append(pb.JobInfo(job_id=5, state="PENDING"))
+        changes.change()
+        await trio.sleep(60)
+        assert len(caches["v1"]) == 5 and len(caches["v2"]) == 4
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_default_setting_warms_v0042_only(autojump_clock: trio.testing.MockClock) -> None:
+    jobs = _jobs(6)
+    caches = {version: RenderedJobs(_render) for version in VERSIONS}
+    changes = _Changes()
+    ahead = JobsPrerender(caches, lambda: "c1", lambda: jobs, _framed, changes.wait_change,
+                          named=RestConfig().prerender_versions)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ahead.run)
+        changes.change()
+        await trio.sleep(5)
+        assert {v: len(c) for v, c in caches.items()} == {"v0.0.38": 0, "v0.0.40": 0, "v0.0.41": 0, "v0.0.42": 6}
+        nursery.cancel_scope.cancel()

@@ -244,7 +244,9 @@ class RestConfig:
 
     enabled: bool = True
     ui: bool = True  # the web dashboard under /ui/ (spur.ui)
-    prerender_jobs: bool = True  # render GET jobs' answers in idle time (spur.rest.prerender)
+    # versions whose GET jobs answers are rendered in idle time even before a client lists them
+    # (spur.rest.prerender; listed versions are kept rendered too)
+    prerender_versions: tuple[str, ...] = ("v0.0.42",)
     max_body_bytes: int = 8 * 1024 * 1024
     max_json_depth: int = 32
     max_string_length: int = 1024 * 1024
