@@ -1,14 +1,17 @@
 """The REST API's costs on a real spurctld.
 
     python -m bench.rest_bench [--jobs 10000] [--submits 1600] [--clients 16] [--rounds 4] [--repeat 3] [--settle 3]
-                               [--versions v0.0.38,v0.0.42] [--list-only | --submit-only]
+                               [--versions v0.0.38,v0.0.42] [--prerender v0.0.42] [--refill]
+                               [--list-only | --submit-only]
 
 Prints:
 
 - ``GET /slurm/<version>/jobs`` time for each of ``--versions`` (default v0.0.38 and v0.0.42) with ``--jobs`` pending jobs in the queue (submitted as job arrays
   over gRPC; no agents, so all stay pending): the first request's time (every job mapped and shaped),
   median/p90 of the later requests (unchanged jobs come from the rendered-jobs cache,
-  :mod:`spur.rest.jobcache`), response size;
+  :mod:`spur.rest.jobcache`), response size; spurctld's RSS (VmRSS) before the first request and
+  after each version's first; ``--prerender`` sets ``[rest] prerender_versions``, ``--refill`` lists
+  once more after ``--jobs`` more jobs arrived;
 - REST submit throughput (``POST /slurm/<version>/job/submit`` for v0.0.38 and each of
   ``--versions``) with ``--clients`` concurrent clients (each with its own keep-alive connection),
   and gRPC SubmitJob throughput with the same number of clients against the same controller in the
@@ -187,24 +190,48 @@ def cli_import_check() -> tuple[float, list[str]]:
 
 def jobs_lists(args: argparse.Namespace) -> None:
     """``GET /slurm/<version>/jobs`` for each of ``--versions``, same controller and queue, the
-    versions taking turns request by request."""
+    versions taking turns request by request; spurctld's RSS before the first request, after each
+    version's first and after all; with ``--refill``, once more per version after as many jobs again
+    were submitted (what the idle-time rendering, :mod:`spur.rest.prerender`, keeps warm)."""
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
-    with controller(wal_fsync=False, scheduler_interval_secs=3600) as ctl:
+    extra = ""
+    if args.prerender is not None:
+        named = ", ".join(f'"{v.strip()}"' for v in args.prerender.split(",") if v.strip())
+        extra = f"[rest]\nprerender_versions = [{named}]\n"
+    with controller(wal_fsync=False, scheduler_interval_secs=3600, extra=extra) as ctl:
         rest = f"http://{ctl.rest_address}"
         wait_for(lambda: httpx.get(f"{rest}/slurm/v0.0.38/ping", headers=HEADERS).status_code == 200, timeout=30)
         trio.run(fill_queue, ctl.address, args.jobs)
         time.sleep(args.settle)  # the controller's own work after the fill (WAL, snapshot) is not timed
+        rss = [("before the first GET", ctl.rss_mb())]
         results: dict[str, tuple[list[float], int, int]] = {v: ([], 0, 0) for v in versions}
-        for _ in range(max(args.repeat, 3)):
+        for round_ in range(max(args.repeat, 3)):
             for version in versions:
                 times, size, count = time_jobs_list(rest, 1, version)
                 results[version] = (results[version][0] + times, size, count)
+                if round_ == 0:
+                    rss.append((f"after {version}'s first GET", ctl.rss_mb()))
+        rss.append(("after all GETs", ctl.rss_mb()))
         rows = []
         for version, (times, size, count) in results.items():
             rows.append([version, args.jobs, count, f"{times[0] * 1000:.0f} ms", f"{median(times[1:]) * 1000:.0f} ms",
                          f"{percentile(times[1:], 0.9) * 1000:.0f} ms", f"{size / 1e6:.1f} MB"])  # fmt: skip
         print_table(["version", "jobs in queue", "jobs returned", "first", "median", "p90", "body"], rows,
                     title="GET /slurm/<version>/jobs (first: every job rendered; median, p90: the later requests)")  # fmt: skip
+        if args.refill:
+            trio.run(fill_queue, ctl.address, args.jobs)
+            time.sleep(args.settle)
+            rss.append(("after the refill", ctl.rss_mb()))
+            rows = []
+            for version in versions:
+                times, size, count = time_jobs_list(rest, 1, version)
+                rows.append([version, count, f"{times[0] * 1000:.0f} ms"])
+            rss.append(("after the refill's GETs", ctl.rss_mb()))
+            print_table(["version", "jobs returned", "first GET after the refill"], rows,
+                        title=f"GET /slurm/<version>/jobs after {args.jobs} more jobs (and --settle)")  # fmt: skip
+        print_table(["spurctld", "VmRSS"], [[when, f"{mb:.0f} MiB"] for when, mb in rss],
+                    title="Controller memory (prerender_versions: "
+                          + ("default" if args.prerender is None else repr(args.prerender)) + ")")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=3.0, help="seconds between filling the queue and the first GET")
     p.add_argument("--versions", default="v0.0.38,v0.0.42",
                    help="REST versions whose GET jobs list is timed (comma-separated)")  # fmt: skip
+    p.add_argument("--prerender", default=None,
+                   help="[rest] prerender_versions for the jobs-list run (comma-separated; '' for []; "
+                        "default: the setting's default)")  # fmt: skip
+    p.add_argument("--refill", action="store_true", help="after the jobs lists, submit --jobs more and list again")
     p.add_argument("--list-only", action="store_true", help="only the jobs-list timings")
     p.add_argument("--submit-only", action="store_true", help="only the submit throughputs")
     args = p.parse_args(argv)

@@ -87,6 +87,7 @@ def test_no_file_gives_documented_defaults(monkeypatch: pytest.MonkeyPatch) -> N
     assert cfg.agent.backend is AgentBackend.AUTO
     assert cfg.agent.state_dir == Path("/var/lib/spur/agent")
     assert cfg.rest.enabled is True
+    assert cfg.rest.prerender_versions == ("v0.0.42",)
 
 
 def test_empty_text_equals_no_file() -> None:
@@ -251,6 +252,7 @@ mode = "token"
 [rest]
 enabled = false
 ui = false
+prerender_versions = ["v0.0.38", "v0.0.41"]
 max_body_bytes = 4096
 max_json_depth = 8
 max_string_length = 128
@@ -287,6 +289,7 @@ def test_every_section_loads_typed_values() -> None:
     assert cfg.agent.join_token_file == Path("/etc/spur/join-token")
     assert cfg.admission.mode is AdmissionMode.TOKEN
     assert cfg.rest.enabled is False
+    assert cfg.rest.prerender_versions == ("v0.0.38", "v0.0.41")
 
 
 def test_every_section_round_trips_through_dump() -> None:
@@ -489,6 +492,15 @@ def test_bad_address(key: str, value: str) -> None:
 
 def test_bad_peer_address_names_its_index() -> None:
     _assert_names(_error('[controller]\npeers = ["a:6821", "b:x"]\n'), "controller.peers[1]", '"b:x"')
+
+
+def test_prerender_versions_names_only_served_versions() -> None:
+    assert parse_config_text("[rest]\nprerender_versions = []\n").rest.prerender_versions == ()
+    err = _error('[rest]\nprerender_versions = ["v0.0.42", "v0.0.39"]\n')
+    _assert_names(err, "rest.prerender_versions[1]", '"v0.0.39"')
+    assert 'must be a REST version Spur serves: "v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42"' in str(err)
+    assert len(str(err).splitlines()) == 1
+    _assert_names(_error("[rest]\nprerender_versions = true\n"), "rest.prerender_versions", "true")
 
 
 def test_duplicate_peer() -> None:

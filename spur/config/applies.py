@@ -175,6 +175,7 @@ APPLIES: dict[str, Mark] = {
     # [rest]
     "rest.enabled": CTLD,
     "rest.ui": CTLD,
+    "rest.prerender_versions": CTLD,
     "rest.max_body_bytes": CTLD,
     "rest.max_json_depth": CTLD,
     "rest.max_string_length": CTLD,

@@ -244,6 +244,9 @@ class RestConfig:
 
     enabled: bool = True
     ui: bool = True  # the web dashboard under /ui/ (spur.ui)
+    # versions whose GET jobs answers are rendered in idle time even before a client lists them
+    # (spur.rest.prerender; listed versions are kept rendered too)
+    prerender_versions: tuple[str, ...] = ("v0.0.42",)
     max_body_bytes: int = 8 * 1024 * 1024
     max_json_depth: int = 32
     max_string_length: int = 1024 * 1024

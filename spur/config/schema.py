@@ -517,11 +517,26 @@ class AgentSchema(SectionSchema):
                 raise _fail("wg_endpoint", str(exc)) from None
 
 
+def _rest_version(value: str) -> None:
+    from spur.rest.openapi import VERSIONS
+
+    if value not in VERSIONS:
+        raise ValidationError("must be a REST version Spur serves: " + ", ".join(f'"{v}"' for v in VERSIONS))
+
+
 class RestSchema(SectionSchema):
     model = RestConfig
 
     enabled = f.Bool(metadata=doc("Serve the REST API on controller.rest_addr."))
     ui = f.Bool(metadata=doc("Serve the web dashboard under /ui/ on the REST listener (docs/dashboard.md)."))
+    prerender_versions = f.StrList(
+        f.Str(validate=_rest_version),
+        metadata=doc(
+            "REST versions whose GET jobs JSON the leader renders when idle, so their first listing after "
+            "many changes is fast; a version a client has listed since this controller became leader is "
+            "kept rendered too. []: only listed versions (each costs its rendered JSON in memory).",
+        ),
+    )
     max_body_bytes = f.Int(
         validate=f.at_least(1024), metadata=doc("Largest request body accepted (bytes); larger -> 413.")
     )

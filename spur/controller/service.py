@@ -146,6 +146,20 @@ class ControllerService:
         jobs = self._select_jobs(request)
         return self.job_infos.response(jobs, self.ctl.state.jobs)
 
+    def leadership(self) -> int | None:
+        """This controller's leadership now: its Raft term while it leads, else None (REST's
+        prerender keeps the versions listed during one leadership)."""
+        return self.ctl.raft.term if self.ctl.is_leader else None
+
+    def listed_jobs(self) -> list[Job] | None:
+        """The jobs a complete ``GetJobs`` lists here now (REST's prerender frames them with
+        ``job_infos.framed``); None where GetJobs would forward to the leader. No read barrier: a
+        stale listing only renders some jobs ahead of time. Prunes ``job_infos`` as a listing does."""
+        if not self.ctl.is_leader:
+            return None
+        self.job_infos.prune(self.ctl.state.jobs)
+        return self._select_jobs(pb.GetJobsRequest())
+
     async def read_jobs(self, request: pb.GetJobsRequest, context: CallContext) -> list | None:
         """For an in-process reader (the dashboard): the jobs ``GetJobs(request)`` would list, as the
         state's own ``Job`` objects (read-only: never mutate them), after the same read barrier; None

@@ -59,6 +59,13 @@ async def start_surfaces(ctl: ControllerHost, nursery: trio.Nursery, service: Co
         host, port = parse_addr(ctl.cfg.controller.rest_addr, 6820)
         try:
             ctl.rest_port = await nursery.start(partial(serve_rest, tls=ctl.tls), api, host, port)
+            from spur.rest.prerender import JobsPrerender
+
+            ahead = JobsPrerender(api.job_caches, lambda: api.cluster, service.listed_jobs, service.job_infos.framed,
+                                  ctl.wait_change, lambda: api.listings > 0, named=rest.prerender_versions,
+                                  leadership=service.leadership)  # fmt: skip
+            api.on_jobs_listed = ahead.listing
+            await nursery.start(ahead.run, name="rest-prerender")
         except BaseException as exc:
             err = _bind_error(exc)
             if err is None:

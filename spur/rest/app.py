@@ -37,7 +37,7 @@ from spur.rest.errors import (
     error_entry,
     from_rpc_error,
 )
-from spur.rest.jobcache import RenderedJobs, render_answer
+from spur.rest.jobcache import RenderedJobs, RenderedList, render_answer
 from spur.rest.limits import Limits, decode_body, too_large
 from spur.rest.offload import off_loop
 from spur.rest.openapi import SENT_AS_NULL, VERSIONS, document, document_bytes, yaml_text
@@ -82,6 +82,11 @@ class RestApi:
         self._v0038_doc = document("v0.0.38")
         self._v0038_shapers = SchemaShapers(self._v0038_doc, SENT_AS_NULL["v0.0.38"], keep_undeclared=True)
         self._v0038_jobs = RenderedJobs(lambda job, cluster: orjson.dumps(mapping.job_to_slurm(job, cluster)))
+        # each version's rendered jobs (each version's routes add theirs): what JobsPrerender fills
+        self.job_caches: dict[str, RenderedJobs] = {"v0.0.38": self._v0038_jobs}
+        self.listings = 0  # job lists a request is rendering now (JobsPrerender gives way to them)
+        # told the version of each complete job list a request renders (JobsPrerender.listing)
+        self.on_jobs_listed: Callable[[str], None] = lambda version: None
         app = QuartTrio("spur.rest")
         app.config["MAX_CONTENT_LENGTH"] = self.limits.max_body_bytes
         app.config["JSON_SORT_KEYS"] = False
@@ -178,6 +183,19 @@ class RestApi:
         response = Response(_each(chunks), status=status, content_type="application/json")
         response.content_length = sum(map(len, chunks))
         return response
+
+    async def render_jobs(self, render: Callable[[], RenderedList], size: int,
+                          complete: str | None = None) -> RenderedList:  # fmt: skip
+        """``render()``, a request's rendering of ``size`` jobs: off the event loop when big
+        (:func:`off_loop`), counted in :attr:`listings` while it runs. ``complete``: the version,
+        when this is a complete ``GET jobs`` list (:attr:`on_jobs_listed` is told)."""
+        if complete is not None:
+            self.on_jobs_listed(complete)
+        self.listings += 1
+        try:
+            return cast(RenderedList, await off_loop(render, size))
+        finally:
+            self.listings -= 1
 
     def v4_body(self, dialect: Any, db: bool, errors: list[dict] | None = None,
                 warnings: list[dict] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
@@ -325,7 +343,8 @@ class RestApi:
         async def jobs() -> Body:
             frames = await self.job_frames(pb.GetJobsRequest(), "slurm_load_jobs")
             cluster = self.cluster
-            jobs = await off_loop(lambda: self._v0038_jobs.render_frames(frames, cluster, True), len(frames))
+            jobs = await self.render_jobs(lambda: self._v0038_jobs.render_frames(frames, cluster, True), len(frames),
+                                          "v0.0.38")  # fmt: skip
             return body(jobs=jobs)
 
         @route(f"{S}/job/{{job_id}}", "get", empty="jobs", shape=False)

@@ -124,9 +124,22 @@ class RenderedJobs:
                 found[i] = entries[frames[i]] = render(job, cluster)
         self.hits += len(found) - len(missing)
         self.misses += len(missing)
-        if complete and len(entries) > len(found) + 1000:
-            self._entries = {f: entries[f] for f in frames}
+        if complete:
+            self.prune(frames)
         return RenderedList(cast(list[bytes], found))
+
+    def prune(self, frames: Sequence[bytes]) -> None:
+        """``frames`` is everything a full listing shows: when the cache holds more than that
+        (+1,000) entries, entries of other encodings are dropped (amortised O(1) a listed job).
+        Entries missing for some of ``frames`` are left missing."""
+        entries = self._entries
+        if len(entries) > len(frames) + 1000:
+            self._entries = {f: entries[f] for f in frames if f in entries}
+
+    def missing(self, frames: Sequence[bytes]) -> list[bytes]:
+        """The ``frames`` (framed encodings) this cache holds no JSON for, in order."""
+        entries = self._entries
+        return [f for f in frames if f not in entries]
 
     def fragments(self, jobs: Sequence[pb.JobInfo], cluster: str, complete: bool = False) -> RenderedList:
         """:meth:`render_frames` for decoded messages (a follower's GetJobs answer, one job's GET)."""

@@ -18,7 +18,6 @@ from spur.rest.errors import (
     RestError,
 )
 from spur.rest.jobcache import RenderedJobs
-from spur.rest.offload import off_loop
 from spur.rpc.proto import spur_pb2 as pb
 
 if TYPE_CHECKING:
@@ -52,6 +51,7 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         return api.v4_body(d, db, warnings=warnings, **fields)
 
     rendered = RenderedJobs(d.job_renderer(layout))
+    api.job_caches[version] = rendered
 
     async def job_lists(jobs: list[pb.JobInfo] | None = None, frames: list[bytes] | None = None) -> dict[str, Any]:
         """The ``jobs`` answer of the listed ``jobs``, or of the framed encodings of a complete listing."""
@@ -59,10 +59,10 @@ def register(api: RestApi, version: str) -> None:  # noqa: C901 - one place that
         cluster = api.cluster
         if frames is not None:
             listed = frames
-            infos = await off_loop(lambda: rendered.render_frames(listed, cluster, True), len(listed))
+            infos = await api.render_jobs(lambda: rendered.render_frames(listed, cluster, True), len(listed), version)
         else:
             found = jobs or []
-            infos = await off_loop(lambda: rendered.fragments(found, cluster), len(found))
+            infos = await api.render_jobs(lambda: rendered.fragments(found, cluster), len(found))
         return ok(jobs=infos, last_backfill=now, last_update=now)
 
     # ------------------------------------------------------------------ slurm
