@@ -5,9 +5,11 @@ A leaf module: the CLI, spurctld and spurd all import it, and it imports nothing
 
 from __future__ import annotations
 
-__all__ = ["SLURM_VERSION", "spur_version", "version_line"]
+__all__ = ["REST_VERSIONS", "SLURM_VERSION", "spur_version", "version_line"]
 
 SLURM_VERSION = "22.05.8"
+# The slurmrestd API versions Spur serves (spur.rest; named here so the config can check them).
+REST_VERSIONS = ("v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42")
 
 
 def spur_version() -> str:

@@ -518,7 +518,7 @@ class AgentSchema(SectionSchema):
 
 
 def _rest_version(value: str) -> None:
-    from spur.rest.openapi import VERSIONS
+    from spur.version import REST_VERSIONS as VERSIONS
 
     if value not in VERSIONS:
         raise ValidationError("must be a REST version Spur serves: " + ", ".join(f'"{v}"' for v in VERSIONS))

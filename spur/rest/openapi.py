@@ -16,7 +16,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-VERSIONS = ("v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42")
+from spur.version import REST_VERSIONS as VERSIONS
+
 NEWEST = VERSIONS[-1]
 
 # (schema, dotted property) where real slurmrestd sends null though the document declares no
