@@ -43,7 +43,7 @@ class Page:
 
 async def _run_for(seconds: float, page: Page, sink: Sink) -> None:
     with trio.move_on_after(seconds):
-        await live.refresh_loop(page.render, page.wait_change, sink, lambda html: f"live:{html}")
+        await live.refresh_loop(page.render, lambda: page.wait_change, sink, lambda html: f"live:{html}")
 
 
 async def test_a_cheap_page_refreshes_once_a_second_under_constant_change(autojump_clock: trio.abc.Clock) -> None:
@@ -99,7 +99,29 @@ async def test_a_refusal_is_sent_and_only_a_final_one_ends_the_stream(autojump_c
 
     sink = Sink()
     with trio.fail_after(30):
-        await live.refresh_loop(render, wait_change, sink, lambda html: f"live:{html}")
+        await live.refresh_loop(render, lambda: wait_change, sink, lambda html: f"live:{html}")
     # After a refusal the last page stands (nothing new to send: the idle comment).
     assert [v for _t, v in sink.sent] == ["live:one", "refused:403", ": idle\n\n", "live:two", "refused:401"]
     assert answers == ["never"]
+
+
+async def test_a_change_made_while_the_page_renders_is_not_missed(autojump_clock: trio.abc.Clock) -> None:
+    """The change watch is taken as a refresh begins: a change during the render brings the next
+    refresh after the one-second floor, not the idle refresh 15 s later."""
+    current = [trio.Event()]
+
+    def changed() -> None:  # what an applied log entry does
+        current[0].set()
+        current[0] = trio.Event()
+
+    renders: list[float] = []
+
+    async def render() -> str:
+        renders.append(trio.current_time())
+        if len(renders) == 1:
+            changed()
+        return f"page {len(renders)}"
+
+    with trio.move_on_after(5):
+        await live.refresh_loop(render, lambda: current[0].wait, Sink(), lambda html: f"live:{html}")
+    assert len(renders) >= 2 and renders[1] - renders[0] == pytest.approx(1.0)

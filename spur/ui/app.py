@@ -521,7 +521,7 @@ class Dashboard:
                 raise live.Refused(sse("refused", json.dumps({"status": 400, "message": str(exc)})), final=False) from None
 
         async with send:
-            await live.refresh_loop(render, self.ctl.wait_change, send, lambda html: sse("live", html))
+            await live.refresh_loop(render, lambda: self.ctl.change_event().wait, send, lambda html: sse("live", html))
 
     async def _output_loop(self, job_id: int, session: Session, peer: str, send: trio.MemorySendChannel[str]) -> None:
         """The job's output, for its owner or an administrator (the output WebSocket's check)."""

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Protocol
 from spur.rest.host import RestHost
 
 if TYPE_CHECKING:
+    import trio
+
     from spur.auth.guard import ServerAuth
     from spur.state.machine import ClusterState
 
@@ -22,6 +24,6 @@ class UiHost(RestHost, Protocol):
     @property
     def auth(self) -> ServerAuth: ...
 
-    async def wait_change(self) -> None:
-        """Return at the next change of the state (or sooner)."""
+    def change_event(self) -> trio.Event:
+        """The event the next change of the state sets (taken before a read, waited on after it)."""
         ...

@@ -44,18 +44,21 @@ class EventSink(Protocol):
 
 async def refresh_loop(
     render: Callable[[], Awaitable[str]],
-    wait_change: Callable[[], Awaitable[None]],
+    watch_changes: Callable[[], Callable[[], Awaitable[None]]],
     send: EventSink,
     event: Callable[[str], str],
 ) -> None:
     """Send ``event(html)`` for each rendered live part that differs from the last one sent, and an
     SSE comment when it does not (a closed connection is noticed there). Between two refreshes: a
-    state change (``wait_change``) or :data:`IDLE_REFRESH_SECS`, and at least :func:`refresh_gap` of
-    the previous refresh's cost. ``render`` raising :class:`Refused` sends its event and keeps the last
-    page (or returns, when final)."""
+    state change or :data:`IDLE_REFRESH_SECS`, and at least :func:`refresh_gap` of the previous
+    refresh's cost. ``watch_changes()`` is called as a refresh begins and returns what waits for the
+    first state change after that moment, so a change made while the page renders or is sent is not
+    missed. ``render`` raising :class:`Refused` sends its event and keeps the last page (or returns,
+    when final)."""
     last: str | None = None
     while True:
         started = trio.current_time()
+        wait_change = watch_changes()
         html: str | None
         try:
             html = await render()
