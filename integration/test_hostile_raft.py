@@ -97,7 +97,8 @@ def _submit(group: _Group, tmp_path: Path) -> int:
 
 
 def _squeue_ids(group: _Group, tmp_path: Path) -> set[int]:
-    out = _cli(group, tmp_path, "squeue", "-h", "-o", "%i")
+    # every state: a `--wrap true` job may already have completed when squeue runs
+    out = _cli(group, tmp_path, "squeue", "-h", "-t", "all", "-o", "%i")
     assert out.returncode == 0, out.stderr
     return {int(x) for x in out.stdout.split()}
 

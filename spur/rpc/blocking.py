@@ -31,7 +31,6 @@ import _socket  # the C module: ``socket``'s import (enums, selectors) costs a C
 import os
 import time
 from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator
-from typing import Generic, TypeVar  # typing is loaded by every CLI command already (argparse's users)
 
 from spur.rpc.h2_unary import Data, GoAway, H2Connection, H2Error, Headers, Reset
 from spur.rpc.status import RpcError, StatusCode
@@ -51,7 +50,7 @@ __all__ = ["BlockingChannel", "BlockingStub", "NeedsEventLoop", "blocking_contro
 
 TYPE_CHECKING = False  # typing itself is not imported at run time (a CLI start-up cost)
 if TYPE_CHECKING:
-    from typing import Any, Protocol, TypeVar
+    from typing import Any, Generic, Protocol, TypeVar
 
     from google.protobuf.descriptor import ServiceDescriptor
 
@@ -81,7 +80,21 @@ if TYPE_CHECKING:
 
     # A stub's method: (path, request class, response type, client streaming, server streaming).
     _Method = tuple[str, type[Message], ResponseType[object], bool, bool]
-M = TypeVar("M")
+if TYPE_CHECKING:
+    M = TypeVar("M")
+
+    class _Generic(Generic[M]):
+        """``Generic`` for the type checker."""
+
+else:  # typing is not imported at run time (a query command's start-up cost): a stand-in base
+
+    M = "M"
+
+    class _Generic:
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
+
+
 USER_AGENT = "spur-rpc-blocking/0.1"
 # The last TLS session per target, offered again by the next connection in this process.
 _SESSIONS: dict[tuple[str, Any], Any] = {}
@@ -361,7 +374,7 @@ class _Exchange:
             raise status
 
 
-class BlockingStream(Generic[M]):
+class BlockingStream(_Generic[M]):
     """The responses of one server-streaming call (:meth:`BlockingChannel.stream`).
 
     Iterate it (``for``, or ``async for`` under :func:`drive`: each step has already completed) to read
