@@ -118,21 +118,22 @@ def test_a_waiting_srun_says_so_then_runs_when_cpus_free(one_node: Cluster, tmp_
     ]
 
 
-def test_srun_loads_no_event_loop(one_node: Cluster, tmp_path: Path) -> None:
-    """The interactive path runs on the blocking client: Trio is never imported."""
+def _stderr_lines_of(cluster: Cluster, cwd: Path, argv: list[str]) -> list[str]:
+    """Run the command ``argv`` in-process under a fresh interpreter; its stderr lines, the last one
+    ``<exit code> <whether trio was imported>``."""
     code = (
-        "import sys; from spur.cli.main import main; rc = main(['srun', 'true']); "
+        f"import sys; from spur.cli.main import main; rc = main({argv!r}); "
         "print(rc, 'trio' in sys.modules, file=sys.stderr)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=one_node.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+        [sys.executable, "-c", code], cwd=cwd, env=cluster.env, capture_output=True, text=True, timeout=60
     )
-    assert out.stderr.strip() == "0 False"
+    return out.stderr.splitlines()
+
+
+def test_srun_loads_no_event_loop(one_node: Cluster, tmp_path: Path) -> None:
+    """The interactive path runs on the blocking client: Trio is never imported."""
+    assert _stderr_lines_of(one_node, tmp_path, ["srun", "true"]) == ["0 False"]
 
 
 def test_an_unreachable_controller_is_one_clear_error(tmp_path: Path) -> None:
@@ -226,16 +227,4 @@ def test_salloc_on_sigterm_ends_the_command_and_releases_the_allocation(
 
 
 def test_salloc_loads_no_event_loop(one_node: Cluster, tmp_path: Path) -> None:
-    code = (
-        "import sys; from spur.cli.main import main; rc = main(['salloc', '-n1', 'true']); "
-        "print(rc, 'trio' in sys.modules, file=sys.stderr)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=one_node.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.stderr.splitlines()[-1] == "0 False", out.stderr
+    assert _stderr_lines_of(one_node, tmp_path, ["salloc", "-n1", "true"])[-1] == "0 False"

@@ -160,7 +160,7 @@ class BlockingChannel:
         """One request, one response; raises :class:`RpcError` on any non-OK outcome."""
         deadline = None if timeout is None else time.monotonic() + timeout
         return self._guarded(
-            method, timeout, lambda: self._unary(method, request, response_type, deadline, timeout, metadata)
+            method, timeout, lambda: self._unary(method, request, response_type, deadline, metadata)
         )
 
     def _unary(
@@ -169,7 +169,6 @@ class BlockingChannel:
         request: Message,
         response_type: ResponseType[M],
         deadline: float | None,
-        timeout: float | None,
         metadata: dict[str, str] | None,
     ) -> M:
         exchange = _Exchange(self, method, request, deadline, metadata)
