@@ -35,9 +35,21 @@ ACTIONS = [
     "node_lost",
     "remove",
     "partitions",
+    "grant_refresh",
     "check",
     "restore",
 ]
+
+
+def assert_free_nodes_match(state: ClusterState) -> None:
+    """After a refresh alone (no views built), the index walks exactly the available nodes with a
+    free CPU, in natural name order, and its partition views are a fresh build's."""
+    index = state.sched_index
+    index.refresh(state)
+    fresh = build_snapshot(state, 0.0, eligible=[])
+    assert list(index.free_in_order()) == [v for v in fresh.nodes if v.available and v.cpus_free > 0]
+    assert index.partition_views == fresh.partitions
+    assert index.node_count() == len(fresh.nodes)
 
 
 def assert_views_match(state: ClusterState, now: float) -> tuple[object, int, NodeLayout]:
@@ -55,6 +67,7 @@ def assert_views_match(state: ClusterState, now: float) -> tuple[object, int, No
     prio = {j.job_id: 7 + j.job_id for j in eligible[::2]}  # a multifactor override on some jobs
     fresh = build_snapshot(state, now, eligible=eligible, priorities=prio)
     incremental = snapshot(state, now, eligible=eligible, priorities=prio)
+    assert_free_nodes_match(state)
     assert incremental.nodes == fresh.nodes
     assert sorted(incremental.running, key=lambda r: r.job_id) == sorted(
         fresh.running, key=lambda r: r.job_id
@@ -164,6 +177,8 @@ def _step(log: Log, rng: random.Random, action: str, now: float) -> Log:
                 ]
             )
         )
+    elif action == "grant_refresh":
+        assert_free_nodes_match(state)  # what an immediate grant reads between passes
     elif action == "check":
         found = assert_views_match(state, now)
         previous = getattr(log, "last_check", None)

@@ -25,7 +25,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Protocol
 
 from spur.core.job import Job, JobSpec, JobState, NodeAllocation, PartitionState
-from spur.core.scheduling import NodeLayout, NodeView, PartitionView, PendingView, SchedSnapshot
+from spur.core.scheduling import NodeLayout, NodeView, PartitionView, PendingView, RunningView, SchedSnapshot
 
 if TYPE_CHECKING:
     from spur.state.machine import ClusterState
@@ -160,14 +160,6 @@ def _minus(v: NodeView, allocs: list[NodeAllocation]) -> NodeView:
     )
 
 
-def minus_in_flight(nodes: tuple[NodeView, ...], grants: Iterable[NodeAllocation]) -> tuple[NodeView, ...]:
-    """Node views with the resources of granted, not yet applied submissions taken."""
-    taken = _taken(grants)
-    if not taken:
-        return nodes
-    return tuple(_minus(v, taken[v.name]) if v.name in taken else v for v in nodes)
-
-
 def usable_in_order(
     nodes: Iterable[NodeView],
     grants: Iterable[NodeAllocation],
@@ -220,7 +212,7 @@ def usable_now(
 # them in), or twice the nodes the job asks for if more: on a big idle cluster the grant is found among
 # the first few, and a decision need not cost a pass over every node. Only when they do not hold it
 # are the rest offered too, so the answer is the one the whole list gives.
-FIRST_OFFER = 64
+FIRST_OFFER = 16
 
 
 def decide_grant(
@@ -234,9 +226,11 @@ def decide_grant(
     limits: JobLimits | None,
     in_flight: Iterable[InFlight] = (),
 ) -> Decision:
-    """The leader's decision for a submission at ``now`` (see the module docstring)."""
-    from spur.state.sched_view import pending_view, snapshot
+    """The leader's decision for a submission at ``now`` (see the module docstring).
 
+    The plugin is shown a snapshot of the nodes offered (see ``FIRST_OFFER``), with the running jobs
+    on them: the scheduler index walks only the available nodes with a free CPU, so a decision costs
+    what the offer does, not what the cluster holds."""
     job = provisional_job(state, spec, user, now)
     if job is None:
         return NO_GRANT
@@ -248,14 +242,19 @@ def decide_grant(
         return waiting  # over a limit, or limits not yet charged for grants in flight
     if outranked(state, job, now, priorities=priorities, limits=limits):
         return waiting
-    view = snapshot(state, now, eligible=[])
+    from spur.state.sched_index import pending_view
+
+    index = state.sched_index
+    index.refresh(state)
+    partitions = index.partition_views
     prio = priorities([job]).get(job.job_id)
     grants = [a for f in flying for a in f.allocation]
-    usable = usable_in_order(view.nodes, grants, view.partitions, job.partition, view.layout)
+    usable = usable_in_order(index.free_in_order(), grants, partitions, job.partition, index.layout)
     # A job naming its nodes may name any of them: it is offered every usable node at once.
-    offer = len(view.nodes) if spec.nodelist else max(FIRST_OFFER, 2 * spec.num_nodes)
+    offer = index.node_count() if spec.nodelist else max(FIRST_OFFER, 2 * spec.num_nodes)
     nodes = tuple(islice(usable, offer))
     pending = pending_view(job, prio)
+    by_node = index.running_by_node()
     allocation = None
     if nodes and not spec.nodelist and len(nodes) == offer:
         # Only a few of the usable nodes: they are shown as the partition's only members (they all
@@ -264,13 +263,27 @@ def decide_grant(
             v if job.partition in v.partitions else replace(v, partitions=(*v.partitions, job.partition))
             for v in nodes
         )
-        own = tuple(PartitionView(p.name, (), p.up) for p in view.partitions if p.name == job.partition)
-        allocation = place(replace(view, pending=(), nodes=first, partitions=own, layout=None), pending)
+        own = tuple(PartitionView(p.name, (), p.up) for p in partitions if p.name == job.partition)
+        allocation = place(_snapshot_of(first, own, by_node, now), pending)
         if not allocation:
             nodes += tuple(usable)  # not among the first: the whole list decides
     if nodes and not allocation:
-        # The layout of the snapshot is of all the nodes: the plugin builds the one of these.
-        allocation = place(replace(view, pending=(), nodes=nodes, layout=None), pending)
+        allocation = place(_snapshot_of(nodes, partitions, by_node, now), pending)
     if not allocation:
         return waiting
     return Decision(tuple(allocation), InFlight(job.partition, tuple(allocation), waits=False))
+
+
+def _snapshot_of(
+    nodes: tuple[NodeView, ...],
+    partitions: tuple[PartitionView, ...],
+    by_node: Mapping[str, tuple[RunningView, ...]],
+    now: float,
+) -> SchedSnapshot:
+    """A snapshot of ``nodes`` alone: the running jobs on them (each once), grouped by node too; no
+    pending jobs; the plugin builds the layout of these nodes."""
+    on_these = {v.name: by_node[v.name] for v in nodes if v.name in by_node}
+    running = tuple({r.job_id: r for runs in on_these.values() for r in runs}.values())
+    return SchedSnapshot(
+        now=now, pending=(), nodes=nodes, running=running, partitions=partitions, node_running=on_these
+    )

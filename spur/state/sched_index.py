@@ -31,7 +31,8 @@ It also keeps what a pass would otherwise rebuild over every node (``layout`` an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -139,6 +140,9 @@ class SchedIndex:
         self._nodes: dict[str, NodeView] = {}
         self._node_tuple: tuple[NodeView, ...] | None = None
         self._order: list[str] = []
+        self._node_list: list[NodeView] = []  # the node views in ``_order``, replaced in place
+        self._pos: dict[str, int] = {}  # node name -> its position in ``_order``
+        self._free: list[int] = []  # sorted positions of the available nodes with a free CPU
         self._node_parts: dict[str, tuple[str, ...]] = {}
         self._partitions: tuple[PartitionView, ...] = ()
         self._running: dict[int, RunningView] = {}
@@ -239,6 +243,19 @@ class SchedIndex:
     ) -> tuple[tuple[NodeView, ...], tuple[RunningView, ...], tuple[PartitionView, ...]]:
         """Node views (in natural name order), running views and partition views, refreshed where
         stale; ``layout`` and ``running_by_node`` then describe the same views."""
+        self.refresh(state)
+        if self._node_tuple is None:
+            self._node_tuple = tuple(self._node_list)
+        if self._running_tuple is None:
+            running = self._running
+            self._running_tuple = tuple(running[i] for i in self.holding if i in running)
+        return self._node_tuple, self._running_tuple, self._partitions
+
+    def refresh(self, state: IndexedState) -> None:
+        """Bring the views up to date with ``state`` without building the tuples ``views`` returns:
+        afterwards ``layout``, ``partition_views``, ``running_by_node`` and ``free_in_order`` describe
+        the state. Costs what changed since the last refresh (a node view replaced in place), not
+        what the cluster holds, unless the layout changed."""
         layout_changed = self._layout is None
         if self._all_stale:
             # Everything is rebuilt from the state; the old node views stay only to tell whether the
@@ -252,6 +269,7 @@ class SchedIndex:
             self._pending_views = {}
             self._stale_running = set(self.holding)
             self._running_tuple = None
+        rebuild_list = False
         if self._layout_stale:
             self._layout_stale = False
             old_order, old_partitions = self._order, self._partitions
@@ -259,8 +277,9 @@ class SchedIndex:
             if self._order != old_order or self._partitions != old_partitions:
                 layout_changed = True
             self._stale_nodes = set(state.nodes) | set(self._nodes)
-            self._node_tuple = None
+            rebuild_list = True
         if self._stale_nodes:
+            pos, node_list = self._pos, self._node_list
             for name in self._stale_nodes:
                 old = self._nodes.get(name)
                 if name in state.nodes:
@@ -268,15 +287,25 @@ class SchedIndex:
                     self._nodes[name] = new
                     if old is None or layout_fields(old) != layout_fields(new):
                         layout_changed = True
+                    i = pos.get(name)
+                    if i is None:
+                        rebuild_list = True
+                    elif not rebuild_list:
+                        node_list[i] = new
+                        self._mark_free(i, _usable(new))
                 elif old is not None:
                     del self._nodes[name]
-                    layout_changed = True
+                    layout_changed = rebuild_list = True
             self._stale_nodes = set()
             self._node_tuple = None
-        if self._node_tuple is None:
-            self._node_tuple = tuple(self._nodes[n] for n in self._order)
+        if rebuild_list:
+            self._node_list = [self._nodes[n] for n in self._order]
+            self._pos = {n: i for i, n in enumerate(self._order)}
+            self._free = [i for i, v in enumerate(self._node_list) if _usable(v)]
+            self._node_tuple = None
         if layout_changed:
             self.layout_version += 1
+            self._node_tuple = tuple(self._node_list)
             self._layout = NodeLayout.build(self._node_tuple, self._partitions, self.layout_version)
         if self._stale_running:
             touched: set[str] = set()
@@ -303,10 +332,31 @@ class SchedIndex:
             self._running_tuple = None
             if touched:
                 self._by_node_map = None
-        if self._running_tuple is None:
-            running = self._running
-            self._running_tuple = tuple(running[i] for i in self.holding if i in running)
-        return self._node_tuple, self._running_tuple, self._partitions
+
+    def _mark_free(self, i: int, usable: bool) -> None:
+        free = self._free
+        at = bisect_left(free, i)
+        present = at < len(free) and free[at] == i
+        if usable and not present:
+            free.insert(at, i)
+        elif present and not usable:
+            del free[at]
+
+    def free_in_order(self) -> Iterator[NodeView]:
+        """After ``refresh``: the views of the available nodes with a free CPU, in natural name order
+        (a lazy walk, valid until the state changes). Every placement takes a CPU on each of its
+        nodes, so these are the only nodes a job could start on now."""
+        node_list = self._node_list
+        return (node_list[i] for i in self._free)
+
+    @property
+    def partition_views(self) -> tuple[PartitionView, ...]:
+        """The partition views ``views`` returns (call ``refresh`` or ``views`` first)."""
+        return self._partitions
+
+    def node_count(self) -> int:
+        """Registered nodes the views describe (after ``refresh``)."""
+        return len(self._node_list)
 
     @property
     def layout(self) -> NodeLayout:
@@ -366,6 +416,10 @@ class SchedIndex:
         gone = [i for i in self.pending if (j := jobs.get(i)) is None or j.state is not JobState.PENDING]
         self.pending.difference_update(gone)
         return sorted(self.pending)
+
+
+def _usable(view: NodeView) -> bool:
+    return view.available and view.cpus_free > 0
 
 
 def node_view(state: IndexedState, name: str, partitions: tuple[str, ...]) -> NodeView:
