@@ -230,3 +230,38 @@ def test_partition_membership_by_hostlist():
     assert log.state.partition_nodes(log.state.partitions["gpu"]) == ["g1", "g2"]
     assert log.state.partition_nodes(log.state.partitions["all"]) == ["c1", "g1", "g2"]
     assert log.state.partitions_of("c1") == ["all"]
+
+
+def test_dispatch_marks_name_exactly_the_jobs_whose_launch_stop_or_release_became_due():
+    """The leader's dispatcher reads only these marks between its once-a-second full looks: a start,
+    a launch acknowledgement (a stop may have come meanwhile), a stop and a release each mark the
+    job; a pending submission, a pending reason or a heartbeat marks nothing. A restore asks for a
+    full look, and so do more unconsumed marks than the bound (a follower never consumes them)."""
+    from state_helpers import Log, register, submit
+
+    log = Log()
+    register(log, "n1", cpus=2)
+    state = log.state
+    assert state.take_dispatch_marks() is None  # first look: every job
+    assert state.take_dispatch_marks() == set()
+    running = log(c.SubmitJob(spec(), "alice", 1000, 1000, "alice", 100.0, grant=[NodeAllocation("n1", 1)]))
+    waiting = submit(log, cpus_per_task=2)  # does not fit beside it: pends
+    assert state.jobs[waiting].state is JobState.PENDING
+    assert state.take_dispatch_marks() == {running}
+    log(c.SetPendingReasons({str(waiting): "Resources"}))
+    assert state.take_dispatch_marks() == set()
+    log(c.JobLaunched(running, state.jobs[running].alloc_term))
+    assert state.take_dispatch_marks() == {running}
+    log(c.CancelJob(running, 1000, 101.0))
+    assert state.jobs[running].state is JobState.COMPLETING
+    assert state.take_dispatch_marks() == {running}
+    log(c.JobExited(running, "n1", 0, 15, 102.0))
+    assert state.take_dispatch_marks() == {running}
+    restored = ClusterState()
+    restored.restore(state.snapshot())
+    assert restored.take_dispatch_marks() is None
+    state.MAX_DISPATCH_MARKS = 1
+    for _ in range(2):
+        log(c.SubmitJob(spec(), "alice", 1000, 1000, "alice", 103.0, grant=[NodeAllocation("n1", 1)]))
+    assert state.take_dispatch_marks() is None
+    assert state.take_dispatch_marks() == set()

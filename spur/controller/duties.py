@@ -190,38 +190,55 @@ class Dispatcher:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with agent_pool(self.ctl.auth.daemon_metadata, tls=self.ctl.client_tls) as pool, trio.open_nursery() as nursery:
             task_status.started()
+            last_full = -math.inf
             while True:
-                self._spawn_work(pool, nursery)
+                # A change wakes it for the jobs it touched; once a second it looks at every job, so
+                # whatever a failed call left undone is tried again, however busy the state is.
+                now = trio.current_time()
+                full = now - last_full >= 1.0
+                if full:
+                    last_full = now
+                self._spawn_work(pool, nursery, full=full)
                 with trio.move_on_after(1.0):
                     await self.ctl.wait_change()
 
-    def _spawn_work(self, pool: ChannelPool, nursery: trio.Nursery) -> None:
-        active = self.ctl.state.active_jobs()
-        now_active = {job.job_id for job in active}
-        for job_id in self._active - now_active:
-            job = self.ctl.state.jobs.get(job_id)
-            if job is not None and job.state.is_terminal and len(job.allocation) > 1:
-                nursery.start_soon(self._clean_up, pool, job, name=f"cleanup-{job_id}")
-        self._active = now_active
+    def _spawn_work(self, pool: ChannelPool, nursery: trio.Nursery, *, full: bool = True) -> None:
+        """Start the launches, cancellations and clean-ups that are due: of the jobs the state marked
+        since the last call (``ClusterState.take_dispatch_marks``), or of every job when ``full``."""
+        state = self.ctl.state
+        marks = state.take_dispatch_marks()
+        holding = state.sched_index.holding
+        if full or marks is None:
+            candidates = sorted(set(holding) | self._active)
+        else:
+            candidates = sorted(marks)
         from spur.controller.launch_batch import batch_target, launch_batch
 
         by_agent: dict[tuple[str, int], list[int]] = {}  # batch-job launches, one call per agent
-        for job in active:
-            if not job.launched and (job.job_id, "launch") not in self._busy:
-                self._busy.add((job.job_id, "launch"))
-                target = batch_target(self.ctl.state, job)
+        for job_id in candidates:
+            job = state.jobs.get(job_id)
+            if job is None or job_id not in holding:
+                if job_id in self._active:
+                    self._active.discard(job_id)
+                    if job is not None and job.state.is_terminal and len(job.allocation) > 1:
+                        nursery.start_soon(self._clean_up, pool, job, name=f"cleanup-{job_id}")
+                continue
+            self._active.add(job_id)
+            if not job.launched and (job_id, "launch") not in self._busy:
+                self._busy.add((job_id, "launch"))
+                target = batch_target(state, job)
                 if target is not None:
-                    by_agent.setdefault(target, []).append(job.job_id)
+                    by_agent.setdefault(target, []).append(job_id)
                 else:
-                    nursery.start_soon(self._launch, pool, job.job_id, name=f"launch-{job.job_id}")
+                    nursery.start_soon(self._launch, pool, job_id, name=f"launch-{job_id}")
             elif (
                 job.launched
                 and job.state is JobState.COMPLETING
-                and (job.job_id, job.restarts) not in self._cancel_sent
-                and (job.job_id, "cancel") not in self._busy
+                and (job_id, job.restarts) not in self._cancel_sent
+                and (job_id, "cancel") not in self._busy
             ):
-                self._busy.add((job.job_id, "cancel"))
-                nursery.start_soon(self._cancel, pool, job.job_id, name=f"cancel-{job.job_id}")
+                self._busy.add((job_id, "cancel"))
+                nursery.start_soon(self._cancel, pool, job_id, name=f"cancel-{job_id}")
         for target, ids in by_agent.items():
             if len(ids) == 1:
                 nursery.start_soon(self._launch, pool, ids[0], name=f"launch-{ids[0]}")

@@ -89,6 +89,9 @@ class ClusterState:
         from spur.state.compact import Interner
 
         self.interner = Interner()  # shares repeated strings and environments between jobs
+        # Derived: jobs the leader's dispatcher must look at again (see take_dispatch_marks).
+        self._dispatch_marks: set[int] = set()
+        self._dispatch_all = True
 
     # ------------------------------------------------------------------ Raft protocol
 
@@ -189,6 +192,8 @@ class ClusterState:
 
     def _rebuild_derived(self) -> None:
         self._summaries = {}
+        self._dispatch_marks.clear()
+        self._dispatch_all = True
         self._usage = {name: Usage() for name in self.nodes}
         self.sched_index.reset(self)
         for job in self.jobs.values():
@@ -271,6 +276,29 @@ class ClusterState:
     def finished_job_ids(self) -> list[int]:
         return list(self._finished)
 
+    # Unconsumed dispatch marks kept before falling back to "look at every job" (a follower never
+    # consumes them).
+    MAX_DISPATCH_MARKS = 100_000
+
+    def take_dispatch_marks(self) -> set[int] | None:
+        """Ids of the jobs that started, were launched, were asked to stop or released their
+        resources since the last call: the only jobs whose launch, cancellation or clean-up can have
+        become due. None: every job holding resources must be looked at (first call, after a
+        restore, or after too many marks went unconsumed)."""
+        if self._dispatch_all:
+            self._dispatch_all = False
+            self._dispatch_marks.clear()
+            return None
+        marks, self._dispatch_marks = self._dispatch_marks, set()
+        return marks
+
+    def _mark_dispatch(self, job_id: int) -> None:
+        if len(self._dispatch_marks) >= self.MAX_DISPATCH_MARKS:
+            self._dispatch_marks.clear()
+            self._dispatch_all = True
+        elif not self._dispatch_all:
+            self._dispatch_marks.add(job_id)
+
     # ------------------------------------------------------------------ resource bookkeeping
 
     def _hold(self, job: Job) -> None:
@@ -282,6 +310,7 @@ class ClusterState:
             u.jobs.add(job.job_id)
             u.exclusive = u.exclusive or job.spec.exclusive
         self.sched_index.held(job)
+        self._mark_dispatch(job.job_id)
 
     def _release(self, job: Job) -> None:
         for a in job.allocation:
@@ -293,6 +322,7 @@ class ClusterState:
             if job.spec.exclusive:
                 u.exclusive = False
         self.sched_index.released(job)
+        self._mark_dispatch(job.job_id)
 
     def _finish(self, job: Job, state: JobState, end_time: float, reason: str | None = None) -> None:
         if job.state.holds_resources:
@@ -620,6 +650,7 @@ class ClusterState:
         if job is None or not job.state.holds_resources:
             return False
         job.launched = True
+        self._mark_dispatch(job.job_id)  # a stop that came while the launch was in flight is due now
         return True
 
     def _apply_LaunchFailed(self, cmd: c.LaunchFailed) -> Any:
@@ -670,6 +701,7 @@ class ClusterState:
         job.state = JobState.COMPLETING
         job.pending_final_state = final
         job.end_time = when
+        self._mark_dispatch(job.job_id)
 
     def _requeue(self, job: Job, hold: bool) -> None:
         """Back to PENDING for a fresh allocation (resources already released)."""
