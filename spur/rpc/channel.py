@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TypeVar
 
+import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
@@ -39,7 +40,7 @@ from google.protobuf.message import DecodeError, Message
 
 from spur.core.nurseries import helper_nursery
 from spur.rpc.status import RpcError, StatusCode
-from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone, deadline_after
+from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone, client_engine, deadline_after
 from spur.rpc.wire import (
     ACCEPT_ENCODING,
     CONTENT_TYPE,
@@ -324,11 +325,11 @@ class Channel:
         )
 
 
-class _Connection(H2Transport):
+class _Connection(H2Transport[h2.connection.H2Connection]):
     """The client side of one HTTP/2 connection; owns its calls by stream id."""
 
     def __init__(self, stream: trio.abc.Stream, authority: str, max_message_bytes: int) -> None:
-        super().__init__(stream, client_side=True, max_concurrent_streams=100)
+        super().__init__(stream, client_engine(100))
         self.authority = authority
         self.max_message_bytes = max_message_bytes
         self.calls: dict[int, _ClientCall] = {}

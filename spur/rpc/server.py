@@ -61,9 +61,10 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 
+from spur.rpc.h2_server import ServerH2Connection
 from spur.rpc.status import RpcError, StatusCode, encode_grpc_message
 from spur.rpc.transport import READ_SIZE as _FULL_READ
-from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone
+from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone, server_engine
 from spur.rpc.wire import (
     ACCEPT_ENCODING,
     CONTENT_TYPE,
@@ -366,9 +367,9 @@ class _Call:
     pending: list[bytes] = field(default_factory=list)
 
 
-class _ServerConnection(H2Transport):
+class _ServerConnection(H2Transport[ServerH2Connection]):
     def __init__(self, server: Server, stream: trio.abc.Stream) -> None:
-        super().__init__(stream, client_side=False, max_concurrent_streams=_MAX_STREAMS)
+        super().__init__(stream, server_engine(_MAX_STREAMS))
         self.server = server
         self.peer = _peer_of(stream)
         self.calls: dict[int, _Call] = {}

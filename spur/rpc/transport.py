@@ -1,4 +1,5 @@
-"""One HTTP/2 connection (h2 state machine) over a Trio stream, shared by server and client.
+"""One HTTP/2 connection over a Trio stream, shared by server and client: the client side is h2's
+state machine, the server side :class:`spur.rpc.h2_server.ServerH2Connection` (same interface).
 
 Design: every h2 state change is synchronous and followed by :meth:`H2Transport.flush_soon`; a single
 writer task drains ``h2.data_to_send()`` onto the socket. So any task (including a cancelled one in its
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Generic, TypeVar
 
 import h2.config
 import h2.connection
@@ -25,7 +27,9 @@ import h2.exceptions
 import h2.settings
 import trio
 
-__all__ = ["H2Transport", "StreamGone", "STREAM_WINDOW", "CONNECTION_WINDOW", "READ_SIZE"]
+from spur.rpc.h2_server import ServerH2Connection
+
+__all__ = ["H2Transport", "StreamGone", "client_engine", "server_engine", "STREAM_WINDOW", "CONNECTION_WINDOW", "READ_SIZE"]
 
 STREAM_WINDOW = 4 * 1024 * 1024
 CONNECTION_WINDOW = 16 * 1024 * 1024
@@ -33,45 +37,21 @@ _DEFAULT_WINDOW = 65535
 READ_SIZE = 256 * 1024
 _MAX_HEADER_LIST = 64 * 1024
 _DRAIN_SECS = 1.0
+# The HTTP/2 engine under a transport: h2's for clients, our own for servers (same interface).
+EngineT = TypeVar("EngineT", h2.connection.H2Connection, ServerH2Connection)
 
 
 class StreamGone(Exception):
     """The stream (or the whole connection) closed while we were sending on it."""
 
 
-class H2Transport:
-    """h2 connection + Trio stream plumbing. Subclasses implement :meth:`handle_event`."""
+class H2Transport(Generic[EngineT]):
+    """HTTP/2 engine + Trio stream plumbing. Subclasses implement :meth:`handle_event`."""
 
-    def __init__(self, stream: trio.abc.Stream, *, client_side: bool, max_concurrent_streams: int) -> None:
+    def __init__(self, stream: trio.abc.Stream, engine: EngineT) -> None:
+        """``engine``: a fresh :func:`client_engine` or :func:`server_engine` (nothing sent yet)."""
         self.stream = stream
-        # Clients keep headers indexable in HPACK (h2 would make `authorization` never-indexed): a
-        # connection carries one caller's calls, so its credential is sent and decoded once, not on every
-        # call (a JWT costs the server ~60 us of Huffman decoding per call otherwise). Our client headers
-        # are already lower-case and validated (spur.rpc.wire.validate_metadata).
-        #
-        # h2's per-frame header validation (a chain of generators over every header of every call) was
-        # ~10% of a loaded controller's CPU. Neither side needs it: what we send is built by this package
-        # (client metadata validated by spur.rpc.wire.validate_metadata, grpc-message percent-encoded),
-        # and what we receive is only looked up by name and decoded with errors="replace"
-        # (spur.rpc.wire.decode_headers), so a malformed header from a peer changes no decision.
-        config = h2.config.H2Configuration(
-            client_side=client_side,
-            header_encoding=None,
-            normalize_outbound_headers=not client_side,
-            validate_outbound_headers=False,
-            validate_inbound_headers=False,
-            normalize_inbound_headers=False,
-        )
-        self.h2 = h2.connection.H2Connection(config=config)
-        # Replace the defaults before the preface so the values are in force from the first frame.
-        self.h2.local_settings = h2.settings.Settings(
-            client=client_side,
-            initial_values={
-                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_concurrent_streams,
-                h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: _MAX_HEADER_LIST,
-                h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
-            },
-        )
+        self.h2: EngineT = engine
         self.closed = False
         self.close_reason = ""
         self._wake_writer = trio.Event()
@@ -297,6 +277,45 @@ class H2Transport:
     def stream_is_open(self, stream_id: int) -> bool:
         stream = self.h2.streams.get(stream_id)
         return stream is not None and not stream.closed
+
+
+def _settings(max_concurrent_streams: int) -> dict[h2.settings.SettingCodes, int]:
+    return {
+        h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_concurrent_streams,
+        h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: _MAX_HEADER_LIST,
+        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+    }
+
+
+def server_engine(max_concurrent_streams: int) -> ServerH2Connection:
+    """The server side's engine (spur.rpc.h2_server: h2 cost ~0.25 ms of CPU per call), our settings
+    in force from the first frame."""
+    return ServerH2Connection({int(code): value for code, value in _settings(max_concurrent_streams).items()})
+
+
+def client_engine(max_concurrent_streams: int) -> h2.connection.H2Connection:
+    """An h2 client connection with our settings in force from the first frame."""
+    # Clients keep headers indexable in HPACK (h2 would make `authorization` never-indexed): a
+    # connection carries one caller's calls, so its credential is sent and decoded once, not on every
+    # call (a JWT costs the server ~60 us of Huffman decoding per call otherwise). Our client headers
+    # are already lower-case and validated (spur.rpc.wire.validate_metadata).
+    #
+    # h2's per-frame header validation (a chain of generators over every header of every call) was
+    # ~10% of a loaded controller's CPU. We do not need it: what we send is built by this package
+    # (client metadata validated by spur.rpc.wire.validate_metadata), and what we receive is only
+    # looked up by name and decoded with errors="replace" (spur.rpc.wire.decode_headers), so a
+    # malformed header from a peer changes no decision.
+    config = h2.config.H2Configuration(
+        client_side=True,
+        header_encoding=None,
+        normalize_outbound_headers=False,
+        validate_outbound_headers=False,
+        validate_inbound_headers=False,
+        normalize_inbound_headers=False,
+    )
+    conn = h2.connection.H2Connection(config=config)
+    conn.local_settings = h2.settings.Settings(client=True, initial_values=_settings(max_concurrent_streams))
+    return conn
 
 
 def deadline_after(timeout: float | None) -> float:
