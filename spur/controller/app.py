@@ -432,16 +432,20 @@ class Controller:
         from spur.rpc.proto import spur_pb2 as pb
 
         while True:
-            if self.state.controllers.get(self.node_id) != self.client_address:
-                try:
-                    if self.is_leader:
-                        await self.propose(c.AnnounceController(self.node_id, self.client_address))
-                    elif self.leader_address() is not None:
-                        stub = await self.leader_stub()
-                        info = pb.ControllerInfo(node_id=self.node_id, address=self.client_address)
-                        await stub.RegisterController(info, timeout=5, metadata=self.auth.daemon_metadata())
-                except RpcError as exc:
-                    log.debug("announcing this controller failed (will retry): %s", exc)
+            if self.state.controllers.get(self.node_id) == self.client_address:
+                # Announced: look again in a second (a restore or another cluster's snapshot may
+                # replace the map) rather than wake on each of the many entries a busy leader applies.
+                await trio.sleep(1.0)
+                continue
+            try:
+                if self.is_leader:
+                    await self.propose(c.AnnounceController(self.node_id, self.client_address))
+                elif self.leader_address() is not None:
+                    stub = await self.leader_stub()
+                    info = pb.ControllerInfo(node_id=self.node_id, address=self.client_address)
+                    await stub.RegisterController(info, timeout=5, metadata=self.auth.daemon_metadata())
+            except RpcError as exc:
+                log.debug("announcing this controller failed (will retry): %s", exc)
             with trio.move_on_after(1.0):
                 await self.wait_change()
 
