@@ -221,7 +221,12 @@ async def _drive(path: Path, batch: list[Any]) -> None:
                     assert exc.code in (StatusCode.INVALID_ARGUMENT, StatusCode.PERMISSION_DENIED), exc
                     assert _view(node, sm, path) == before, f"refused {request} but state changed"
                 assert node.term <= MAX_TERM and node.last_log_index <= MAX_INDEX
-                await trio.testing.wait_all_tasks_blocked()  # let a snapshot being saved finish
+                # Let a snapshot being saved finish: it is written on a worker thread, which
+                # wait_all_tasks_blocked alone does not wait for.
+                await trio.testing.wait_all_tasks_blocked()
+                while node.snapshotting:
+                    await trio.sleep(0.001)
+                    await trio.testing.wait_all_tasks_blocked()
             nursery.cancel_scope.cancel()
     finally:
         storage.close()

@@ -340,6 +340,11 @@ class RaftNode:
         return self._snapshot_index
 
     @property
+    def snapshotting(self) -> bool:
+        """A snapshot is being taken or saved now (serialized in a child or written on a worker thread)."""
+        return self._snapshotting
+
+    @property
     def term_start_index(self) -> int:
         """Leader: index of the no-op it appended for its term (0 in a one-member group)."""
         return self._term_start_index
