@@ -25,7 +25,8 @@ Contracts:
   read, a header block being continued by the max header list size, remembered reset streams by
   ``_RESET_MEMORY``.
 - Our settings take effect as soon as they are sent when they loosen a limit, and when acknowledged
-  when they tighten one. Header blocks we send are HPACK literals (:func:`encode_block`, stateless).
+  when they tighten one. Header blocks we send are HPACK literals (:func:`encode_block`, stateless; small
+  ones are cached by value).
 """
 
 from __future__ import annotations
@@ -128,6 +129,25 @@ class _Stream:
 
 def _frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     return _HEAD.pack((len(payload) << 8) | kind, flags, stream_id) + payload
+
+
+# Header blocks already encoded (a server sends the same few: response headers, "grpc-status: 0");
+# cleared when full, so unusual blocks (error messages) cannot grow it.
+_BLOCKS: dict[tuple[tuple[str, str], ...], bytes] = {}
+_BLOCKS_MAX = 256
+_BLOCK_CACHED_MAX = 512  # bytes: larger blocks are encoded every time
+
+
+def _encoded(headers: tuple[tuple[str, str], ...]) -> bytes:
+    """``encode_block(headers)``, from the cache when it was encoded before."""
+    block = _BLOCKS.get(headers)
+    if block is None:
+        block = encode_block(list(headers))
+        if len(block) <= _BLOCK_CACHED_MAX:
+            if len(_BLOCKS) >= _BLOCKS_MAX:
+                _BLOCKS.clear()
+            _BLOCKS[headers] = block
+    return block
 
 
 def _error_code(code: int) -> h2.errors.ErrorCodes | int:
@@ -258,7 +278,7 @@ class ServerH2Connection:
         stream = self._open_stream(stream_id)
         if stream.local_ended:
             raise h2.exceptions.StreamClosedError(stream_id)
-        block = encode_block(list(headers))
+        block = _encoded(tuple(headers))
         size = self.max_outbound_frame_size
         flags = END_STREAM if end_stream else 0
         if len(block) <= size:
