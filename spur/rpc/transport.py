@@ -1,7 +1,7 @@
 """One HTTP/2 connection over a Trio stream, shared by server and client: the client side is h2's
 state machine, the server side :class:`spur.rpc.h2_server.ServerH2Connection` (same interface).
 
-Design: every h2 state change is synchronous and followed by :meth:`H2Transport.flush_soon`; a single
+Design: every engine state change is synchronous and followed by :meth:`H2Transport.flush_soon`; a single
 writer task drains ``h2.data_to_send()`` onto the socket. So any task (including a cancelled one in its
 cleanup) can queue frames without awaiting, and frames leave in the order they were produced.
 
@@ -150,7 +150,7 @@ class H2Transport(Generic[EngineT]):
         raise NotImplementedError
 
     def on_received(self, nbytes: int) -> None:
-        """Hook: ``nbytes`` were just read from the peer (before h2 parses them); may :meth:`close`."""
+        """Hook: ``nbytes`` were just read from the peer (before the engine parses them); may :meth:`close`."""
 
     # ------------------------------------------------------------------ I/O tasks
 
@@ -170,7 +170,7 @@ class H2Transport(Generic[EngineT]):
             try:
                 events = self.h2.receive_data(data)
             except h2.exceptions.ProtocolError as exc:
-                # h2 has queued a GOAWAY already; let the final flush carry it.
+                # the engine (h2 or ours) has queued a GOAWAY already; let the final flush carry it.
                 self.close(f"HTTP/2 protocol error: {exc}")
                 return
             for event in events:
@@ -207,7 +207,7 @@ class H2Transport(Generic[EngineT]):
     # ------------------------------------------------------------------ helpers for owners
 
     def flush_soon(self) -> None:
-        """Ask the writer to send whatever h2 has queued."""
+        """Ask the writer to send whatever the engine has queued."""
         self._wake_writer.set()
 
     async def send_data(self, stream_id: int, payload: bytes, *, end_stream: bool = False) -> None:
