@@ -3,6 +3,7 @@ client (an independent implementation), raw frames play a broken or hostile one.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 import h2.config
@@ -10,9 +11,11 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
+import h2_helpers
 import pytest
+from h2_helpers import exchange, frame, frames, of, resets
 
-from spur.rpc.h2_server import (
+from spur.rpc.h2_engine import (
     COMPRESSION_ERROR,
     CONTINUATION,
     DATA,
@@ -28,9 +31,8 @@ from spur.rpc.h2_server import (
     SETTINGS,
     STREAM_CLOSED,
     WINDOW_UPDATE,
-    ServerH2Connection,
-    ServerProtocolError,
 )
+from spur.rpc.h2_server import ServerH2Connection, ServerProtocolError
 from spur.rpc.hpack_codec import encode_block
 
 SC = h2.settings.SettingCodes
@@ -59,40 +61,11 @@ def make_client() -> h2.connection.H2Connection:
     return client
 
 
-def exchange(client: h2.connection.H2Connection, server: ServerH2Connection) -> tuple[list, list]:
-    """Move bytes both ways until both are quiet; (server events, client events)."""
-    server_events: list = []
-    client_events: list = []
-    while True:
-        to_server = client.data_to_send()
-        if to_server:
-            server_events += server.receive_data(to_server)
-        to_client = server.data_to_send()
-        if to_client:
-            client_events += client.receive_data(to_client)
-        if not to_server and not to_client:
-            return server_events, client_events
-
-
 def pair(**settings: int) -> tuple[h2.connection.H2Connection, ServerH2Connection]:
     server = make_server(**settings)
     client = make_client()
     exchange(client, server)
     return client, server
-
-
-def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
-    return struct.pack(">IBI", (len(payload) << 8) | kind, flags, stream_id) + payload
-
-
-def frames(data: bytes) -> list[tuple[int, int, int, bytes]]:
-    out, pos = [], 0
-    while pos < len(data):
-        head, flags, sid = struct.unpack_from(">IBI", data, pos)
-        length = head >> 8
-        out.append((head & 0xFF, flags, sid, data[pos + 9 : pos + 9 + length]))
-        pos += 9 + length
-    return out
 
 
 def raw_server(**settings: int) -> ServerH2Connection:
@@ -104,26 +77,7 @@ def raw_server(**settings: int) -> ServerH2Connection:
     return server
 
 
-def goaway_code(server: ServerH2Connection, data: bytes) -> int:
-    with pytest.raises(ServerProtocolError) as info:
-        server.receive_data(data)
-    sent = [f for f in frames(server.data_to_send()) if f[0] == GOAWAY]
-    assert len(sent) == 1
-    code = struct.unpack_from(">II", sent[0][3])[1]
-    assert int(info.value.error_code) == code
-    return code
-
-
-def resets(server: ServerH2Connection) -> list[tuple[int, int]]:
-    return [
-        (sid, struct.unpack(">I", p)[0])
-        for kind, _, sid, p in frames(server.data_to_send())
-        if kind == RST_STREAM
-    ]
-
-
-def of(events: list, cls: type) -> list:
-    return [e for e in events if isinstance(e, cls)]
+goaway_code = functools.partial(h2_helpers.goaway_code, error=ServerProtocolError)
 
 
 # ---------------------------------------------------------------------------------------------- calls
