@@ -1,4 +1,4 @@
-"""HPACK (RFC 7541) for a client that only sends literals: header block encoding and a full decoder.
+"""HPACK (RFC 7541): a stateless literal encoding, a stateful indexing encoder and a full decoder.
 
 Pure (no I/O) and cheap to import: the blocking CLI client (:mod:`spur.rpc.h2_unary`) uses it instead
 of the ``hpack`` package, whose import (with ``h2``'s) cost a query command a quarter of its start-up.
@@ -7,6 +7,14 @@ Contracts:
 
 - :func:`encode_block` writes every header as a literal without indexing, never Huffman-coded, so
   the encoder keeps no state and the peer's decoder does no work beyond copying.
+- :class:`Encoder` (one per connection, every block it makes sent in order) refers to what the peer's
+  decoder already holds: a (name, value) of the static table or one it inserted before is one indexed
+  field; a new pair is a literal (never Huffman-coded) with incremental indexing when its entry is at
+  most ``index_limit`` bytes and its name is not in ``unindexed``, else a literal without indexing. Its
+  dynamic table follows RFC 7541 section 4 exactly (entry size = name + value octets + 32, oldest
+  evicted first); its size is the peer's SETTINGS_HEADER_TABLE_SIZE (:meth:`Encoder.set_max_table_size`)
+  capped at ``max_table_cap`` (so a peer cannot make us hold more), and every change is signalled at the
+  start of the next block (the smallest size reached, then the final one).
 - :class:`Decoder` decodes any block a conforming encoder sends (indexed fields, literals with and
   without indexing, never-indexed literals, Huffman strings, dynamic table size updates), keeping the
   dynamic table across blocks of one connection, so every block received must be fed in order.
@@ -15,7 +23,10 @@ Contracts:
 
 from __future__ import annotations
 
-__all__ = ["Decoder", "HpackError", "encode_block", "STATIC_TABLE"]
+from collections import deque
+from collections.abc import Iterable
+
+__all__ = ["Decoder", "Encoder", "HpackError", "encode_block", "STATIC_TABLE"]
 
 
 class HpackError(ValueError):
@@ -191,6 +202,108 @@ def encode_block(headers: list[tuple[str, str]]) -> bytes:
         out += _encode_str(name.encode())
         out += _encode_str(value.encode())
     return bytes(out)
+
+
+# Static table lookups for the encoder: (name, value) -> index, and name -> its first index.
+_STATIC_PAIRS = {(n.decode(), v.decode()): i for i, (n, v) in enumerate(STATIC_TABLE, 1)}
+_STATIC_NAMES = {n.decode(): i for i, (n, _) in reversed(list(enumerate(STATIC_TABLE, 1)))}
+_STATIC_INDEXED = {pair: bytes((0x80 | i,)) for pair, i in _STATIC_PAIRS.items()}
+
+
+class Encoder:
+    """HPACK encoder with its dynamic table (one per connection; see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        index_limit: int = 4096,
+        unindexed: frozenset[str] = frozenset(),
+        max_table_cap: int = 65536,
+    ) -> None:
+        """``index_limit``: the largest entry (bytes, with its 32 of overhead) inserted into the table;
+        ``unindexed``: names whose values are never inserted (one value per block, e.g. a deadline);
+        ``max_table_cap``: the largest table we keep, whatever the peer allows."""
+        self.index_limit = index_limit
+        self.unindexed = unindexed
+        self.max_table_cap = max_table_cap
+        self.max_size = 4096  # the table size the peer's decoder has been told (HTTP/2's default)
+        self.size = 0
+        self._entries: deque[tuple[tuple[str, str], int, int]] = deque()  # (pair, size, number), oldest first
+        self._inserted = 0  # entries ever inserted: entry number n has dynamic index 62 + inserted - 1 - n
+        self._pairs: dict[tuple[str, str], int] = {}  # pair in the table -> its entry number
+        self._names: dict[str, int] = {}  # name -> the number of its newest entry
+        self._lowest: int | None = None  # smallest size set since the last block (None: unchanged)
+        self._target = 4096  # the size to use from the next block
+
+    def set_max_table_size(self, size: int) -> None:
+        """The peer's SETTINGS_HEADER_TABLE_SIZE changed to ``size``: used from the next block."""
+        size = min(size, self.max_table_cap)
+        self._target = size
+        if self._lowest is None or size < self._lowest:
+            self._lowest = size
+
+    def encode(self, headers: Iterable[tuple[str, str]]) -> bytes:
+        """One header block; the table changes as the peer's decoder will change it."""
+        out = bytearray()
+        if self._lowest is not None:
+            if self._lowest < self.max_size:
+                self._resize(self._lowest, out)
+            if self._target != self.max_size:
+                self._resize(self._target, out)
+            self._lowest = None
+        static = _STATIC_INDEXED
+        pairs = self._pairs
+        for pair in headers:
+            field = static.get(pair)
+            if field is not None:
+                out += field
+                continue
+            number = pairs.get(pair)
+            if number is not None:
+                index = 61 + self._inserted - number
+                out += bytes((0x80 | index,)) if index < 127 else _encode_int(index, 7, 0x80)
+                continue
+            self._literal(pair, out)
+        return bytes(out)
+
+    def _literal(self, pair: tuple[str, str], out: bytearray) -> None:
+        name, value = pair
+        raw_value = value.encode()
+        name_index = _STATIC_NAMES.get(name)
+        if name_index is None:
+            number = self._names.get(name)
+            if number is not None:
+                name_index = 61 + self._inserted - number
+        raw_name = name.encode()
+        size = len(raw_name) + len(raw_value) + 32
+        indexed = size <= self.index_limit and size <= self.max_size and name not in self.unindexed
+        prefix, first = (6, 0x40) if indexed else (4, 0x00)
+        if name_index is None:
+            out.append(first)
+            out += _encode_str(raw_name)
+        else:
+            out += _encode_int(name_index, prefix, first)
+        out += _encode_str(raw_value)
+        if indexed:
+            self._evict(self.max_size - size)
+            self._entries.append((pair, size, self._inserted))
+            self._pairs[pair] = self._names[name] = self._inserted
+            self._inserted += 1
+            self.size += size
+
+    def _resize(self, size: int, out: bytearray) -> None:
+        out += _encode_int(size, 5, 0x20)
+        self.max_size = size
+        self._evict(size)
+
+    def _evict(self, room: int) -> None:
+        """Drop the oldest entries until the table holds at most ``room`` bytes."""
+        while self.size > room:
+            pair, size, number = self._entries.popleft()
+            self.size -= size
+            del self._pairs[pair]
+            if self._names.get(pair[0]) == number:
+                del self._names[pair[0]]
 
 
 class Decoder:
