@@ -1,4 +1,4 @@
-"""gRPC client channel on Trio + h2: one lazily opened, self-healing HTTP/2 connection per target.
+"""gRPC client channel on Trio (HTTP/2 by :mod:`spur.rpc.h2_client`): one lazily opened, self-healing HTTP/2 connection per target.
 
 Contracts:
 
@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, TypeVar
 
-import h2.connection
 import h2.errors
 import h2.events
 import h2.exceptions
@@ -39,6 +38,7 @@ import trio
 from google.protobuf.message import DecodeError, Message
 
 from spur.core.nurseries import helper_nursery
+from spur.rpc.h2_client import ClientH2Connection
 from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.transport import STREAM_WINDOW, H2Transport, StreamGone, client_engine, deadline_after
 from spur.rpc.wire import (
@@ -325,7 +325,7 @@ class Channel:
         )
 
 
-class _Connection(H2Transport[h2.connection.H2Connection]):
+class _Connection(H2Transport[ClientH2Connection]):
     """The client side of one HTTP/2 connection; owns its calls by stream id."""
 
     def __init__(self, stream: trio.abc.Stream, authority: str, max_message_bytes: int) -> None:

@@ -1,5 +1,6 @@
-"""One HTTP/2 connection over a Trio stream, shared by server and client: the client side is h2's
-state machine, the server side :class:`spur.rpc.h2_server.ServerH2Connection` (same interface).
+"""One HTTP/2 connection over a Trio stream, shared by server and client: the engine is
+:class:`spur.rpc.h2_client.ClientH2Connection` or :class:`spur.rpc.h2_server.ServerH2Connection`
+(both :class:`spur.rpc.h2_engine.H2Engine`, with h2's ``H2Connection`` interface and events).
 
 Design: every engine state change is synchronous and followed by :meth:`H2Transport.flush_soon`; a single
 writer task drains ``h2.data_to_send()`` onto the socket. So any task (including a cancelled one in its
@@ -20,13 +21,13 @@ import math
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
-import h2.config
-import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
 import trio
 
+from spur.rpc.h2_client import ClientH2Connection
+from spur.rpc.h2_engine import H2Engine
 from spur.rpc.h2_server import ServerH2Connection
 
 __all__ = ["H2Transport", "StreamGone", "client_engine", "server_engine", "STREAM_WINDOW", "CONNECTION_WINDOW", "READ_SIZE"]
@@ -37,8 +38,8 @@ _DEFAULT_WINDOW = 65535
 READ_SIZE = 256 * 1024
 _MAX_HEADER_LIST = 64 * 1024
 _DRAIN_SECS = 1.0
-# The HTTP/2 engine under a transport: h2's for clients, our own for servers (same interface).
-EngineT = TypeVar("EngineT", h2.connection.H2Connection, ServerH2Connection)
+# The HTTP/2 engine under a transport (client or server role).
+EngineT = TypeVar("EngineT", bound=H2Engine)
 
 
 class StreamGone(Exception):
@@ -279,7 +280,7 @@ class H2Transport(Generic[EngineT]):
         return stream is not None and not stream.closed
 
 
-def _settings(max_concurrent_streams: int) -> dict[h2.settings.SettingCodes, int]:
+def _settings(max_concurrent_streams: int) -> dict[int, int]:
     return {
         h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_concurrent_streams,
         h2.settings.SettingCodes.MAX_HEADER_LIST_SIZE: _MAX_HEADER_LIST,
@@ -290,32 +291,20 @@ def _settings(max_concurrent_streams: int) -> dict[h2.settings.SettingCodes, int
 def server_engine(max_concurrent_streams: int) -> ServerH2Connection:
     """The server side's engine (spur.rpc.h2_server: h2 cost ~0.25 ms of CPU per call), our settings
     in force from the first frame."""
-    return ServerH2Connection({int(code): value for code, value in _settings(max_concurrent_streams).items()})
+    return ServerH2Connection(_settings(max_concurrent_streams))
 
 
-def client_engine(max_concurrent_streams: int) -> h2.connection.H2Connection:
-    """An h2 client connection with our settings in force from the first frame."""
-    # Clients keep headers indexable in HPACK (h2 would make `authorization` never-indexed): a
-    # connection carries one caller's calls, so its credential is sent and decoded once, not on every
-    # call (a JWT costs the server ~60 us of Huffman decoding per call otherwise). Our client headers
-    # are already lower-case and validated (spur.rpc.wire.validate_metadata).
-    #
-    # h2's per-frame header validation (a chain of generators over every header of every call) was
-    # ~10% of a loaded controller's CPU. We do not need it: what we send is built by this package
-    # (client metadata validated by spur.rpc.wire.validate_metadata), and what we receive is only
-    # looked up by name and decoded with errors="replace" (spur.rpc.wire.decode_headers), so a
-    # malformed header from a peer changes no decision.
-    config = h2.config.H2Configuration(
-        client_side=True,
-        header_encoding=None,
-        normalize_outbound_headers=False,
-        validate_outbound_headers=False,
-        validate_inbound_headers=False,
-        normalize_inbound_headers=False,
-    )
-    conn = h2.connection.H2Connection(config=config)
-    conn.local_settings = h2.settings.Settings(client=True, initial_values=_settings(max_concurrent_streams))
-    return conn
+def client_engine(max_concurrent_streams: int) -> ClientH2Connection:
+    """The client side's engine (spur.rpc.h2_client), our settings in force from the first frame.
+
+    Its HPACK encoder indexes the headers it sends (``grpc-timeout`` aside), ``authorization`` included
+    (h2 would make it never-indexed): a connection carries one caller's calls, so its credential is sent
+    and decoded once, not on every call (a JWT costs the server ~60 us of Huffman decoding per call
+    otherwise). Headers are neither validated nor normalised, in either direction: what we send is
+    built by this package (client metadata validated by spur.rpc.wire.validate_metadata), and what we
+    receive is only looked up by name and decoded with errors="replace" (spur.rpc.wire.decode_headers),
+    so a malformed header from a peer changes no decision."""
+    return ClientH2Connection(_settings(max_concurrent_streams))
 
 
 def deadline_after(timeout: float | None) -> float:
