@@ -20,6 +20,7 @@ from h2_helpers import exchange, frame, frames, of, resets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spur.rpc import hpack_codec
 from spur.rpc.h2_client import ClientH2Connection, ClientProtocolError
 from spur.rpc.h2_engine import (
     COMPRESSION_ERROR,
@@ -38,7 +39,7 @@ from spur.rpc.h2_engine import (
     STREAM_CLOSED,
     WINDOW_UPDATE,
 )
-from spur.rpc.hpack_codec import Decoder, Encoder, encode_block
+from spur.rpc.hpack_codec import Decoder, Encoder, HpackError, encode_block
 from spur.rpc.transport import client_engine
 
 SC = h2.settings.SettingCodes
@@ -655,6 +656,28 @@ def test_encoder_evicts_oldest_first_and_signals_size_changes() -> None:
     assert block.startswith(b"\x3f\x13\x3f\xe1\x3f")  # 50, then 8192
     assert decoder.decode(block, raw=True) == ours.decode(block) == [(b"x-0", b"v" * 60)]
     assert decoder.header_table.maxsize == ours.max_size == encoder.max_size == 8192
+
+
+def test_decoder_remembers_only_blocks_that_use_no_table() -> None:
+    literal = encode_block(RESPONSE + OK)  # static name, literal names and values: no table
+    first, second = Decoder(), Decoder()
+    assert (
+        first.decode(literal)
+        == second.decode(literal)
+        == [
+            (b":status", b"200"),
+            (b"content-type", b"application/grpc"),
+            (b"grpc-status", b"0"),
+        ]
+    )
+    assert hpack_codec._DECODED[literal][0] == (b":status", b"200")
+    indexing = Encoder().encode([("x-a", "1")])
+    assert first.decode(indexing) == [(b"x-a", b"1")]
+    referring = bytes([0x80 | 62])
+    assert first.decode(referring) == [(b"x-a", b"1")]
+    assert indexing not in hpack_codec._DECODED and referring not in hpack_codec._DECODED
+    with pytest.raises(HpackError):
+        second.decode(referring)  # its table is empty
 
 
 def table_size(decoder: hpack.Decoder) -> int:

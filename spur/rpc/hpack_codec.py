@@ -19,6 +19,10 @@ Contracts:
   without indexing, never-indexed literals, Huffman strings, dynamic table size updates), keeping the
   dynamic table across blocks of one connection, so every block received must be fed in order.
   Headers come back as ``(name, value)`` byte pairs. Malformed input raises :class:`HpackError`.
+  Blocks that neither read nor change a dynamic table (static indices and literals without indexing,
+  as :func:`encode_block` writes them) decode the same on every connection: small ones are remembered
+  by value, process-wide (at most ``_DECODED_MAX`` of them, forgotten all at once when full), so a
+  peer's repeated response headers and trailers are decoded once.
 """
 
 from __future__ import annotations
@@ -232,6 +236,10 @@ class Encoder:
         self._inserted = 0  # entries ever inserted: entry number n has dynamic index 62 + inserted - 1 - n
         self._pairs: dict[tuple[str, str], int] = {}  # pair in the table -> its entry number
         self._names: dict[str, int] = {}  # name -> the number of its newest entry
+        # Indexed fields by pair: the static table's, and those of dynamic entries met since the table
+        # last changed (an insertion renumbers every dynamic entry; see _renumber).
+        self._fields = dict(_STATIC_INDEXED)
+        self._dynamic_fields: list[tuple[str, str]] = []
         self._lowest: int | None = None  # smallest size set since the last block (None: unchanged)
         self._target = 4096  # the size to use from the next block
 
@@ -251,19 +259,19 @@ class Encoder:
             if self._target != self.max_size:
                 self._resize(self._target, out)
             self._lowest = None
-        static = _STATIC_INDEXED
-        pairs = self._pairs
+        fields = self._fields
         for pair in headers:
-            field = static.get(pair)
-            if field is not None:
-                out += field
-                continue
-            number = pairs.get(pair)
-            if number is not None:
+            field = fields.get(pair)
+            if field is None:
+                number = self._pairs.get(pair)
+                if number is None:
+                    self._literal(pair, out)
+                    continue
                 index = 61 + self._inserted - number
-                out += bytes((0x80 | index,)) if index < 127 else _encode_int(index, 7, 0x80)
-                continue
-            self._literal(pair, out)
+                field = bytes((0x80 | index,)) if index < 127 else bytes(_encode_int(index, 7, 0x80))
+                fields[pair] = field
+                self._dynamic_fields.append(pair)
+            out += field
         return bytes(out)
 
     def _literal(self, pair: tuple[str, str], out: bytearray) -> None:
@@ -285,6 +293,7 @@ class Encoder:
             out += _encode_int(name_index, prefix, first)
         out += _encode_str(raw_value)
         if indexed:
+            self._renumber()
             self._evict(self.max_size - size)
             self._entries.append((pair, size, self._inserted))
             self._pairs[pair] = self._names[name] = self._inserted
@@ -294,7 +303,14 @@ class Encoder:
     def _resize(self, size: int, out: bytearray) -> None:
         out += _encode_int(size, 5, 0x20)
         self.max_size = size
+        self._renumber()
         self._evict(size)
+
+    def _renumber(self) -> None:
+        """The dynamic table is about to change: forget the indexed fields of its entries."""
+        for pair in self._dynamic_fields:
+            del self._fields[pair]
+        self._dynamic_fields.clear()
 
     def _evict(self, room: int) -> None:
         """Drop the oldest entries until the table holds at most ``room`` bytes."""
@@ -304,6 +320,12 @@ class Encoder:
             del self._pairs[pair]
             if self._names.get(pair[0]) == number:
                 del self._names[pair[0]]
+
+
+# Blocks that use no dynamic table, decoded (see the module docstring).
+_DECODED: dict[bytes, tuple[tuple[bytes, bytes], ...]] = {}
+_DECODED_MAX = 256
+_DECODED_BLOCK_MAX = 512  # bytes: larger blocks are decoded every time
 
 
 class Decoder:
@@ -339,7 +361,11 @@ class Decoder:
 
     def decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
         """The headers of one complete header block (HEADERS + CONTINUATION payloads joined)."""
+        known = _DECODED.get(block)
+        if known is not None:
+            return list(known)
         out: list[tuple[bytes, bytes]] = []
+        stateless = True  # no dynamic table read or changed so far
         pos, end = 0, len(block)
         data = memoryview(block)
 
@@ -378,14 +404,18 @@ class Decoder:
         while pos < end:
             first = data[pos]
             if first & 0x80:  # indexed header field
-                out.append(self._entry(integer(7)))
+                index = integer(7)
+                stateless = stateless and index <= len(STATIC_TABLE)
+                out.append(self._entry(index))
             elif first & 0x40:  # literal with incremental indexing
+                stateless = False
                 index = integer(6)
                 name = self._entry(index)[0] if index else string()
                 value = string()
                 self._add(name, value)
                 out.append((name, value))
             elif first & 0x20:  # dynamic table size update
+                stateless = False
                 size = integer(5)
                 if size > self.max_allowed:
                     raise HpackError(f"table size {size} above the allowed {self.max_allowed}")
@@ -393,6 +423,11 @@ class Decoder:
                 self._evict()
             else:  # literal without indexing (0000) or never indexed (0001)
                 index = integer(4)
+                stateless = stateless and index <= len(STATIC_TABLE)
                 name = self._entry(index)[0] if index else string()
                 out.append((name, string()))
+        if stateless and len(block) <= _DECODED_BLOCK_MAX and type(block) is bytes:
+            if len(_DECODED) >= _DECODED_MAX:
+                _DECODED.clear()
+            _DECODED[block] = tuple(out)
         return out
