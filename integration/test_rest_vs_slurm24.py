@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +171,7 @@ class Side:
     run: int = 0
     held: int = 0
     validator: Callable[[str], DocumentValidator] | None = None
+    since: float = 0.0  # when this run began (epoch seconds)
 
 
 @dataclass
@@ -248,11 +250,16 @@ def _settled(side: Side) -> None:
 _ORDER = {"accounts": ("name",), "users": ("name",), "associations": ("account", "user", "partition")}
 
 
-def _ours(body: Any, ids: tuple[int, ...]) -> Any:
+def _ours(body: Any, ids: tuple[int, ...], since: float) -> Any:
     """``body`` with only this run's jobs in its ``jobs`` list, in the order of ``ids`` (the
-    chroot's slurmctld and database keep earlier runs' jobs), and its entity lists in one order."""
+    chroot's slurmctld and database keep earlier runs' jobs), without associations' usage records of
+    periods that began before ``since`` (slurmdbd's rollups of earlier runs' jobs: Spur's database is
+    new each run, and a run's own jobs end inside a period neither side has rolled up), and its
+    entity lists in one order."""
     if not isinstance(body, dict):
         return body
+    if isinstance(body.get("associations"), list):
+        body = dict(body, associations=[_this_run_usage(a, since) for a in body["associations"]])
     if isinstance(body.get("jobs"), list):
         order = {str(job_id): i for i, job_id in enumerate(ids)}
         jobs = [j for j in body["jobs"] if str(j.get("job_id")) in order]
@@ -263,6 +270,18 @@ def _ours(body: Any, ids: tuple[int, ...]) -> Any:
     return body
 
 
+def _this_run_usage(association: Any, since: float) -> Any:
+    """``association`` without the ``accounting`` records (rolled-up usage) of periods that began
+    before ``since``."""
+    records = association.get("accounting") if isinstance(association, dict) else None
+    if not isinstance(records, list):
+        return association
+    kept = [
+        r for r in records if not (isinstance(r, dict) and isinstance(r.get("start"), int) and r["start"] < since)
+    ]
+    return dict(association, accounting=kept)
+
+
 def _take(side: Side, version: str, name: str, path: str) -> Answer:
     """The answer to ``GET path`` on ``side``; Spur's is also checked against the version's document
     (what Spur promises besides matching the real server)."""
@@ -270,7 +289,7 @@ def _take(side: Side, version: str, name: str, path: str) -> Answer:
     r = side.http.get(concrete)
     assert r.headers.get("content-type", "").startswith("application/json"), (name, r.status_code, r.text[:300])
     errors = side.validator(version).errors("get", concrete, r.status_code, r.json()) if side.validator else []
-    return Answer(r.status_code, _ours(r.json(), (side.done, side.run, side.held)), errors)
+    return Answer(r.status_code, _ours(r.json(), (side.done, side.run, side.held), side.since), errors)
 
 
 @functools.cache
@@ -296,6 +315,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Answers]:
     reason = slurm24.why_unavailable()
     if reason is not None:
         pytest.skip(f"no real Slurm 24.11: {reason}")
+    began = time.time()
     with slurm24.real_slurm24() as real:
         real_http = real.http()
         node = real_http.get("/slurm/v0.0.42/nodes/").json()["nodes"][0]
@@ -311,8 +331,8 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Answers]:
             cluster.wait_nodes(node["name"])
             spur_http = httpx.Client(base_url=f"http://127.0.0.1:{cluster.rest_port}",
                                      headers={"X-SLURM-USER-NAME": "root"}, timeout=30)  # fmt: skip
-            spur_side = Side(spur_http, node["name"], validator=_validator)
-            sides = {"real": Side(real_http, node["name"]), "spur": spur_side}
+            spur_side = Side(spur_http, node["name"], validator=_validator, since=began)
+            sides = {"real": Side(real_http, node["name"], since=began), "spur": spur_side}
             # both in /tmp (the chroot's, the machine's): the working directories compare by value.
             # Spur's first, then the real ones, answers taken at once: slurmctld forgets the
             # completed job 30 s after it ends
