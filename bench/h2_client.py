@@ -15,14 +15,13 @@ Usage: ``.venv/bin/python -m bench.h2_client [--calls 20000] [--rounds 7]``
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable
 
 import h2.connection
 import h2.events
 
-from bench.h2_server import _MAX_STREAMS, BODY, REQUEST, compare, credit, h2_client, serve, start
+from bench.h2_server import _MAX_STREAMS, BODY, REQUEST, arguments, compare, credit, h2_client, serve, start
 from spur.rpc.h2_client import ClientH2Connection
 from spur.rpc.transport import client_engine, server_engine
 
@@ -99,12 +98,7 @@ def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--calls", type=int, default=20000)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    args = arguments(__doc__)
     headers = call_headers(args.calls)
     preface, answers = encode_answers(headers)
     compare(

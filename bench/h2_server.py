@@ -164,13 +164,16 @@ def compare(engines: dict[str, Callable[[], float]], rounds: int, title: str) ->
     print(f"\n{base.split('.')[0]} / {ours}: {medians[base] / medians[ours]:.1f}x")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def arguments(doc: str | None) -> argparse.Namespace:
+    """``--calls`` and ``--rounds``, with ``doc`` as the help."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__)
     preface, calls = encode_calls(args.calls)
     compare(
         {

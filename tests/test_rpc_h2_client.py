@@ -16,14 +16,22 @@ import h2.settings
 import h2_helpers
 import hpack
 import pytest
-from h2_helpers import exchange, frame, frames, of, resets
+from h2_helpers import (
+    connection_error,
+    exchange,
+    frame,
+    frames,
+    of,
+    request_with_trailers,
+    resets,
+    stream_error,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spur.rpc import hpack_codec
 from spur.rpc.h2_client import ClientH2Connection, ClientProtocolError
 from spur.rpc.h2_engine import (
-    COMPRESSION_ERROR,
     CONTINUATION,
     DATA,
     ENHANCE_YOUR_CALM,
@@ -33,7 +41,6 @@ from spur.rpc.h2_engine import (
     PING,
     PREFACE,
     PROTOCOL_ERROR,
-    PUSH_PROMISE,
     RST_STREAM,
     SETTINGS,
     STREAM_CLOSED,
@@ -56,6 +63,13 @@ REQUEST = [
 RESPONSE = [(":status", "200"), ("content-type", "application/grpc")]
 OK = [("grpc-status", "0")]
 BLOCK = encode_block(RESPONSE)
+# What a client reads of a whole answer: response headers, a message, trailers.
+ANSWERED = [
+    h2.events.ResponseReceived,
+    h2.events.DataReceived,
+    h2.events.TrailersReceived,
+    h2.events.StreamEnded,
+]
 
 goaway_code = functools.partial(h2_helpers.goaway_code, error=ClientProtocolError)
 
@@ -142,12 +156,7 @@ def test_unary_call_with_trailers() -> None:
 
     answer(server, sid)
     _, events = exchange(client, server)
-    assert [type(e) for e in events] == [
-        h2.events.ResponseReceived,
-        h2.events.DataReceived,
-        h2.events.TrailersReceived,
-        h2.events.StreamEnded,
-    ]
+    assert [type(e) for e in events] == ANSWERED
     assert dict(events[0].headers)[b":status"] == b"200"
     assert events[1].data == b"\0\0\0\0\x02ok" and events[1].flow_controlled_length == 7
     assert dict(events[2].headers) == {b"grpc-status": b"0"}
@@ -161,17 +170,7 @@ def test_unary_call_with_trailers() -> None:
 
 def test_trailers_only_response_and_client_trailers() -> None:
     client, server = pair()
-    sid = client.get_next_available_stream_id()
-    client.send_headers(sid, REQUEST)
-    client.send_data(sid, b"abc")
-    client.send_headers(sid, [("x-trailer", "1")], end_stream=True)
-    got, _ = exchange(client, server)
-    assert [type(e) for e in got] == [
-        h2.events.RequestReceived,
-        h2.events.DataReceived,
-        h2.events.TrailersReceived,
-        h2.events.StreamEnded,
-    ]
+    sid = request_with_trailers(client, server)
     server.send_headers(sid, RESPONSE + [("grpc-status", "5")], end_stream=True)
     _, events = exchange(client, server)
     assert [type(e) for e in events] == [h2.events.ResponseReceived, h2.events.StreamEnded]
@@ -217,13 +216,7 @@ def test_byte_at_a_time_gives_the_same_events() -> None:
     events: list = []
     for i in range(len(stream)):
         events += client.receive_data(stream[i : i + 1])
-    assert [type(e) for e in events] == [
-        h2.events.RemoteSettingsChanged,
-        h2.events.ResponseReceived,
-        h2.events.DataReceived,
-        h2.events.TrailersReceived,
-        h2.events.StreamEnded,
-    ]
+    assert [type(e) for e in events] == [h2.events.RemoteSettingsChanged, *ANSWERED]
 
 
 # ---------------------------------------------------------------------------------------------- HPACK
@@ -413,25 +406,18 @@ def test_inbound_stream_window_violation_resets_the_stream() -> None:
 
 def test_resets_both_ways() -> None:
     client, server = pair()
-    sid = call(client)
-    exchange(client, server)
-    client.reset_stream(sid, 8)
-    got, _ = exchange(client, server)
-    assert [(type(e), e.stream_id, int(e.error_code), e.remote_reset) for e in got] == [
-        (h2.events.StreamReset, sid, 8, True)
-    ]
-    assert sid not in client.streams
-    with pytest.raises(h2.exceptions.StreamClosedError):
-        client.reset_stream(sid, 8)
-
-    sid = call(client)
-    exchange(client, server)
-    server.reset_stream(sid, 7)
-    _, events = exchange(client, server)
-    assert [(type(e), e.stream_id, int(e.error_code), e.remote_reset) for e in events] == [
-        (h2.events.StreamReset, sid, 7, True)
-    ]
-    assert client.open_outbound_streams == 0
+    for resetter, code in ((client, 8), (server, 7)):
+        sid = call(client)
+        exchange(client, server)
+        resetter.reset_stream(sid, code)
+        got, events = exchange(client, server)
+        seen = got if resetter is client else events
+        assert [(type(e), e.stream_id, int(e.error_code), e.remote_reset) for e in seen] == [
+            (h2.events.StreamReset, sid, code, True)
+        ]
+        assert sid not in client.streams and client.open_outbound_streams == 0
+        with pytest.raises(h2.exceptions.StreamClosedError):
+            client.reset_stream(sid, 8)
 
 
 def test_frames_on_a_stream_we_reset_are_ignored_and_credited() -> None:
@@ -513,39 +499,13 @@ def test_client_engine_is_ours_with_our_settings() -> None:
 # ---------------------------------------------------------------------------------------------- errors
 
 
-def _closed_stream_1() -> bytes:
-    return frame(HEADERS, 0x5, 1, BLOCK)
-
-
-CONNECTION_ERRORS = {
-    "frame larger than our max": (frame(DATA, 0, 1, b"x" * 16385), FRAME_SIZE_ERROR),
-    "headers opening a server stream": (frame(HEADERS, 0x4, 2, BLOCK), PROTOCOL_ERROR),
+CONNECTION_ERRORS = h2_helpers.CONNECTION_ERRORS | {
     "headers on a stream we never opened": (frame(HEADERS, 0x4, 3, BLOCK), PROTOCOL_ERROR),
-    "headers on stream 0": (frame(HEADERS, 0x4, 0, BLOCK), PROTOCOL_ERROR),
-    "headers on a closed stream": (_closed_stream_1() + frame(HEADERS, 0x5, 1, BLOCK), STREAM_CLOSED),
-    "push promise": (frame(PUSH_PROMISE, 0x4, 1, b"\0\0\0\2" + BLOCK), PROTOCOL_ERROR),
-    "data on an idle stream": (frame(DATA, 0, 3, b"x"), PROTOCOL_ERROR),
-    "data on a server stream": (frame(DATA, 0, 2, b"x"), PROTOCOL_ERROR),
-    "rst_stream on an idle stream": (frame(RST_STREAM, 0, 5, b"\0\0\0\0"), PROTOCOL_ERROR),
-    "window update on an idle stream": (frame(WINDOW_UPDATE, 0, 9, b"\0\0\0\1"), PROTOCOL_ERROR),
-    "undecodable header block": (frame(HEADERS, 0x4, 1, bytes([0x80 | 120])), COMPRESSION_ERROR),
-    "continuation without headers": (frame(CONTINUATION, 0x4, 1, BLOCK), PROTOCOL_ERROR),
-    "header block interrupted": (
-        frame(HEADERS, 0, 1, BLOCK) + frame(PING, 0, 0, b"12345678"),
-        PROTOCOL_ERROR,
-    ),
-    "header block over the list limit": (
-        frame(HEADERS, 0, 1, BLOCK) + b"".join(frame(CONTINUATION, 0, 1, b"\0" * 4000) for _ in range(3)),
-        ENHANCE_YOUR_CALM,
+    "headers on a closed stream": (
+        frame(HEADERS, 0x5, 1, BLOCK) + frame(HEADERS, 0x5, 1, BLOCK),
+        STREAM_CLOSED,
     ),
     "settings ack with none in flight": (frame(SETTINGS, 1, 0) + frame(SETTINGS, 1, 0), PROTOCOL_ERROR),
-    "initial window too large": (frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 2**31)), FLOW_CONTROL_ERROR),
-    "max frame size too small": (frame(SETTINGS, 0, 0, struct.pack(">HI", 5, 100)), PROTOCOL_ERROR),
-    "ping of the wrong size": (frame(PING, 0, 0, b"1234567"), FRAME_SIZE_ERROR),
-    "zero window update": (frame(WINDOW_UPDATE, 0, 0, b"\0\0\0\0"), PROTOCOL_ERROR),
-    "window overflow": (frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 2**31 - 1)), FLOW_CONTROL_ERROR),
-    "goaway on a stream": (frame(7, 0, 1, b"\0" * 8), PROTOCOL_ERROR),
-    "padding longer than the frame": (frame(HEADERS, 0x4 | 0x8, 1, bytes([200]) + BLOCK), PROTOCOL_ERROR),
 }
 
 
@@ -553,8 +513,7 @@ CONNECTION_ERRORS = {
 def test_connection_errors(name: str) -> None:
     data, code = CONNECTION_ERRORS[name]
     client = raw_client()
-    assert goaway_code(client, data) == code
-    assert client.receive_data(frame(PING, 0, 0, b"12345678")) == []  # nothing more is read
+    assert connection_error(client, data, ClientProtocolError) == code
     with pytest.raises(h2.exceptions.ProtocolError):
         client.send_headers(client.get_next_available_stream_id(), REQUEST)
 
@@ -588,10 +547,7 @@ STREAM_ERRORS = {
 def test_stream_errors(name: str) -> None:
     data, code = STREAM_ERRORS[name]
     client = raw_client()
-    events = client.receive_data(data)
-    assert [(e.stream_id, int(e.error_code)) for e in of(events, h2.events.StreamReset)] == [(1, code)]
-    assert resets(client) == [(1, code)]
-    assert 1 not in client.streams
+    assert stream_error(client, data) == [(1, code)]
     # The connection lives on.
     client.send_headers(3, REQUEST, end_stream=True)
     client.data_to_send()

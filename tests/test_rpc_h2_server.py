@@ -13,16 +13,24 @@ import h2.exceptions
 import h2.settings
 import h2_helpers
 import pytest
-from h2_helpers import exchange, frame, frames, of, resets
+from h2_helpers import (
+    BLOCK,
+    REQUEST,
+    connection_error,
+    exchange,
+    frame,
+    frames,
+    of,
+    request_with_trailers,
+    resets,
+    stream_error,
+)
 
 from spur.rpc.h2_engine import (
-    COMPRESSION_ERROR,
     CONTINUATION,
     DATA,
     ENHANCE_YOUR_CALM,
     FLOW_CONTROL_ERROR,
-    FRAME_SIZE_ERROR,
-    GOAWAY,
     HEADERS,
     PREFACE,
     PROTOCOL_ERROR,
@@ -36,15 +44,6 @@ from spur.rpc.h2_server import ServerH2Connection, ServerProtocolError
 from spur.rpc.hpack_codec import encode_block
 
 SC = h2.settings.SettingCodes
-REQUEST = [
-    (":method", "POST"),
-    (":scheme", "http"),
-    (":path", "/spur.Test/Call"),
-    (":authority", "localhost"),
-    ("content-type", "application/grpc"),
-    ("te", "trailers"),
-]
-BLOCK = encode_block(REQUEST)
 
 
 def make_server(**settings: int) -> ServerH2Connection:
@@ -114,17 +113,7 @@ def test_unary_call_with_trailers() -> None:
 
 def test_client_trailers_end_the_request() -> None:
     client, server = pair()
-    sid = client.get_next_available_stream_id()
-    client.send_headers(sid, REQUEST)
-    client.send_data(sid, b"abc")
-    client.send_headers(sid, [("x-trailer", "1")], end_stream=True)
-    got, _ = exchange(client, server)
-    assert [type(e) for e in got] == [
-        h2.events.RequestReceived,
-        h2.events.DataReceived,
-        h2.events.TrailersReceived,
-        h2.events.StreamEnded,
-    ]
+    sid = request_with_trailers(client, server)
     assert server.streams[sid].remote_ended
 
 
@@ -356,77 +345,18 @@ def test_max_concurrent_streams_through_h2() -> None:
 # ---------------------------------------------------------------------------------------------- errors
 
 
-def _hpack_bomb() -> bytes:
-    # One large literal added to the dynamic table, then indexed many times: small on the wire,
-    # far above the header list limit once decoded.
-    name = b"x-big"
-    value = b"v" * 3000
-    literal = bytes([0x40, len(name)]) + name + bytes([0x7F]) + _hpack_int_tail(len(value) - 127) + value
-    return BLOCK + literal + bytes([0x80 | 62]) * 10
-
-
-def _hpack_int_tail(value: int) -> bytes:
-    out = bytearray()
-    while value >= 128:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-CONNECTION_ERRORS = {
-    "frame larger than our max": (frame(DATA, 0, 1, b"x" * 16385), FRAME_SIZE_ERROR),
-    "ping of the wrong size": (frame(6, 0, 0, b"1234567"), FRAME_SIZE_ERROR),
-    "ping on a stream": (frame(6, 0, 1, b"12345678"), PROTOCOL_ERROR),
-    "settings on a stream": (frame(SETTINGS, 0, 1), PROTOCOL_ERROR),
-    "settings of the wrong size": (frame(SETTINGS, 0, 0, b"\0" * 5), FRAME_SIZE_ERROR),
-    "settings ack with payload": (frame(SETTINGS, 1, 0, b"\0" * 6), FRAME_SIZE_ERROR),
-    "initial window too large": (frame(SETTINGS, 0, 0, struct.pack(">HI", 4, 2**31)), FLOW_CONTROL_ERROR),
-    "max frame size too small": (frame(SETTINGS, 0, 0, struct.pack(">HI", 5, 100)), PROTOCOL_ERROR),
-    "enable push 2": (frame(SETTINGS, 0, 0, struct.pack(">HI", 2, 2)), PROTOCOL_ERROR),
-    "zero window update": (frame(WINDOW_UPDATE, 0, 0, b"\0\0\0\0"), PROTOCOL_ERROR),
-    "window overflow": (frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 2**31 - 1)), FLOW_CONTROL_ERROR),
-    "window update of the wrong size": (frame(WINDOW_UPDATE, 0, 0, b"\0\0\1"), FRAME_SIZE_ERROR),
-    "window update on idle stream": (frame(WINDOW_UPDATE, 0, 9, b"\0\0\0\1"), PROTOCOL_ERROR),
-    "data on stream 0": (frame(DATA, 0, 0, b"x"), PROTOCOL_ERROR),
-    "data on an idle stream": (frame(DATA, 0, 9, b"x"), PROTOCOL_ERROR),
-    "headers on stream 0": (frame(HEADERS, 0x4, 0, BLOCK), PROTOCOL_ERROR),
-    "headers on an even stream": (frame(HEADERS, 0x4, 2, BLOCK), PROTOCOL_ERROR),
+CONNECTION_ERRORS = h2_helpers.CONNECTION_ERRORS | {
     "headers on a closed stream": (
         frame(HEADERS, 0x5, 3, BLOCK) + frame(HEADERS, 0x5, 1, BLOCK),
         STREAM_CLOSED,
     ),
-    "stream depends on itself": (frame(HEADERS, 0x24, 1, b"\0\0\0\1\x10" + BLOCK), PROTOCOL_ERROR),
-    "continuation without headers": (frame(CONTINUATION, 0x4, 1, BLOCK), PROTOCOL_ERROR),
-    "header block interrupted": (frame(HEADERS, 0, 1, BLOCK) + frame(6, 0, 0, b"12345678"), PROTOCOL_ERROR),
-    "continuation of another stream": (
-        frame(HEADERS, 0, 1, BLOCK) + frame(CONTINUATION, 4, 3, b""),
-        PROTOCOL_ERROR,
-    ),
-    "push promise": (frame(5, 0x4, 1, b"\0\0\0\2" + BLOCK), PROTOCOL_ERROR),
-    "undecodable header block": (frame(HEADERS, 0x4, 1, bytes([0x80 | 120])), COMPRESSION_ERROR),
-    "padding longer than the frame": (frame(HEADERS, 0x4 | 0x8, 1, bytes([200]) + BLOCK), PROTOCOL_ERROR),
-    "rst_stream on stream 0": (frame(RST_STREAM, 0, 0, b"\0\0\0\0"), PROTOCOL_ERROR),
-    "rst_stream on an idle stream": (frame(RST_STREAM, 0, 7, b"\0\0\0\0"), PROTOCOL_ERROR),
-    "rst_stream of the wrong size": (frame(RST_STREAM, 0, 1, b"\0\0\0"), FRAME_SIZE_ERROR),
-    "priority of the wrong size": (frame(2, 0, 1, b"\0\0\0"), FRAME_SIZE_ERROR),
-    "goaway on a stream": (frame(GOAWAY, 0, 1, b"\0" * 8), PROTOCOL_ERROR),
-    "header block over the list limit": (
-        frame(HEADERS, 0, 1, BLOCK) + b"".join(frame(CONTINUATION, 0, 1, b"\0" * 4000) for _ in range(3)),
-        ENHANCE_YOUR_CALM,
-    ),
-    "decoded header list over the limit": (frame(HEADERS, 0x4, 1, _hpack_bomb()), ENHANCE_YOUR_CALM),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CONNECTION_ERRORS))
 def test_connection_errors(name: str) -> None:
     data, code = CONNECTION_ERRORS[name]
-    server = raw_server()
-    assert goaway_code(server, data) == code
-    assert server.receive_data(frame(6, 0, 0, b"12345678")) == []  # nothing more is read
-    with pytest.raises(h2.exceptions.ProtocolError):
-        server.update_settings({SC.INITIAL_WINDOW_SIZE: 1})
+    assert connection_error(raw_server(), data, ServerProtocolError) == code
 
 
 def test_bad_preface_and_first_frame() -> None:
@@ -461,10 +391,7 @@ STREAM_ERRORS = {
 def test_stream_errors(name: str) -> None:
     data, code = STREAM_ERRORS[name]
     server = raw_server()
-    events = server.receive_data(data)
-    assert [(e.stream_id, int(e.error_code)) for e in of(events, h2.events.StreamReset)] == [(1, code)]
-    assert resets(server) == [(1, code)]
-    assert 1 not in server.streams
+    assert stream_error(server, data) == [(1, code)]
     # The connection lives on.
     assert of(server.receive_data(frame(HEADERS, 0x5, 3, BLOCK)), h2.events.RequestReceived)
 
