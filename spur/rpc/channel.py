@@ -447,8 +447,9 @@ class _Connection(H2Transport[ClientH2Connection]):
             self._on_goaway(event)
 
     def _on_goaway(self, event: h2.events.ConnectionTerminated) -> None:
-        # h2 cannot keep using a connection after GOAWAY, so every call on it ends here; those the
-        # server never saw (id above last_stream_id) are marked safe to retry.
+        # Every call on the connection ends here (the engine would let those up to last_stream_id
+        # finish; we do not wait for them, as when the engine was h2's); those the server never saw
+        # (id above last_stream_id) are marked safe to retry.
         self.goaway = True
         last = event.last_stream_id if event.last_stream_id is not None else 2**31 - 1
         why = f"server closed the connection (GOAWAY {event.error_code!r})"

@@ -12,7 +12,7 @@ connection level as soon as it is read, and at the stream level when the owner c
 
 Reads: at most :attr:`H2Transport.read_size` bytes at a time (an owner may lower it, e.g. for a peer
 that has not authenticated yet); :meth:`H2Transport.on_received` sees the size of every read before
-h2 parses it, so an owner can bound what a peer may send.
+the engine parses it, so an owner can bound what a peer may send.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ class H2Transport(Generic[EngineT]):
             try:
                 events = self.h2.receive_data(data)
             except h2.exceptions.ProtocolError as exc:
-                # the engine (h2 or ours) has queued a GOAWAY already; let the final flush carry it.
+                # the engine has queued a GOAWAY already; let the final flush carry it.
                 self.close(f"HTTP/2 protocol error: {exc}")
                 return
             for event in events:
