@@ -1,13 +1,16 @@
 """What one immediate-grant decision costs the leader on a big cluster, with no RPC or Raft around it.
 
-    python -m bench.immediate_grant [--nodes 5000] [--running 500] [--decisions 5000]
+    python -m bench.immediate_grant [--nodes 5000] [--running 500] [--decisions 5000] [--in-flight 0,64,256]
 
 Builds a cluster state of ``--nodes`` 8-CPU nodes through the state machine (commands encoded and
 applied as Raft applies them), then runs a steady stream like ``bench.fleet``'s: each round decides
 the grant of a 1-CPU job (``spur.state.immediate.decide_grant`` with the backfill plugin's
 ``place_now``), applies its ``SubmitJob`` with that grant, and ends the oldest running job once
 ``--running`` jobs hold CPUs, so every decision follows changed node views, as on a loaded
-controller. Prints CPU microseconds per decision and per applied command (median of 3 repeats).
+controller. With ``--in-flight K`` each submission is applied only K decisions after it was decided
+(as Raft applies it on a loaded leader, which holds up to ``max_submit_queue`` = 256 in flight), and
+the decisions between see it through ``spur.state.immediate.Flying``. Prints CPU microseconds per
+decision and per applied command for each K (median of 3 repeats).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections import deque
 
 from spur.core.job import JobSpec, Node
 from spur.state import commands as c
-from spur.state.immediate import decide_grant
+from spur.state.immediate import Flying, InFlight, decide_grant
 from spur.state.machine import ClusterState
 
 
@@ -36,27 +39,43 @@ def _build(nodes: int) -> tuple[ClusterState, list[int]]:
     return state, index
 
 
-def run_once(nodes: int, running: int, decisions: int) -> tuple[float, float]:
-    """(CPU µs per decision, CPU µs per applied command) over ``decisions`` steady rounds."""
+def run_once(nodes: int, running: int, decisions: int, in_flight: int = 0) -> tuple[float, float]:
+    """(CPU µs per decision, CPU µs per applied command) over ``decisions`` steady rounds, each
+    submission applied ``in_flight`` decisions after its own."""
     from spur_sched_backfill.planner import place_now
 
     state, index = _build(nodes)
     spec = JobSpec(name="fleet", script="#!/bin/sh\ntrue\n", work_dir="/tmp", cpus_per_task=1)
     holding: deque[int] = deque()
+    flying = Flying()
+    proposed: deque[tuple[int, c.SubmitJob]] = deque()
     decide_cpu = apply_cpu = 0.0
     applied = 0
     now = 10.0
-    for _ in range(running + decisions):
+    for _ in range(running + decisions + in_flight):
         now += 0.002
         t0 = time.process_time()
         decision = decide_grant(
-            state, spec, "alice", now, place=place_now, priorities=lambda jobs: {}, limits=None
+            state,
+            spec,
+            "alice",
+            now,
+            place=place_now,
+            priorities=lambda jobs: {},
+            limits=None,
+            in_flight=flying,
         )
+        key = flying.add(decision.in_flight or InFlight("", (), False))
         t1 = time.process_time()
-        index[0] += 1
-        job_id = state.apply(
-            index[0], c.encode(c.SubmitJob(spec, "alice", 1000, 1000, "alice", now, list(decision.allocation)))
+        proposed.append(
+            (key, c.SubmitJob(spec, "alice", 1000, 1000, "alice", now, list(decision.allocation)))
         )
+        if len(proposed) <= in_flight:
+            continue
+        key, cmd = proposed.popleft()
+        index[0] += 1
+        job_id = state.apply(index[0], c.encode(cmd))
+        flying.remove(key)
         applied += 1
         holding.append(job_id)
         if len(holding) > running:
@@ -76,13 +95,16 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=5000)
     ap.add_argument("--running", type=int, default=500)
     ap.add_argument("--decisions", type=int, default=5000)
+    ap.add_argument("--in-flight", default="0,64,256", help="comma-separated: submissions in flight per run")
     args = ap.parse_args()
-    runs = [run_once(args.nodes, args.running, args.decisions) for _ in range(3)]
-    decide = statistics.median(r[0] for r in runs)
-    apply = statistics.median(r[1] for r in runs)
     print(f"{args.nodes} nodes, {args.running} running 1-CPU jobs, {args.decisions} decisions (median of 3)")
-    print(f"  decide_grant        {decide:8.1f} µs CPU per decision")
-    print(f"  apply (submit/exit) {apply:8.1f} µs CPU per command")
+    for k in (int(x) for x in args.in_flight.split(",")):
+        runs = [run_once(args.nodes, args.running, args.decisions, k) for _ in range(3)]
+        decide = statistics.median(r[0] for r in runs)
+        apply = statistics.median(r[1] for r in runs)
+        print(
+            f"  {k:3d} in flight: decide_grant {decide:8.1f} µs CPU per decision, apply {apply:6.1f} µs per command"
+        )
 
 
 if __name__ == "__main__":

@@ -190,7 +190,9 @@ def test_account_limits_are_checked_for_the_job_not_yet_submitted() -> None:
     # Limits are charged only once applied: while a grant is in flight no other job is granted.
     assert decide(in_flight=[first.in_flight]).allocation == ()
     job_id = _submit_with(log, first.allocation)
-    assert log.state.jobs[job_id].state is JobState.RUNNING and log.state.jobs[job_id].spec.account == "physics"
+    assert (
+        log.state.jobs[job_id].state is JobState.RUNNING and log.state.jobs[job_id].spec.account == "physics"
+    )
     assert decide().allocation == ()  # GrpJobs=1 is reached
     assert log.state.domains["accounting"].scheduling_gate().check_job(
         log.state.jobs[job_id]
@@ -216,7 +218,7 @@ def test_the_plugin_is_shown_only_nodes_the_job_could_use_now() -> None:
     everything = nodes + listed
     layout = NodeLayout.build(everything, parts)
     for part in ("a", "b", ""):
-        through_layout = usable_in_order(everything, (), parts, part, layout)
+        through_layout = usable_in_order(everything, {}, parts, part, layout)
         assert [v.name for v in through_layout] == [v.name for v in usable_now(everything, parts, part)]
 
 
@@ -247,3 +249,69 @@ def test_a_decision_on_a_big_idle_cluster_offers_the_plugin_a_few_nodes_first() 
     assert len(wide.allocation) == 100 and offered == [200]  # twice the nodes asked for
     big = decide(num_tasks=1, cpus_per_task=16)  # only the last node has 16 CPUs
     assert [a.node for a in big.allocation] == ["n299"] and offered == [FIRST_OFFER, 300]
+
+
+def test_flying_keeps_the_sums_of_what_is_in_flight() -> None:
+    """Flying's running sums equal a recomputation from its entries after any mix of arrivals and
+    departures, and a node whose CPUs grants in flight fill is never offered."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from spur.core.scheduling import NodeView
+    from spur.state.immediate import Flying, usable_in_order
+
+    alloc = st.builds(
+        NodeAllocation,
+        node=st.sampled_from(["n1", "n2", "n3"]),
+        cpus=st.integers(1, 4),
+        mem_mb=st.integers(0, 100),
+        gpus=st.lists(st.integers(0, 3), max_size=2, unique=True).map(tuple),
+    )
+    entry = st.builds(
+        InFlight,
+        partition=st.sampled_from(["a", "b"]),
+        allocation=st.lists(alloc, max_size=2).map(tuple),
+        waits=st.booleans(),
+    )
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.tuples(entry, st.booleans()), max_size=30))
+    def check(steps: list[tuple[InFlight, bool]]) -> None:
+        flying, live = Flying(), {}
+        for new, leave_one in steps:
+            live[flying.add(new)] = new
+            if leave_one and live:
+                key = next(iter(live))
+                flying.remove(key)
+                del live[key]
+            assert len(flying) == len(live)
+            for part in ("a", "b"):
+                assert flying.waits_in(part) == any(e.waits and e.partition == part for e in live.values())
+            assert flying.granted == sum(bool(e.allocation) for e in live.values())
+            for node in ("n1", "n2", "n3"):
+                allocs = [a for e in live.values() for a in e.allocation if a.node == node]
+                held = flying.taken.get(node)
+                if not allocs:
+                    assert held is None
+                    continue
+                assert held is not None
+                assert (held.cpus, held.mem_mb, held.grants) == (
+                    sum(a.cpus for a in allocs),
+                    sum(a.mem_mb for a in allocs),
+                    len(allocs),
+                )
+                assert set(held.gpus) == {g for a in allocs for g in a.gpus}
+            views = [
+                NodeView(n, 4, 4, 1000, 1000, gpus_free=(0, 1, 2, 3), partitions=("a",))
+                for n in ("n1", "n2", "n3")
+            ]
+            offered = {v.name: v for v in usable_in_order(views, flying.taken, (), "a")}
+            for v in views:
+                held = flying.taken.get(v.name)
+                cpus_left = 4 - (held.cpus if held else 0)
+                assert (v.name in offered) == (cpus_left > 0)
+                if v.name in offered and held is not None:
+                    assert offered[v.name].cpus_free == cpus_left
+                    assert set(offered[v.name].gpus_free) == {0, 1, 2, 3} - set(held.gpus)
+
+    check()

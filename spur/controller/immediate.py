@@ -7,12 +7,11 @@ sees every earlier one (applied, or still in flight here).
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Protocol
 
 from spur.accounting.shares import weights_of
 from spur.core.job import Job, JobSpec
-from spur.state.immediate import NO_GRANT, Decision, InFlight, JobLimits, decide_grant
+from spur.state.immediate import NO_GRANT, Decision, Flying, InFlight, JobLimits, decide_grant
 
 if TYPE_CHECKING:
     from spur.config.model import SpurConfig
@@ -37,8 +36,7 @@ class ImmediateGrants:
 
     def __init__(self, host: GrantHost) -> None:
         self._host = host
-        self._in_flight: dict[int, InFlight] = {}
-        self._ids = itertools.count()
+        self._in_flight = Flying()
 
     def decide(self, spec: JobSpec, user: str, now: float) -> Decision:
         """Whether the job ``user`` submits at ``now`` starts in its submit entry, and where."""
@@ -65,7 +63,7 @@ class ImmediateGrants:
             place=lambda snapshot, job: hook(snapshot=snapshot, job=job, options={}),
             priorities=priorities,
             limits=limits,
-            in_flight=self._in_flight.values(),
+            in_flight=self._in_flight,
         )
 
     def flying(self, decision: Decision) -> _Flying:
@@ -86,8 +84,8 @@ class _Flying:
 
     def __enter__(self) -> None:
         if self._entry is not None:
-            self._key = next(self._grants._ids)
-            self._grants._in_flight[self._key] = self._entry
+            self._key = self._grants._in_flight.add(self._entry)
 
     def __exit__(self, *exc: object) -> None:
-        self._grants._in_flight.pop(self._key, None)
+        if self._entry is not None:
+            self._grants._in_flight.remove(self._key)

@@ -19,8 +19,10 @@ Pure: no I/O; the plugin and the priority and limit calculations come in as call
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from typing import TYPE_CHECKING, Protocol
 
@@ -142,38 +144,92 @@ def outranked(
     return any(prio.get(r.job_id, r.priority) >= mine for r in rivals)
 
 
-def _taken(grants: Iterable[NodeAllocation]) -> dict[str, list[NodeAllocation]]:
-    taken: dict[str, list[NodeAllocation]] = {}
-    for a in grants:
-        taken.setdefault(a.node, []).append(a)
-    return taken
+@dataclass
+class Taken:
+    """What the granted submissions in flight hold on one node, summed."""
+
+    cpus: int = 0
+    mem_mb: int = 0
+    grants: int = 0
+    gpus: Counter[int] = field(default_factory=Counter)
+
+    def add(self, a: NodeAllocation, sign: int) -> None:
+        self.cpus += sign * a.cpus
+        self.mem_mb += sign * a.mem_mb
+        self.grants += sign
+        self.gpus.update({g: sign for g in a.gpus})
+        if sign < 0:
+            self.gpus = +self.gpus  # drop GPUs no longer held
+
+    def from_view(self, v: NodeView) -> NodeView:
+        """``v`` with these resources taken."""
+        return replace(
+            v,
+            cpus_free=max(0, v.cpus_free - self.cpus),
+            mem_free_mb=max(0, v.mem_free_mb - self.mem_mb),
+            gpus_free=tuple(g for g in v.gpus_free if not self.gpus[g]) if self.gpus else v.gpus_free,
+            running_jobs=v.running_jobs + self.grants,
+        )
 
 
-def _minus(v: NodeView, allocs: list[NodeAllocation]) -> NodeView:
-    gpus = {g for a in allocs for g in a.gpus}
-    return replace(
-        v,
-        cpus_free=max(0, v.cpus_free - sum(a.cpus for a in allocs)),
-        mem_free_mb=max(0, v.mem_free_mb - sum(a.mem_mb for a in allocs)),
-        gpus_free=tuple(g for g in v.gpus_free if g not in gpus),
-        running_jobs=v.running_jobs + len(allocs),
-    )
+class Flying:
+    """The submissions in flight, with running sums kept as they come and go, so that a decision
+    costs what its offer does and not what is in flight (a loaded leader holds up to
+    ``max_submit_queue`` of them). Single-threaded: the controller's Trio thread owns it."""
+
+    def __init__(self, entries: Iterable[InFlight] = ()) -> None:
+        self._entries: dict[int, InFlight] = {}
+        self._ids = itertools.count()
+        self._waiting: Counter[str] = Counter()  # partition -> submissions pending ahead
+        self.granted = 0  # submissions in flight with a grant
+        self.taken: dict[str, Taken] = {}  # node -> what grants in flight hold there
+        for entry in entries:
+            self.add(entry)
+
+    def add(self, entry: InFlight) -> int:
+        """Count ``entry`` in; the key :meth:`remove` takes."""
+        key = next(self._ids)
+        self._entries[key] = entry
+        self._account(entry, 1)
+        return key
+
+    def remove(self, key: int) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._account(entry, -1)
+
+    def waits_in(self, partition: str) -> bool:
+        """Whether a submission of ``partition`` in flight pends although it could run (it goes first)."""
+        return self._waiting[partition] > 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _account(self, entry: InFlight, sign: int) -> None:
+        if entry.waits:
+            self._waiting[entry.partition] += sign
+        if entry.allocation:
+            self.granted += sign
+        for a in entry.allocation:
+            held = self.taken.setdefault(a.node, Taken())
+            held.add(a, sign)
+            if not held.grants:
+                del self.taken[a.node]
 
 
 def usable_in_order(
     nodes: Iterable[NodeView],
-    grants: Iterable[NodeAllocation],
+    taken: Mapping[str, Taken],
     partitions: Iterable[PartitionView],
     partition: str,
     layout: NodeLayout | None = None,
 ) -> Iterator[NodeView]:
-    """Lazily, in ``nodes``' order: the nodes a job of ``partition`` could start on now, with the
-    resources of granted submissions still in flight taken: available members with a free CPU. A
-    placement never uses any other node (every job takes a CPU on each of its nodes), so leaving them
+    """Lazily, in ``nodes``' order: the nodes a job of ``partition`` could start on now, with what
+    granted submissions in flight hold (``taken``, by node) taken: available members with a free CPU.
+    A placement never uses any other node (every job takes a CPU on each of its nodes), so leaving them
     out of the plugin's snapshot changes no answer and keeps a decision cheap on a busy cluster.
     ``layout`` (the snapshot's, of these ``nodes`` and ``partitions``) answers membership without
     reading the partition's whole node list."""
-    taken = _taken(grants)
     members: Container[str]
     if layout is not None:
         positions, index = layout.members.get(partition, frozenset()), layout.index
@@ -181,8 +237,11 @@ def usable_in_order(
     else:
         members = {n for p in partitions if p.name == partition for n in p.nodes}
     for v in nodes:
-        if v.name in taken:
-            v = _minus(v, taken[v.name])
+        held = taken.get(v.name) if taken else None
+        if held is not None:
+            if v.cpus_free <= held.cpus:
+                continue  # the usual case under load: grants in flight fill the first nodes
+            v = held.from_view(v)
         if (
             v.available
             and v.cpus_free > 0
@@ -205,7 +264,7 @@ def usable_now(
     nodes: tuple[NodeView, ...], partitions: Iterable[PartitionView], partition: str
 ) -> tuple[NodeView, ...]:
     """:func:`usable_in_order`, all of them, with no grant in flight."""
-    return tuple(usable_in_order(nodes, (), partitions, partition))
+    return tuple(usable_in_order(nodes, {}, partitions, partition))
 
 
 # A decision first offers the plugin this many usable nodes (in name order, the order placements scan
@@ -224,7 +283,7 @@ def decide_grant(
     place: Placer,
     priorities: Callable[[list[Job]], dict[int, int]],
     limits: JobLimits | None,
-    in_flight: Iterable[InFlight] = (),
+    in_flight: Flying | Iterable[InFlight] = (),
 ) -> Decision:
     """The leader's decision for a submission at ``now`` (see the module docstring).
 
@@ -234,11 +293,11 @@ def decide_grant(
     job = provisional_job(state, spec, user, now)
     if job is None:
         return NO_GRANT
-    flying = list(in_flight)
+    flying = in_flight if isinstance(in_flight, Flying) else Flying(in_flight)
     waiting = Decision((), InFlight(job.partition, (), waits=True))
-    if any(f.waits and f.partition == job.partition for f in flying):
+    if flying.waits_in(job.partition):
         return waiting  # an earlier submission of this partition pends: it goes first
-    if limits is not None and (any(f.allocation for f in flying) or limits.check_job(job)):
+    if limits is not None and (flying.granted or limits.check_job(job)):
         return waiting  # over a limit, or limits not yet charged for grants in flight
     if outranked(state, job, now, priorities=priorities, limits=limits):
         return waiting
@@ -248,8 +307,7 @@ def decide_grant(
     index.refresh(state)
     partitions = index.partition_views
     prio = priorities([job]).get(job.job_id)
-    grants = [a for f in flying for a in f.allocation]
-    usable = usable_in_order(index.free_in_order(), grants, partitions, job.partition, index.layout)
+    usable = usable_in_order(index.free_in_order(), flying.taken, partitions, job.partition, index.layout)
     # A job naming its nodes may name any of them: it is offered every usable node at once.
     offer = index.node_count() if spec.nodelist else max(FIRST_OFFER, 2 * spec.num_nodes)
     nodes = tuple(islice(usable, offer))
