@@ -7,7 +7,7 @@ dependency-display helpers only when called."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import TYPE_CHECKING, TypeVar
 
 from google.protobuf.message import Message
@@ -71,17 +71,54 @@ def _field_kinds(cls: type[DataclassInstance], msg: Message) -> tuple[tuple[str,
     return kinds
 
 
+_READ_PLANS: dict[tuple[type, object], tuple[dict[str, int], tuple[tuple[str, int], ...]]] = {}
+
+
+def _read_plan(cls: type[DataclassInstance], msg: Message) -> tuple[dict[str, int], tuple[tuple[str, int], ...]]:
+    """(kind by field name, the fields to read even when unset): a field left unset on the wire may be
+    left to the dataclass's default only where that default equals the message's zero value."""
+    key = (cls, msg.DESCRIPTOR)
+    plan = _READ_PLANS.get(key)
+    if plan is None:
+        kinds = dict(_field_kinds(cls, msg))
+        blank = type(msg)()
+        always = []
+        for f in fields(cls):
+            if f.default is not MISSING:
+                default: object = f.default
+            elif f.default_factory is not MISSING:
+                default = f.default_factory()
+            else:
+                always.append((f.name, kinds[f.name]))
+                continue
+            if _as_value(getattr(blank, f.name), kinds[f.name]) != default:
+                always.append((f.name, kinds[f.name]))
+        plan = _READ_PLANS[key] = (kinds, tuple(always))
+    return plan
+
+
+def _as_value(value: object, kind: int) -> object:
+    if kind == _LIST:
+        return list(value)  # type: ignore[call-overload]
+    if kind == _MAP:
+        return dict(value)  # type: ignore[call-overload]
+    return value
+
+
 def _values_from_proto(cls: type[DataclassInstance], msg: Message) -> dict[str, object]:
     """The dataclass's field values read from ``msg``: scalars as they are, repeated fields as lists,
-    maps as dicts."""
+    maps as dicts. Only the fields set on the wire are read (``ListFields``), and those whose
+    dataclass default differs from the wire's zero value: the rest keep their defaults, which are the
+    same values (every submission passes here, and a job spec has dozens of fields, most unset)."""
+    kinds, always = _read_plan(cls, msg)
     values: dict[str, object] = {}
-    for name, kind in _field_kinds(cls, msg):
-        value = getattr(msg, name)
-        if kind == _LIST:
-            value = list(value)
-        elif kind == _MAP:
-            value = dict(value)
-        values[name] = value
+    for fd, value in msg.ListFields():
+        kind = kinds.get(fd.name)
+        if kind is not None:
+            values[fd.name] = _as_value(value, kind)
+    for name, kind in always:
+        if name not in values:
+            values[name] = _as_value(getattr(msg, name), kind)
     return values
 
 
