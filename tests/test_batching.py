@@ -108,6 +108,48 @@ async def test_concurrent_proposals_share_entries_and_get_their_own_results(tmp_
         nursery.cancel_scope.cancel()
 
 
+async def test_propose_many_keeps_order_shares_entries_and_returns_each_outcome(tmp_path) -> None:
+    """Commands proposed together leave in one entry (more than one past max_batch), are applied in
+    their order, and each gets its own result or error, as SubmitJobs relies on."""
+    ctl = make_controller(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ctl.raft.run)
+        await nursery.start(ctl.batcher.run)
+        await ctl.propose(c.RegisterNode(Node(name="n1", address="h", cpus=64, memory_mb=1000), 0.0))
+        cmds = [
+            submit(spec(name="a")),
+            c.CancelJob(99_999, 0, 2.0),
+            submit(spec(name="b")),
+            submit(spec(name="c")),
+        ]
+        entries_before = ctl.batcher.entries
+        outcomes = await ctl.propose_many(cmds)
+        assert ctl.batcher.entries - entries_before == 1
+        assert isinstance(outcomes[1], RpcError) and outcomes[1].code is StatusCode.NOT_FOUND
+        ids = [outcomes[i] for i in (0, 2, 3)]
+        assert ids == sorted(ids) and [ctl.state.jobs[i].spec.name for i in ids] == ["a", "b", "c"]
+        many = [submit(spec(name=f"m{k}")) for k in range(1200)]  # past DEFAULT_MAX_BATCH (512)
+        entries_before = ctl.batcher.entries
+        ids = await ctl.propose_many(many)
+        assert ids == sorted(ids) and len(set(ids)) == 1200
+        assert ctl.batcher.entries - entries_before == 3
+        assert await ctl.propose_many([]) == []
+        with pytest.raises(TypeError):
+            await ctl.batcher.propose_many([submit(spec(name="x")), "not a command"])
+        assert ctl.batcher.queued == 0  # nothing of the refused call was queued
+        nursery.cancel_scope.cancel()
+
+
+async def test_propose_many_without_the_batcher_proposes_one_by_one(tmp_path) -> None:
+    ctl = make_controller(tmp_path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ctl.raft.run)
+        await ctl.propose(c.RegisterNode(Node(name="n1", address="h", cpus=64, memory_mb=1000), 0.0))
+        outcomes = await ctl.propose_many([submit(spec(name="a")), c.CancelJob(99_999, 0, 2.0)])
+        assert outcomes[0] == 1 and isinstance(outcomes[1], RpcError)
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_cancelled_caller_takes_its_queued_command_back(tmp_path) -> None:
     ctl = make_controller(tmp_path)
     async with trio.open_nursery() as nursery:

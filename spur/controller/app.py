@@ -68,6 +68,22 @@ class _NotifyingStateMachine:
         self.state.check_command(data)
 
 
+def _proposal_error(exc: Exception) -> RpcError:
+    """What a client hears when a proposal failed as a whole (not leader, storage, shutting down);
+    an error that is none of those is re-raised."""
+    from spur.controller.batching import BatcherStopped
+    from spur.raft.node import NotLeader
+    from spur.raft.storage import StorageError
+
+    if isinstance(exc, BatcherStopped):
+        return RpcError(StatusCode.UNAVAILABLE, f"{exc}; retry")
+    if isinstance(exc, NotLeader):
+        return RpcError(StatusCode.UNAVAILABLE, f"not the leader; retry (leader: {exc.leader_hint})")
+    if isinstance(exc, StorageError):
+        return RpcError(StatusCode.UNAVAILABLE, f"state could not be made durable: {exc}")
+    raise exc
+
+
 class Controller:
     """A spurctld instance. ``run`` serves until cancelled."""
 
@@ -237,26 +253,38 @@ class Controller:
 
     async def propose(self, cmd: Any) -> Any:
         """Replicate ``cmd`` and return its result; a Rejected result becomes an RpcError."""
-        from spur.controller.batching import BatcherStopped
-        from spur.raft.node import NotLeader
-        from spur.raft.storage import StorageError
-
         try:
             if self.batcher.running:
                 result = await self.batcher.propose(cmd)
             else:
                 result = await self.raft.propose(c.encode(cmd))
-        except BatcherStopped as exc:
-            raise RpcError(StatusCode.UNAVAILABLE, f"{exc}; retry") from None
-        except NotLeader as exc:
-            raise RpcError(
-                StatusCode.UNAVAILABLE, f"not the leader; retry (leader: {exc.leader_hint})"
-            ) from None
-        except StorageError as exc:
-            raise RpcError(StatusCode.UNAVAILABLE, f"state could not be made durable: {exc}") from None
+        except Exception as exc:
+            raise _proposal_error(exc) from None
         if isinstance(result, Rejected):
             raise RpcError(StatusCode[result.code], result.message)
         return result
+
+    async def propose_many(self, cmds: list[Any]) -> list[Any]:
+        """Replicate ``cmds`` in their order (sharing Raft entries) and return, in order, each one's
+        result or the RpcError it ended with (a Rejected result, or its entry's failure), so a caller
+        can tell which of them were applied."""
+        if self.batcher.running:
+            outcomes = await self.batcher.propose_many(cmds)
+        else:
+            outcomes = []
+            for cmd in cmds:
+                try:
+                    outcomes.append(await self.raft.propose(c.encode(cmd)))
+                except Exception as exc:
+                    outcomes.append(exc)
+        results: list[Any] = []
+        for outcome in outcomes:
+            if isinstance(outcome, Rejected):
+                outcome = RpcError(StatusCode[outcome.code], outcome.message)
+            elif isinstance(outcome, Exception) and not isinstance(outcome, RpcError):
+                outcome = _proposal_error(outcome)
+            results.append(outcome)
+        return results
 
     async def leader_ready(self) -> None:
         """Wait until this leader has proposed its configuration (a call served earlier would see the

@@ -1,24 +1,38 @@
-"""``spur.batch.v1.ControllerBatch``: many final job reports in one call (agents, the fleet simulator).
+"""``spur.batch.v1.ControllerBatch``: many final job reports in one call (agents, the fleet simulator),
+and many submissions in one call (programs that submit jobs by the hundred).
 
 Each report is served exactly as a ``ReportJobStatus`` call would be (same checks, same command, same
 outcome), through :class:`~spur.controller.service.ControllerService`; reports of different jobs run
 concurrently so that their ``JobExited`` proposals leave in shared Raft entries, a job's own reports
 in order. On a follower each report is forwarded to the leader like the single call.
+
+Each submission is served as a ``SubmitJob`` call would be, for the authenticated caller (whatever
+the request holds), through ``ControllerService.submit_many``: accepted ones get increasing ids in the
+request's order. A follower forwards the whole call, with the caller's credentials, to the leader.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from spur.auth.callers import caller
+from spur.core.job import JobSpec
+from spur.rpc import convert
 from spur.rpc.batching import CONTROLLER_BATCH, serve_items
 from spur.rpc.proto import batch_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
+from spur.rpc.status import RpcError, StatusCode
+from spur.rpc.stub import Stub
 
 if TYPE_CHECKING:
     from spur.controller.service import ControllerService
 
-__all__ = ["CONTROLLER_BATCH", "ControllerBatchService"]
+__all__ = ["CONTROLLER_BATCH", "MAX_SUBMISSIONS", "ControllerBatchService"]
+
+# Submissions one SubmitJobs call may carry: past max_submit_queue (256 by default) items are refused
+# RESOURCE_EXHAUSTED anyway, and a bound keeps one call's parsing from holding the event loop.
+MAX_SUBMISSIONS = 1000
 
 
 class ControllerBatchService:
@@ -35,3 +49,43 @@ class ControllerBatchService:
             key=lambda report: report.job_id,
         )
         return outcomes
+
+    async def SubmitJobs(
+        self, request: batch_pb2.SubmitJobsRequest, context: CallContext
+    ) -> batch_pb2.BatchOutcomes:
+        ctl = self.svc.ctl
+        if not ctl.is_leader:
+            leader = await ctl.leader_stub()
+            remaining = context.time_remaining() if context.deadline is not None else None
+            forwarded: batch_pb2.BatchOutcomes = await Stub(leader.channel, CONTROLLER_BATCH).SubmitJobs(
+                request, timeout=remaining or 30.0, metadata=dict(context.metadata)
+            )
+            return forwarded
+        await ctl.leader_ready()
+        ident = caller(context)
+        if len(request.submissions) > MAX_SUBMISSIONS:
+            raise RpcError(
+                StatusCode.INVALID_ARGUMENT,
+                f"SubmitJobs carries {len(request.submissions)} submissions; at most {MAX_SUBMISSIONS} per call",
+            )
+        outcomes = [batch_pb2.ItemOutcome() for _ in request.submissions]
+        specs: list[JobSpec] = []
+        positions: list[int] = []
+        for i, raw in enumerate(request.submissions):
+            try:
+                specs.append(convert.spec_from_proto(pb.SubmitJobRequest.FromString(raw).spec))
+            except RpcError as exc:
+                outcomes[i].code, outcomes[i].message = exc.code.value, exc.message
+                continue
+            except Exception as exc:  # protobuf's DecodeError, a value the job spec refuses
+                outcomes[i].code = StatusCode.INVALID_ARGUMENT.value
+                outcomes[i].message = f"submission {i} is not a valid SubmitJobRequest: {exc}"
+                continue
+            positions.append(i)
+        results = await self.svc.submit_many(specs, ident)
+        for i, result in zip(positions, results, strict=True):
+            if isinstance(result, RpcError):
+                outcomes[i].code, outcomes[i].message = result.code.value, result.message
+            else:
+                outcomes[i].job_id = result
+        return batch_pb2.BatchOutcomes(outcomes=outcomes)

@@ -24,7 +24,7 @@ refuses proposals on a follower.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -105,6 +105,32 @@ class ProposalBatcher:
         if item.error is not None:
             raise item.error
         return item.result
+
+    async def propose_many(self, cmds: Sequence[Any]) -> list[Any]:
+        """Propose ``cmds`` in their order, queued together (one entry, or consecutive entries past
+        ``max_batch``), and return, in order, each command's own result or the exception its entry
+        failed with (returned, not raised: commands of an earlier entry may have been applied).
+
+        Raises TypeError at once, proposing nothing, when any of them is not a state command. A caller
+        cancelled takes back the commands still queued, as with :meth:`propose`."""
+        for cmd in cmds:
+            if c.registry().get(type(cmd).__name__) is not type(cmd) or type(cmd) is c.Batch:
+                raise TypeError(f"not a state command: {type(cmd).__name__}")
+        items = [_Item(cmd) for cmd in cmds]
+        self._queue.extend(items)
+        self._wakeup.set()
+        try:
+            for item in items:
+                await item.done.wait()
+        except BaseException:
+            for item in items:
+                if not item.taken:
+                    try:
+                        self._queue.remove(item)
+                    except ValueError:
+                        pass
+            raise
+        return [item.error if item.error is not None else item.result for item in items]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Send queued commands until cancelled. Commands still queued then, and those of entries cut

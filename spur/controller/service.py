@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -14,7 +15,7 @@ from spur.auth.admin import is_admin, permission_denied
 from spur.auth.callers import caller as _caller
 from spur.auth.callers import require_admin as _require_admin
 from spur.auth.identity import Identity
-from spur.core.job import Job, JobState
+from spur.core.job import Job, JobSpec, JobState
 from spur.core.mpi import check_mpi_type
 from spur.rpc import convert
 from spur.rpc.jobinfo_cache import JobInfoCache
@@ -103,6 +104,57 @@ class ControllerService:
             span_at(job_id, "ctl.submit-received", began)
             span(job_id, "ctl.submit-committed")
         return pb.SubmitJobResponse(job_id=job_id)
+
+    async def submit_many(self, specs: list[JobSpec], ident: Identity) -> list[int | RpcError]:
+        """Submit ``specs`` for ``ident`` (leader only; the caller checked) as SubmitJob would each, in
+        their order: admitted by the same gate (an item past ``max_submit_queue`` in flight or
+        ``MaxJobCount`` is refused RESOURCE_EXHAUSTED on its own), decided for the immediate grant with
+        the earlier items in flight, and proposed together so that they share Raft entries and the
+        accepted ones get increasing ids in request order. Returns each item's job id or error."""
+        from spur.controller.intake import array_size
+
+        limits = self.ctl.cfg.controller
+        outcomes: list[int | RpcError] = []
+        proposed: list[int] = []  # positions in outcomes of the commands proposed
+        commands: list[c.SubmitJob] = []
+        with contextlib.ExitStack() as held:
+            for spec in specs:
+                try:
+                    size = array_size(spec.array)
+                    held.enter_context(
+                        self.ctl.submit_gate.admit(
+                            self.ctl.state.live_job_count() + len(commands),
+                            size,
+                            max_in_flight=limits.max_submit_queue,
+                            max_job_count=limits.max_job_count,
+                        )
+                    )
+                except RpcError as exc:
+                    outcomes.append(exc)
+                    continue
+                now = self.ctl.clock.wall()
+                decision = self.ctl.immediate.decide(spec, ident.user, now)
+                held.enter_context(self.ctl.immediate.flying(decision))
+                proposed.append(len(outcomes))
+                outcomes.append(RpcError(StatusCode.INTERNAL, "not proposed"))  # replaced below
+                commands.append(
+                    c.SubmitJob(
+                        spec,
+                        ident.user,
+                        ident.uid,
+                        ident.gid,
+                        ident.group,
+                        now,
+                        grant=list(decision.allocation),
+                        term=self.ctl.raft.term,
+                    )
+                )
+            results = await self.ctl.propose_many(commands) if commands else []
+        for position, result in zip(proposed, results, strict=True):
+            outcomes[position] = result
+        if commands:
+            self.ctl.kick_scheduler()
+        return outcomes
 
     def _select_jobs(self, request: pb.GetJobsRequest) -> list[Job]:
         state = self.ctl.state

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x62\x61tch.proto\x12\rspur.batch.v1\"E\n\x0bItemOutcome\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x61lready_running\x18\x03 \x01(\x08\"%\n\x11LaunchJobsRequest\x12\x10\n\x08launches\x18\x01 \x03(\x0c\"#\n\x10JobStatusReports\x12\x0f\n\x07reports\x18\x01 \x03(\x0c\"=\n\rBatchOutcomes\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.spur.batch.v1.ItemOutcome2Z\n\nAgentBatch\x12L\n\nLaunchJobs\x12 .spur.batch.v1.LaunchJobsRequest\x1a\x1c.spur.batch.v1.BatchOutcomes2e\n\x0f\x43ontrollerBatch\x12R\n\x11ReportJobStatuses\x12\x1f.spur.batch.v1.JobStatusReports\x1a\x1c.spur.batch.v1.BatchOutcomesb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0b\x62\x61tch.proto\x12\rspur.batch.v1\"U\n\x0bItemOutcome\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x17\n\x0f\x61lready_running\x18\x03 \x01(\x08\x12\x0e\n\x06job_id\x18\x04 \x01(\x04\"%\n\x11LaunchJobsRequest\x12\x10\n\x08launches\x18\x01 \x03(\x0c\"#\n\x10JobStatusReports\x12\x0f\n\x07reports\x18\x01 \x03(\x0c\"(\n\x11SubmitJobsRequest\x12\x13\n\x0bsubmissions\x18\x01 \x03(\x0c\"=\n\rBatchOutcomes\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.spur.batch.v1.ItemOutcome2Z\n\nAgentBatch\x12L\n\nLaunchJobs\x12 .spur.batch.v1.LaunchJobsRequest\x1a\x1c.spur.batch.v1.BatchOutcomes2\xb3\x01\n\x0f\x43ontrollerBatch\x12R\n\x11ReportJobStatuses\x12\x1f.spur.batch.v1.JobStatusReports\x1a\x1c.spur.batch.v1.BatchOutcomes\x12L\n\nSubmitJobs\x12 .spur.batch.v1.SubmitJobsRequest\x1a\x1c.spur.batch.v1.BatchOutcomesb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,15 +32,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'batch_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ITEMOUTCOME']._serialized_start=30
-  _globals['_ITEMOUTCOME']._serialized_end=99
-  _globals['_LAUNCHJOBSREQUEST']._serialized_start=101
-  _globals['_LAUNCHJOBSREQUEST']._serialized_end=138
-  _globals['_JOBSTATUSREPORTS']._serialized_start=140
-  _globals['_JOBSTATUSREPORTS']._serialized_end=175
-  _globals['_BATCHOUTCOMES']._serialized_start=177
-  _globals['_BATCHOUTCOMES']._serialized_end=238
-  _globals['_AGENTBATCH']._serialized_start=240
-  _globals['_AGENTBATCH']._serialized_end=330
-  _globals['_CONTROLLERBATCH']._serialized_start=332
-  _globals['_CONTROLLERBATCH']._serialized_end=433
+  _globals['_ITEMOUTCOME']._serialized_end=115
+  _globals['_LAUNCHJOBSREQUEST']._serialized_start=117
+  _globals['_LAUNCHJOBSREQUEST']._serialized_end=154
+  _globals['_JOBSTATUSREPORTS']._serialized_start=156
+  _globals['_JOBSTATUSREPORTS']._serialized_end=191
+  _globals['_SUBMITJOBSREQUEST']._serialized_start=193
+  _globals['_SUBMITJOBSREQUEST']._serialized_end=233
+  _globals['_BATCHOUTCOMES']._serialized_start=235
+  _globals['_BATCHOUTCOMES']._serialized_end=296
+  _globals['_AGENTBATCH']._serialized_start=298
+  _globals['_AGENTBATCH']._serialized_end=388
+  _globals['_CONTROLLERBATCH']._serialized_start=391
+  _globals['_CONTROLLERBATCH']._serialized_end=570
 # @@protoc_insertion_point(module_scope)

@@ -7,14 +7,16 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ItemOutcome(_message.Message):
-    __slots__ = ("code", "message", "already_running")
+    __slots__ = ("code", "message", "already_running", "job_id")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ALREADY_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     code: int
     message: str
     already_running: bool
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., already_running: _Optional[bool] = ...) -> None: ...
+    job_id: int
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., already_running: _Optional[bool] = ..., job_id: _Optional[int] = ...) -> None: ...
 
 class LaunchJobsRequest(_message.Message):
     __slots__ = ("launches",)
@@ -27,6 +29,12 @@ class JobStatusReports(_message.Message):
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     reports: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, reports: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class SubmitJobsRequest(_message.Message):
+    __slots__ = ("submissions",)
+    SUBMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    submissions: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, submissions: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class BatchOutcomes(_message.Message):
     __slots__ = ("outcomes",)
