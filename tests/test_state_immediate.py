@@ -6,7 +6,7 @@ from __future__ import annotations
 from spur_sched_backfill.planner import place_now
 from state_helpers import Log, register, spec, submit
 
-from spur.core.job import JobState, NodeAllocation
+from spur.core.job import JobState, Node, NodeAllocation
 from spur.state import commands as c
 from spur.state.immediate import InFlight, decide_grant
 from spur.state.machine import ClusterState
@@ -313,5 +313,67 @@ def test_flying_keeps_the_sums_of_what_is_in_flight() -> None:
                 if v.name in offered and held is not None:
                     assert offered[v.name].cpus_free == cpus_left
                     assert set(offered[v.name].gpus_free) == {0, 1, 2, 3} - set(held.gpus)
+
+    check()
+
+
+def test_decisions_on_kept_offer_layouts_equal_decisions_on_layouts_built_each_time() -> None:
+    """SchedIndex.offer_layout keeps the layout of nodes offered again; through submissions, exits,
+    drains and resumes (which change the layout version) every decision is the one a layout built
+    afresh gives, and a drained node is never offered from a kept layout."""
+    import random
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from spur.state.sched_index import SchedIndex
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.integers(0, 2**32 - 1))
+    def check(seed: int) -> None:
+        rng = random.Random(seed)
+        kept, fresh = Log(), Log()
+        for log in (kept, fresh):
+            for i in range(24):
+                shape = random.Random(i)
+                node = Node(
+                    name=f"n{i:02d}",
+                    address="127.0.0.1",
+                    cpus=shape.choice([1, 2, 4]),
+                    memory_mb=8000,
+                    features=["fast"] if shape.random() < 0.3 else [],
+                )
+                assert log(c.RegisterNode(node, 50.0)) is True
+        running: list[int] = []
+        real = SchedIndex.offer_layout
+        for _ in range(60):
+            roll = rng.random()
+            if roll < 0.1:
+                cmd = c.UpdateNode(
+                    [f"n{rng.randrange(24):02d}"], rng.choice(["DRAIN", "RESUME"]), "test", NOW
+                )
+                kept(cmd), fresh(cmd)
+                continue
+            if roll < 0.4 and running:
+                job_id = running.pop(rng.randrange(len(running)))
+                node = kept.state.jobs[job_id].allocation[0].node
+                cmd = c.JobExited(job_id, node, 0, 0, NOW)
+                kept(cmd), fresh(cmd)
+                continue
+            tasks = rng.choice([1, 1, 2])
+            shape = {"num_tasks": tasks, "constraint": ["fast"] if rng.random() < 0.3 else []}
+            with_kept = _decide(kept, **shape)
+            SchedIndex.offer_layout = lambda self, nodes, partitions: None  # type: ignore[method-assign]
+            try:
+                built = _decide(fresh, **shape)
+            finally:
+                SchedIndex.offer_layout = real  # type: ignore[method-assign]
+            assert with_kept.allocation == built.allocation
+            for a in with_kept.allocation:
+                assert kept.state.node_available(a.node)
+            job_id = _submit_with(kept, with_kept.allocation, **shape)
+            assert _submit_with(fresh, built.allocation, **shape) == job_id
+            if kept.state.jobs[job_id].state is JobState.RUNNING:
+                running.append(job_id)
 
     check()

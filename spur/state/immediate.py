@@ -322,7 +322,7 @@ def decide_grant(
             for v in nodes
         )
         own = tuple(PartitionView(p.name, (), p.up) for p in partitions if p.name == job.partition)
-        allocation = place(_snapshot_of(first, own, by_node, now), pending)
+        allocation = place(_snapshot_of(first, own, by_node, now, index.offer_layout(first, own)), pending)
         if not allocation:
             nodes += tuple(usable)  # not among the first: the whole list decides
     if nodes and not allocation:
@@ -337,11 +337,18 @@ def _snapshot_of(
     partitions: tuple[PartitionView, ...],
     by_node: Mapping[str, tuple[RunningView, ...]],
     now: float,
+    layout: NodeLayout | None = None,
 ) -> SchedSnapshot:
     """A snapshot of ``nodes`` alone: the running jobs on them (each once), grouped by node too; no
-    pending jobs; the plugin builds the layout of these nodes."""
+    pending jobs; ``layout`` is theirs (None: the plugin builds it)."""
     on_these = {v.name: by_node[v.name] for v in nodes if v.name in by_node}
     running = tuple({r.job_id: r for runs in on_these.values() for r in runs}.values())
     return SchedSnapshot(
-        now=now, pending=(), nodes=nodes, running=running, partitions=partitions, node_running=on_these
+        now=now,
+        pending=(),
+        nodes=nodes,
+        running=running,
+        partitions=partitions,
+        node_running=on_these,
+        layout=layout,
     )

@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from spur.state.domain import StateDomain
 
 
+# Layouts of offered node sets kept by ``SchedIndex.offer_layout`` (each a few KiB).
+MAX_OFFER_LAYOUTS = 64
+
 class NodeUsage(Protocol):
     """What a node's views need of its usage (``spur.state.machine.Usage``)."""
 
@@ -153,6 +156,8 @@ class SchedIndex:
         self._by_node: dict[str, dict[int, RunningView]] = {}  # node -> its running views by job id
         self._by_node_tuples: dict[str, tuple[RunningView, ...]] = {}
         self._by_node_map: Mapping[str, tuple[RunningView, ...]] | None = None
+        self._offer_layouts: dict[object, NodeLayout] = {}  # see offer_layout
+        self._offer_version = 0
 
     # ------------------------------------------------------------------ notifications
 
@@ -363,6 +368,27 @@ class SchedIndex:
         """The layout of the node views ``views`` returned last (call ``views`` first)."""
         assert self._layout is not None, "views() builds the layout"
         return self._layout
+
+    def offer_layout(self, nodes: tuple[NodeView, ...], partitions: tuple[PartitionView, ...]) -> NodeLayout:
+        """The layout of a few node views offered to a placement with ``partitions``, the same object
+        each time the same nodes are offered under the same layout version: what a planner derives
+        from a layout alone (``NodeLayout.cache``) is then derived once for nodes offered again and
+        again, as the first free nodes are under a steady load.
+
+        ``nodes`` must be this index's current views (refreshed), in their order, with at most their
+        free resources changed or partitions named in ``partitions`` added: their shapes are then a
+        function of their names and the layout version, so the names are the key, and every kept
+        layout goes when the version changes. Keeps at most ``MAX_OFFER_LAYOUTS``."""
+        if self._offer_version != self.layout_version:
+            self._offer_version = self.layout_version
+            self._offer_layouts = {}
+        key = (tuple(v.name for v in nodes), partitions)
+        layout = self._offer_layouts.get(key)
+        if layout is None:
+            if len(self._offer_layouts) >= MAX_OFFER_LAYOUTS:
+                del self._offer_layouts[next(iter(self._offer_layouts))]  # the oldest
+            layout = self._offer_layouts[key] = NodeLayout.build(nodes, partitions)
+        return layout
 
     def running_by_node(self) -> Mapping[str, tuple[RunningView, ...]]:
         """Node name -> the running views ``views`` returned last that hold something there (an
