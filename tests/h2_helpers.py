@@ -22,6 +22,7 @@ from spur.rpc.h2_engine import (
     GOAWAY,
     HEADERS,
     INITIAL_WINDOW_SIZE,
+    MAX_QUEUED_CONTROL,
     PING,
     PRIORITY,
     PROTOCOL_ERROR,
@@ -185,6 +186,15 @@ CONNECTION_ERRORS = {
         ENHANCE_YOUR_CALM,
     ),
     "decoded header list over the limit": (frame(HEADERS, 0x4, 1, _hpack_bomb()), ENHANCE_YOUR_CALM),
+    # a peer that never reads: each frame makes us queue an acknowledgement (CVE-2019-9512 / 9515)
+    "ping flood, answers never taken": (
+        frame(PING, 0, 0, b"12345678") * (MAX_QUEUED_CONTROL + 1),
+        ENHANCE_YOUR_CALM,
+    ),
+    "settings flood, answers never taken": (
+        frame(SETTINGS, 0, 0) * (MAX_QUEUED_CONTROL + 1),
+        ENHANCE_YOUR_CALM,
+    ),
 }
 
 

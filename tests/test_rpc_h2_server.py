@@ -403,3 +403,16 @@ def test_data_on_a_stream_closed_both_ways_is_stream_closed() -> None:
     server.data_to_send()
     assert server.receive_data(frame(DATA, 0, 1, b"late")) == []
     assert resets(server) == [(1, STREAM_CLOSED)]
+
+
+def test_a_peer_that_reads_its_answers_may_ping_without_end() -> None:
+    """The bound on queued control frames counts only what the transport has not taken: a peer whose
+    acknowledgements leave (data_to_send between reads) may send any number of PINGs."""
+    from spur.rpc.h2_engine import MAX_QUEUED_CONTROL
+
+    server = raw_server()
+    burst = frame(6, 0, 0, b"12345678") * (MAX_QUEUED_CONTROL // 2)  # PING
+    for _ in range(5):
+        assert server.receive_data(burst) == []
+        acks = frames(server.data_to_send())
+        assert len(acks) == MAX_QUEUED_CONTROL // 2 and all(f[:2] == (6, 1) for f in acks)

@@ -28,7 +28,10 @@ Contracts (both roles):
   ``ProtocolError``.
 - Memory a peer can make us hold is bounded: unparsed bytes by one frame (our max frame size) plus one
   read, a header block being continued by the max header list size, remembered reset streams by
-  ``_RESET_MEMORY``, the peer's settings by the settings we know (others are ignored).
+  ``_RESET_MEMORY``, the peer's settings by the settings we know (others are ignored), and the control
+  frames its frames make us queue (acknowledgements, resets, window updates) by ``MAX_QUEUED_CONTROL``
+  while the transport has not taken them: past that, the connection ends with ENHANCE_YOUR_CALM. h2
+  has no such bound.
 - Our settings take effect as soon as they are sent when they loosen a limit, and when acknowledged
   when they tighten one. The peer's take effect when received (and are acknowledged at once).
 """
@@ -75,6 +78,11 @@ MAX_STREAM_ID = 2**31 - 1
 _MAX_FRAME_LIMIT = 2**24 - 1
 # Streams we reset whose in-flight frames are still ignored (the oldest are forgotten past this).
 _RESET_MEMORY = 4096
+# Control frames (PING and SETTINGS acknowledgements, RST_STREAM, WINDOW_UPDATE) that may wait in the
+# output queue, not yet taken by data_to_send: a peer that keeps sending frames that call for one and
+# never reads what we send would grow the queue without bound (the "ping flood" and "settings flood"
+# of CVE-2019-9512 and CVE-2019-9515). Past this the connection ends with ENHANCE_YOUR_CALM.
+MAX_QUEUED_CONTROL = 10_000
 _DEFAULTS = {
     HEADER_TABLE_SIZE: 4096,
     ENABLE_PUSH: 1,
@@ -226,6 +234,7 @@ class H2Engine:
         self.remote_settings = RemoteSettings()
         self.streams: dict[int, Stream] = {}
         self._out = bytearray()
+        self._control_queued = 0  # control frames in _out (see MAX_QUEUED_CONTROL)
         self._in = bytearray()  # bytes of an incomplete frame
         self._preface_left = PREFACE if self._expects_preface else b""
         self._settings_seen = False  # the peer's first frame must be SETTINGS
@@ -335,6 +344,7 @@ class H2Engine:
         if amount is None or amount >= len(self._out):
             out = bytes(self._out)
             self._out.clear()
+            self._control_queued = 0
             return out
         out = bytes(self._out[:amount])
         del self._out[:amount]
@@ -428,6 +438,7 @@ class H2Engine:
 
     def _queue_reset(self, stream_id: int, error_code: int) -> None:
         self._out += _frame(RST_STREAM, 0, stream_id, _U32.pack(error_code))
+        self._control_queued += 1
         self._reset_ids[stream_id] = None
         if len(self._reset_ids) > _RESET_MEMORY:
             del self._reset_ids[next(iter(self._reset_ids))]
@@ -442,12 +453,14 @@ class H2Engine:
                 raise h2.exceptions.FlowControlError("connection window would exceed 2^31-1")
             self._recv_window += increment
             self._out += _frame(WINDOW_UPDATE, 0, 0, _U32.pack(increment))
+            self._control_queued += 1
             return
         stream = self._open_stream(stream_id)
         if stream.recv_window + increment > MAX_WINDOW:
             raise h2.exceptions.FlowControlError(f"window of stream {stream_id} would exceed 2^31-1")
         stream.recv_window += increment
         self._out += _frame(WINDOW_UPDATE, 0, stream_id, _U32.pack(increment))
+        self._control_queued += 1
 
     def local_flow_control_window(self, stream_id: int) -> int:
         """How much DATA we may send on ``stream_id`` now (may be negative after a SETTINGS change)."""
@@ -501,11 +514,16 @@ class H2Engine:
             pos = self._parse(buf, events)
             if pos < len(buf):
                 self._in += buf[pos:]
+            if self._discarded:
+                self._credit_discarded()
+            if self._control_queued > MAX_QUEUED_CONTROL:
+                raise ProtocolFault(
+                    ENHANCE_YOUR_CALM,
+                    f"more than {MAX_QUEUED_CONTROL} control frames queued: the peer does not read our answers",
+                )
         except ProtocolFault as exc:
             self.close_connection(exc.code, str(exc).encode())
             raise self._error_class(str(exc), exc.code) from None
-        if self._discarded:
-            self._credit_discarded()
         return events
 
     def _check_preface(self, data: bytes) -> bytes:
@@ -556,6 +574,7 @@ class H2Engine:
         amount, self._discarded = self._discarded, 0
         self._recv_window += amount
         self._out += _frame(WINDOW_UPDATE, 0, 0, _U32.pack(amount))
+        self._control_queued += 1
 
     def _is_idle(self, stream_id: int) -> bool:
         """Never opened: above the highest opened, or even (only clients open streams: no push)."""
@@ -723,6 +742,7 @@ class H2Engine:
             old = self._apply_remote_setting(code, value)
             event.changed_settings[code] = h2.settings.ChangedSetting(code, old, value)
         self._out += _frame(SETTINGS, ACK, 0)
+        self._control_queued += 1
         events.append(event)
 
     def _apply_remote_setting(self, code: int, value: int) -> int | None:
@@ -759,6 +779,7 @@ class H2Engine:
             events.append(h2.events.PingAckReceived(ping_data=payload))
         else:
             self._out += _frame(PING, ACK, 0, payload)
+            self._control_queued += 1
 
     def _on_goaway(self, flags: int, stream_id: int, payload: bytes, events: list[h2.events.Event]) -> None:
         if stream_id != 0:
