@@ -17,6 +17,21 @@ def cluster(tmp_path):
         _cleanup_jobs(c)
 
 
+@pytest.fixture(scope="module")
+def one_node(tmp_path_factory, request):
+    """A controller and one agent (``node1``: 2 CPUs, 4,000 MB) shared by a module's tests, which
+    leave it as they found it (their jobs ended)."""
+    c = Cluster(tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2]))
+    c.start_controller()
+    try:
+        c.start_agent("node1", cpus=2, memory_mb=4000)
+        c.wait_nodes("node1")
+        yield c
+    finally:
+        c.stop()
+        _cleanup_jobs(c)
+
+
 def _cleanup_jobs(c: Cluster) -> None:
     """Kill any job process group the test left behind (jobs outlive agents by design)."""
     import os

@@ -25,18 +25,6 @@ pytestmark = pytest.mark.integration
 VERSION = re.compile(r"^slurm 22\.05\.\d+ \(spur \S+\)$")
 
 
-@pytest.fixture(scope="module")
-def one_node(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("first-hour"))
-    c.start_controller()
-    try:
-        c.start_agent("node1", cpus=2, memory_mb=4000)
-        c.wait_nodes("node1")
-        yield c
-    finally:
-        c.stop()
-
-
 def first_line(proc: subprocess.CompletedProcess) -> str:
     text = proc.stdout if proc.stdout.strip() else proc.stderr
     return text.splitlines()[0] if text.strip() else ""

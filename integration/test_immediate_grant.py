@@ -16,18 +16,6 @@ from integration.harness import BIN, Cluster, wait_for
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def one_node(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("immediate"))
-    c.start_controller()
-    try:
-        c.start_agent("node1", cpus=2, memory_mb=4000)
-        c.wait_nodes("node1")
-        yield c
-    finally:
-        c.stop()
-
-
 def _sbatch(c: Cluster, *args: str) -> int:
     return int(c.cli("sbatch", "--parsable", *args).stdout.strip())
 

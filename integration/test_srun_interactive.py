@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,18 +17,6 @@ import pytest
 from integration.harness import BIN, Cluster
 
 pytestmark = pytest.mark.timeout(180)
-
-
-@pytest.fixture(scope="module")
-def one_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("srun-interactive"))
-    c.start_controller()
-    try:
-        c.start_agent("node1", cpus=2, memory_mb=4000)
-        c.wait_nodes("node1")
-        yield c
-    finally:
-        c.stop()
 
 
 def _srun(cluster: Cluster, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -26,18 +26,6 @@ from spur.rpc.status import RpcError, StatusCode
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def one_node(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("submit_jobs"))
-    c.start_controller()
-    try:
-        c.start_agent("node1", cpus=2, memory_mb=4000)
-        c.wait_nodes("node1")
-        yield c
-    finally:
-        c.stop()
-
-
 def _submit_jobs(address: str, submissions: list[bytes], tls: Any = None) -> batch_pb2.BatchOutcomes:
     from spur.auth.identity import identity_metadata
     from spur.rpc.channel import open_channel
