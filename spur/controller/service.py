@@ -73,15 +73,15 @@ class ControllerService:
         from spur.controller.intake import array_size
 
         ident = _caller(context)
-        spec = convert.spec_from_proto(request.spec)
         limits = self.ctl.cfg.controller
         began = time.time()
         with self.ctl.submit_gate.admit(  # RESOURCE_EXHAUSTED when full: the client backs off
             self.ctl.state.live_job_count(),
-            array_size(spec.array),
+            array_size(request.spec.array),  # before the spec is built: a refusal should cost little
             max_in_flight=limits.max_submit_queue,
             max_job_count=limits.max_job_count,
         ):
+            spec = convert.spec_from_proto(request.spec)
             now = self.ctl.clock.wall()
             # slurmctld's quick path: a job that can run now starts in its submit entry (see
             # spur.state.immediate); everything else waits for the scheduler pass.
