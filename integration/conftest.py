@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from integration.harness import Cluster
+from integration.harness import Cluster, kill_job_processes
 
 
 @pytest.fixture
@@ -33,18 +33,8 @@ def one_node(tmp_path_factory, request):
 
 
 def _cleanup_jobs(c: Cluster) -> None:
-    """Kill any job process group the test left behind (jobs outlive agents by design)."""
-    import os
-    import signal
-
-    for agent_dir in [*c.root.glob("agent-*/jobs/*"), *c.root.glob("agent-*/clusters/*/jobs/*")]:
-        for name in ("pgid", "pid"):
-            f = agent_dir / name
-            if f.exists():
-                try:
-                    os.killpg(int(f.read_text().split()[0]), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
+    """Kill any job processes the test left behind (jobs outlive agents by design)."""
+    kill_job_processes(c.root)
 
 
 @pytest.fixture(scope="session")

@@ -60,6 +60,42 @@ def wait_for(
     )
 
 
+def kill_job_processes(root: Path) -> int:
+    """Kill what the jobs of every test agent under ``root`` left running (a job's processes outlive
+    its agent by design): each job directory's task process group (``tasks.json``) and its shim
+    (``shim.json``, ``launch.json``; only while the pid still names the process recorded there).
+    Returns how many process groups and processes were signalled."""
+    import json
+
+    from spur.agent.jobdir import proc_starttime
+
+    killed = 0
+    for job_dir in [*root.glob("agent-*/jobs/*"), *root.glob("agent-*/clusters/*/jobs/*")]:
+        try:
+            pgid = int(json.loads((job_dir / "tasks.json").read_text()).get("pgid") or 0)
+        except (OSError, ValueError, AttributeError):
+            pgid = 0
+        if pgid > 1 and pgid != os.getpgrp():
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+        for name in ("shim.json", "launch.json"):
+            try:
+                ident = json.loads((job_dir / name).read_text())
+                pid, started = int(ident["pid"]), ident.get("starttime")
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if pid > 1 and started is not None and proc_starttime(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except OSError:
+                    pass
+    return killed
+
+
 def with_private_broker(conf_extra: str, socket_path: Path) -> str:
     """``conf_extra`` with ``[auth] broker_socket`` pointing at ``socket_path`` (unless it names one).
 

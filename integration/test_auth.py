@@ -8,7 +8,6 @@ got past it; the expected outcome comes from one rule (:func:`expected_to_pass`)
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from google.protobuf import message_factory
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from integration.harness import BIN, Cluster, wait_for
+from integration.harness import BIN, Cluster, kill_job_processes, wait_for
 from spur.auth.identity import Identity, identity_metadata
 from spur.auth.tokens import mint
 from spur.rpc.proto import (
@@ -176,14 +175,7 @@ def _start(root: Path, mode: str) -> Cluster:
 
 
 def _kill_jobs(c: Cluster) -> None:
-    for job_dir in c.root.glob("agent-*/jobs/*"):
-        for name in ("pgid", "pid"):
-            f = job_dir / name
-            if f.exists():
-                try:
-                    os.killpg(int(f.read_text().split()[0]), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
+    kill_job_processes(c.root)
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ from integration.ha_harness import (
     wait_for,
     workload,
 )
+from integration.harness import kill_job_processes
 from integration.jobqueue_model import Read, Submit, check, check_exhaustive, tag_problems
 from spur.rpc.proto import spur_pb2 as pb
 
@@ -91,17 +92,7 @@ def cluster(tmp_path: Path):
 
 
 def _cleanup_jobs(c: HACluster) -> None:
-    import os
-    import signal
-
-    for job_dir in c.root.glob("agent-*/jobs/*"):
-        for name in ("pgid", "pid"):
-            f = job_dir / name
-            if f.exists():
-                try:
-                    os.killpg(int(f.read_text().split()[0]), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
+    kill_job_processes(c.root)
 
 
 # ---------------------------------------------------------------------- the invariants, on every member

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from integration.conftest import _cleanup_jobs
 from integration.harness import BIN, Cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -139,6 +140,7 @@ def test_ha_replicas_agree_on_an_immediate_grant(tmp_path: Path) -> None:
         c.call_member(leader, "CancelJob", _cancel(granted))
     finally:
         c.stop()
+        _cleanup_jobs(c)  # type: ignore[arg-type]  # a job's processes outlive its agent by design
 
 
 def _cancel(job_id: int):
