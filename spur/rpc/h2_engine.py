@@ -350,6 +350,11 @@ class H2Engine:
         del self._out[:amount]
         return out
 
+    def _queue_control(self, kind: int, flags: int, stream_id: int, payload: bytes = b"") -> None:
+        """Queue a control frame, counted against ``MAX_QUEUED_CONTROL`` until the transport takes it."""
+        self._out += _frame(kind, flags, stream_id, payload)
+        self._control_queued += 1
+
     def _check_open(self) -> None:
         if self._goaway_sent:
             raise h2.exceptions.ProtocolError("the connection is closed")
@@ -437,8 +442,7 @@ class H2Engine:
         self._queue_reset(stream_id, int(error_code))
 
     def _queue_reset(self, stream_id: int, error_code: int) -> None:
-        self._out += _frame(RST_STREAM, 0, stream_id, _U32.pack(error_code))
-        self._control_queued += 1
+        self._queue_control(RST_STREAM, 0, stream_id, _U32.pack(error_code))
         self._reset_ids[stream_id] = None
         if len(self._reset_ids) > _RESET_MEMORY:
             del self._reset_ids[next(iter(self._reset_ids))]
@@ -452,15 +456,13 @@ class H2Engine:
             if self._recv_window + increment > MAX_WINDOW:
                 raise h2.exceptions.FlowControlError("connection window would exceed 2^31-1")
             self._recv_window += increment
-            self._out += _frame(WINDOW_UPDATE, 0, 0, _U32.pack(increment))
-            self._control_queued += 1
+            self._queue_control(WINDOW_UPDATE, 0, 0, _U32.pack(increment))
             return
         stream = self._open_stream(stream_id)
         if stream.recv_window + increment > MAX_WINDOW:
             raise h2.exceptions.FlowControlError(f"window of stream {stream_id} would exceed 2^31-1")
         stream.recv_window += increment
-        self._out += _frame(WINDOW_UPDATE, 0, stream_id, _U32.pack(increment))
-        self._control_queued += 1
+        self._queue_control(WINDOW_UPDATE, 0, stream_id, _U32.pack(increment))
 
     def local_flow_control_window(self, stream_id: int) -> int:
         """How much DATA we may send on ``stream_id`` now (may be negative after a SETTINGS change)."""
@@ -573,8 +575,7 @@ class H2Engine:
         """DATA we dropped (reset or refused streams) still used connection window: give it back."""
         amount, self._discarded = self._discarded, 0
         self._recv_window += amount
-        self._out += _frame(WINDOW_UPDATE, 0, 0, _U32.pack(amount))
-        self._control_queued += 1
+        self._queue_control(WINDOW_UPDATE, 0, 0, _U32.pack(amount))
 
     def _is_idle(self, stream_id: int) -> bool:
         """Never opened: above the highest opened, or even (only clients open streams: no push)."""
@@ -741,8 +742,7 @@ class H2Engine:
             code, value = _SETTING.unpack_from(payload, offset)
             old = self._apply_remote_setting(code, value)
             event.changed_settings[code] = h2.settings.ChangedSetting(code, old, value)
-        self._out += _frame(SETTINGS, ACK, 0)
-        self._control_queued += 1
+        self._queue_control(SETTINGS, ACK, 0)
         events.append(event)
 
     def _apply_remote_setting(self, code: int, value: int) -> int | None:
@@ -778,8 +778,7 @@ class H2Engine:
         if flags & ACK:
             events.append(h2.events.PingAckReceived(ping_data=payload))
         else:
-            self._out += _frame(PING, ACK, 0, payload)
-            self._control_queued += 1
+            self._queue_control(PING, ACK, 0, payload)
 
     def _on_goaway(self, flags: int, stream_id: int, payload: bytes, events: list[h2.events.Event]) -> None:
         if stream_id != 0:
