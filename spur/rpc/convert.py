@@ -47,40 +47,27 @@ def _copy_to_proto(obj: DataclassInstance, msg: M) -> M:
 
 
 _SCALAR, _LIST, _MAP = 0, 1, 2
-_FIELD_KINDS: dict[tuple[type, object], tuple[tuple[str, int], ...]] = {}
 
 
-def _field_kinds(cls: type[DataclassInstance], msg: Message) -> tuple[tuple[str, int], ...]:
-    """(name, kind) of each dataclass field, kind from the message's descriptor; computed once per
-    (class, message type): every submission passes here."""
-    key = (cls, msg.DESCRIPTOR)
-    kinds = _FIELD_KINDS.get(key)
-    if kinds is None:
-        by_name = msg.DESCRIPTOR.fields_by_name
-        out = []
-        for f in fields(cls):
-            fd = by_name[f.name]
-            if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-                kind = _MAP
-            elif fd.is_repeated:
-                kind = _LIST
-            else:
-                kind = _SCALAR
-            out.append((f.name, kind))
-        kinds = _FIELD_KINDS[key] = tuple(out)
-    return kinds
+def _kind_of(msg: Message, name: str) -> int:
+    """Whether the message's field ``name`` is a scalar, a repeated field or a map."""
+    fd = msg.DESCRIPTOR.fields_by_name[name]
+    if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+        return _MAP
+    return _LIST if fd.is_repeated else _SCALAR
 
 
 _READ_PLANS: dict[tuple[type, object], tuple[dict[str, int], tuple[tuple[str, int], ...]]] = {}
 
 
 def _read_plan(cls: type[DataclassInstance], msg: Message) -> tuple[dict[str, int], tuple[tuple[str, int], ...]]:
-    """(kind by field name, the fields to read even when unset): a field left unset on the wire may be
-    left to the dataclass's default only where that default equals the message's zero value."""
+    """(kind by dataclass field name, the fields to read even when unset), computed once per (class,
+    message type): a field left unset on the wire may be left to the dataclass's default only where
+    that default equals the message's zero value."""
     key = (cls, msg.DESCRIPTOR)
     plan = _READ_PLANS.get(key)
     if plan is None:
-        kinds = dict(_field_kinds(cls, msg))
+        kinds = {f.name: _kind_of(msg, f.name) for f in fields(cls)}
         blank = type(msg)()
         always = []
         for f in fields(cls):
