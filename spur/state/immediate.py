@@ -19,11 +19,10 @@ Pure: no I/O; the plugin and the priority and limit calculations come in as call
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import islice
+from itertools import count, islice
 from typing import TYPE_CHECKING, Protocol
 
 from spur.core.job import Job, JobSpec, JobState, NodeAllocation, PartitionState
@@ -179,7 +178,7 @@ class Flying:
 
     def __init__(self, entries: Iterable[InFlight] = ()) -> None:
         self._entries: dict[int, InFlight] = {}
-        self._ids = itertools.count()
+        self._ids = count()
         self._waiting: Counter[str] = Counter()  # partition -> submissions pending ahead
         self.granted = 0  # submissions in flight with a grant
         self.taken: dict[str, Taken] = {}  # node -> what grants in flight hold there

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 # Layouts of offered node sets kept by ``SchedIndex.offer_layout`` (each a few KiB).
 MAX_OFFER_LAYOUTS = 64
 
+
 class NodeUsage(Protocol):
     """What a node's views need of its usage (``spur.state.machine.Usage``)."""
 
