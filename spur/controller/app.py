@@ -253,16 +253,10 @@ class Controller:
 
     async def propose(self, cmd: Any) -> Any:
         """Replicate ``cmd`` and return its result; a Rejected result becomes an RpcError."""
-        try:
-            if self.batcher.running:
-                result = await self.batcher.propose(cmd)
-            else:
-                result = await self.raft.propose(c.encode(cmd))
-        except Exception as exc:
-            raise _proposal_error(exc) from None
-        if isinstance(result, Rejected):
-            raise RpcError(StatusCode[result.code], result.message)
-        return result
+        [outcome] = await self.propose_many([cmd])
+        if isinstance(outcome, RpcError):
+            raise outcome
+        return outcome
 
     async def propose_many(self, cmds: list[Any]) -> list[Any]:
         """Replicate ``cmds`` in their order (sharing Raft entries) and return, in order, each one's

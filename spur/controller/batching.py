@@ -88,23 +88,10 @@ class ProposalBatcher:
         """Propose ``cmd`` (in the next entry) and return its own result; see the module contract.
 
         Raises TypeError at once for an object that is not a state command (nothing is proposed)."""
-        if c.registry().get(type(cmd).__name__) is not type(cmd) or type(cmd) is c.Batch:
-            raise TypeError(f"not a state command: {type(cmd).__name__}")
-        item = _Item(cmd)
-        self._queue.append(item)
-        self._wakeup.set()
-        try:
-            await item.done.wait()
-        except BaseException:
-            if not item.taken:
-                try:
-                    self._queue.remove(item)
-                except ValueError:
-                    pass
-            raise
-        if item.error is not None:
-            raise item.error
-        return item.result
+        [outcome] = await self.propose_many((cmd,))
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     async def propose_many(self, cmds: Sequence[Any]) -> list[Any]:
         """Propose ``cmds`` in their order, queued together (one entry, or consecutive entries past
