@@ -27,6 +27,7 @@ from spur.trace import span, span_at, spans_on
 
 if TYPE_CHECKING:
     from spur.controller.host import ControllerHost
+    from spur.state.immediate import Decision
 
 log = logging.getLogger("spur.controller")
 
@@ -70,35 +71,13 @@ class ControllerService:
 
     @leader_only
     async def SubmitJob(self, request: pb.SubmitJobRequest, context: CallContext) -> pb.SubmitJobResponse:
-        from spur.controller.intake import array_size
-
         ident = _caller(context)
-        limits = self.ctl.cfg.controller
         began = time.time()
-        with self.ctl.submit_gate.admit(  # RESOURCE_EXHAUSTED when full: the client backs off
-            self.ctl.state.live_job_count(),
-            array_size(request.spec.array),  # before the spec is built: a refusal should cost little
-            max_in_flight=limits.max_submit_queue,
-            max_job_count=limits.max_job_count,
-        ):
+        with self._admit(request.spec.array):  # before the spec is built: a refusal should cost little
             spec = convert.spec_from_proto(request.spec)
-            now = self.ctl.clock.wall()
-            # slurmctld's quick path: a job that can run now starts in its submit entry (see
-            # spur.state.immediate); everything else waits for the scheduler pass.
-            decision = self.ctl.immediate.decide(spec, ident.user, now)
+            command, decision = self._submission(spec, ident)
             with self.ctl.immediate.flying(decision):
-                job_id = await self.ctl.propose(
-                    c.SubmitJob(
-                        spec,
-                        ident.user,
-                        ident.uid,
-                        ident.gid,
-                        ident.group,
-                        now,
-                        grant=list(decision.allocation),
-                        term=self.ctl.raft.term,
-                    )
-                )
+                job_id = await self.ctl.propose(command)
         self.ctl.kick_scheduler()
         if spans_on():
             span_at(job_id, "ctl.submit-received", began)
@@ -111,50 +90,59 @@ class ControllerService:
         ``MaxJobCount`` is refused RESOURCE_EXHAUSTED on its own), decided for the immediate grant with
         the earlier items in flight, and proposed together so that they share Raft entries and the
         accepted ones get increasing ids in request order. Returns each item's job id or error."""
-        from spur.controller.intake import array_size
-
-        limits = self.ctl.cfg.controller
         outcomes: list[int | RpcError] = []
         proposed: list[int] = []  # positions in outcomes of the commands proposed
         commands: list[c.SubmitJob] = []
         with contextlib.ExitStack() as held:
             for spec in specs:
                 try:
-                    size = array_size(spec.array)
-                    held.enter_context(
-                        self.ctl.submit_gate.admit(
-                            self.ctl.state.live_job_count() + len(commands),
-                            size,
-                            max_in_flight=limits.max_submit_queue,
-                            max_job_count=limits.max_job_count,
-                        )
-                    )
+                    held.enter_context(self._admit(spec.array, queued=len(commands)))
                 except RpcError as exc:
                     outcomes.append(exc)
                     continue
-                now = self.ctl.clock.wall()
-                decision = self.ctl.immediate.decide(spec, ident.user, now)
+                command, decision = self._submission(spec, ident)
                 held.enter_context(self.ctl.immediate.flying(decision))
                 proposed.append(len(outcomes))
                 outcomes.append(RpcError(StatusCode.INTERNAL, "not proposed"))  # replaced below
-                commands.append(
-                    c.SubmitJob(
-                        spec,
-                        ident.user,
-                        ident.uid,
-                        ident.gid,
-                        ident.group,
-                        now,
-                        grant=list(decision.allocation),
-                        term=self.ctl.raft.term,
-                    )
-                )
+                commands.append(command)
             results = await self.ctl.propose_many(commands) if commands else []
         for position, result in zip(proposed, results, strict=True):
             outcomes[position] = result
         if commands:
             self.ctl.kick_scheduler()
         return outcomes
+
+    def _admit(self, array: str, queued: int = 0) -> contextlib.AbstractContextManager[None]:
+        """``with`` around the proposal of one submission (an array expression counts its tasks), with
+        ``queued`` jobs admitted ahead of it in the same call: RESOURCE_EXHAUSTED at once when the gate
+        is full, and the client backs off."""
+        from spur.controller.intake import array_size
+
+        limits = self.ctl.cfg.controller
+        return self.ctl.submit_gate.admit(
+            self.ctl.state.live_job_count() + queued,
+            array_size(array),
+            max_in_flight=limits.max_submit_queue,
+            max_job_count=limits.max_job_count,
+        )
+
+    def _submission(self, spec: JobSpec, ident: Identity) -> tuple[c.SubmitJob, Decision]:
+        """The SubmitJob command for ``spec`` by ``ident`` now, with slurmctld's quick path decided: a
+        job that can run now starts in its submit entry (see spur.state.immediate); everything else
+        waits for the scheduler pass. The decision is to be held in flight around the proposal."""
+        now = self.ctl.clock.wall()
+        decision = self.ctl.immediate.decide(spec, ident.user, now)
+        command = c.SubmitJob(
+            spec,
+            ident.user,
+            ident.uid,
+            ident.gid,
+            ident.group,
+            now,
+            grant=list(decision.allocation),
+            term=self.ctl.raft.term,
+        )
+        return command, decision
 
     def _select_jobs(self, request: pb.GetJobsRequest) -> list[Job]:
         state = self.ctl.state
