@@ -15,7 +15,6 @@ import pytest
 
 from integration.floods import rss_kib
 from integration.harness import Cluster
-from spur.rpc.h2_engine import PREFACE
 from spur.rpc.proto import spur_pb2 as pb
 
 pytestmark = pytest.mark.integration
@@ -24,43 +23,28 @@ pytestmark = pytest.mark.integration
 RSS_BOUND_KIB = 24 * 1024
 
 
-def _frame(kind: int, flags: int, payload: bytes = b"", stream_id: int = 0) -> bytes:
-    return (
-        struct.pack(">I", (len(payload) << 8) | kind)
-        + bytes([flags])
-        + struct.pack(">I", stream_id)
-        + payload
-    )
+def _frame(kind: int, flags: int, payload: bytes = b"") -> bytes:
+    """One connection-level frame (stream 0)."""
+    return struct.pack(">I", (len(payload) << 8) | kind) + bytes([flags]) + struct.pack(">I", 0) + payload
 
 
 def _accepted_call(sock: socket.socket, address: str) -> None:
-    """One GetJobs on stream 1, with this process's identity, read to its trailers."""
+    """One GetJobs with this process's identity, read to its trailers, through the CLI's HTTP/2 codec
+    (``spur.rpc.h2_unary``) on ``sock``; the flood then goes out on the same socket, raw."""
     from bench.submitter import grpc_body, request_headers
     from spur.auth.identity import identity_metadata
-    from spur.rpc.hpack_codec import encode_block
+    from spur.rpc.h2_unary import H2Connection, Headers
 
-    block = encode_block(request_headers(address, identity_metadata(), "/spur.v1.Controller/GetJobs"))
-    sock.sendall(
-        PREFACE
-        + _frame(4, 0)
-        + _frame(1, 0x4, block, stream_id=1)
-        + _frame(0, 0x1, grpc_body(b""), stream_id=1)
-    )
-    buf = b""
+    h2 = H2Connection()
+    stream = h2.start_request(request_headers(address, identity_metadata(), "/spur.v1.Controller/GetJobs"))
+    h2.send_data(stream, grpc_body(b""))
+    sock.sendall(h2.data_to_send())
     while True:
         chunk = sock.recv(65536)
         assert chunk, "the controller closed the connection instead of answering"
-        buf += chunk
-        pos = 0
-        while len(buf) - pos >= 9:
-            length = int.from_bytes(buf[pos : pos + 3], "big")
-            kind, flags = buf[pos + 3], buf[pos + 4]
-            stream_id = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
-            if len(buf) - pos < 9 + length:
-                break
-            if kind == 1 and stream_id == 1 and flags & 0x1:
+        for event in h2.receive_data(chunk):
+            if isinstance(event, Headers) and event.stream_id == stream and event.end_stream:
                 return  # the trailers: the call was served
-            pos += 9 + length
 
 
 @pytest.fixture(scope="module")
