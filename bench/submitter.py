@@ -118,14 +118,14 @@ def run(
     item = pb.SubmitJobRequest(spec=SPEC).SerializeToString()
     bulk = per_call > 1
     block = encode_block(request_headers(address, metadata, SUBMIT_MANY_PATH if bulk else SUBMIT_PATH))
-    body = grpc_body(item)
+    # the request body of a call carrying n submissions
     bodies = (
         {
             n: grpc_body(batch_pb2.SubmitJobsRequest(submissions=[item] * n).SerializeToString())
             for n in range(1, per_call + 1)
         }
         if bulk
-        else {}
+        else {1: grpc_body(item)}
     )
     calls = 0
     conns = [_Conn((host, int(port))) for _ in range(connections)]
@@ -189,7 +189,7 @@ def run(
                     groups, waiting = [[w] for w in waiting[:room]], waiting[room:]
                 for group in groups:
                     sid = conn.h2.start_encoded(block)
-                    conn.h2.send_data(sid, bodies[len(group)] if bulk else body)
+                    conn.h2.send_data(sid, bodies[len(group)])
                     conn.open[sid] = group
                     calls += 1
                 conn.flush()
