@@ -167,7 +167,9 @@ async def rpc_call(address: str, method: str, request: Any, timeout: float = 30)
 
 class Profiler:
     """``with Profiler(pid, seconds) as p:`` samples ``pid`` with py-spy for ``seconds`` (or until the
-    block ends); ``p.print_top(n)`` prints the heaviest Spur/h2 functions, inclusive. Without py-spy
+    block ends); ``p.print_top(n)`` prints the heaviest Spur/h2 functions, inclusive. Only the thread
+    holding the GIL is sampled (``--gil``): a worker thread blocked in fsync, or the event loop in
+    ``epoll_wait``, is not CPU and must not count as if it were. Without py-spy
     installed (``.venv/bin/pip install py-spy``) it says so and records nothing."""
 
     def __init__(self, pid: int, seconds: float, rate: int = 250) -> None:
@@ -182,7 +184,7 @@ class Profiler:
         if not Path(spy).exists():
             print("(profile skipped: py-spy is not installed)")
             return self
-        argv = [spy, "record", "-p", str(self.pid), "-d", str(int(self.seconds)), "-r", str(self.rate)]
+        argv = [spy, "record", "--gil", "-p", str(self.pid), "-d", str(int(self.seconds)), "-r", str(self.rate)]
         self._proc = subprocess.Popen(
             [*argv, "-f", "raw", "-o", str(self.raw)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
