@@ -400,6 +400,9 @@ class _Connection(H2Transport[ClientH2Connection]):
             ) from None
         call = _ClientCall(self, stream_id)
         self.calls[stream_id] = call
+        if self.queue_data(stream_id, payload, end_stream=True):
+            self.flush_now()  # the whole request in one write, without waking the writer
+            return call
         self.flush_soon()
         try:
             await self.send_data(stream_id, payload, end_stream=True)

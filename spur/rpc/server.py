@@ -604,7 +604,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
                 if call.reset_by_peer or self.closed:
                     return "CANCELLED"
                 status = RpcError(StatusCode.DEADLINE_EXCEEDED, "deadline exceeded")
-            self._finish(call, status, ctx.trailing_metadata)
+            self._finish(call, status, ctx.trailing_metadata, now=True)
             return "OK" if status is None else status.code.name
         except trio.Cancelled:
             if not self.closed:
@@ -616,7 +616,11 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             await self.server.call_interceptor(ctx)
         if not call.accepted:
             self._accept(call)
-        await call.request_done.wait()
+        if call.request_done.is_set():
+            # A unary request usually arrives whole with its HEADERS: no second trip through the run loop.
+            await trio.lowlevel.checkpoint_if_cancelled()
+        else:
+            await call.request_done.wait()
         if call.error is not None:
             raise call.error
         if len(call.messages) != 1:
@@ -634,7 +638,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             raise RpcError(StatusCode.UNIMPLEMENTED, f"method {method.path} is not implemented")
         if not method.server_streaming:
             response = await method.handler(request, ctx)
-            await self._send_message(call, method, response)
+            await self._send_message(call, method, response, last=True)
             return
         result = method.handler(request, ctx)
         if inspect.isawaitable(result):
@@ -643,7 +647,9 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             async for response in responses:
                 await self._send_message(call, method, response)
 
-    async def _send_message(self, call: _Call, method: _Method, response: object) -> None:
+    async def _send_message(self, call: _Call, method: _Method, response: object, *, last: bool = False) -> None:
+        """Send one response message. ``last``: the trailers follow at once (a unary answer), so a
+        message the windows hold now is only queued, and leaves with them (see :meth:`_finish`)."""
         if not isinstance(response, method.response_type):
             raise TypeError(
                 f"handler returned {type(response).__name__}, expected "
@@ -657,12 +663,18 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
                 ("content-type", CONTENT_TYPE),
                 ("grpc-accept-encoding", ACCEPT_ENCODING),
             ]
-            if not self.send_headers(call.stream_id, headers, end_stream=False):
+            if not self.send_headers(call.stream_id, headers, end_stream=False, flush=not last):
                 raise StreamGone("stream closed")
+        if last and self.queue_data(call.stream_id, payload):
+            return
         await self.send_data(call.stream_id, payload)
 
-    def _finish(self, call: _Call, status: RpcError | None, trailing: dict[str, str] | None = None) -> None:
-        """Queue the trailers (or a trailers-only response) that end the call. Synchronous."""
+    def _finish(
+        self, call: _Call, status: RpcError | None, trailing: dict[str, str] | None = None, *, now: bool = False
+    ) -> None:
+        """Queue the trailers (or a trailers-only response) that end the call. Synchronous. ``now``:
+        from the call's own task, the end of its answer: hand it to the socket at once
+        (:meth:`H2Transport.flush_now`); from the reader (refusals) the reader's own flush sends it."""
         if call.finished:
             return
         call.finished = True
@@ -685,10 +697,14 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             block += validate_metadata(metadata)
         except ValueError as exc:
             log.warning("dropping trailing metadata of %s: %s", call.path, exc)
-        self.send_headers(call.stream_id, block, end_stream=True)
+        self.send_headers(call.stream_id, block, end_stream=True, flush=False)
         if not call.remote_ended:
             # We answered before the request finished (error): tell the client to stop sending.
             self.reset_stream(call.stream_id, h2.errors.ErrorCodes.NO_ERROR)
+        if now:
+            self.flush_now()
+        else:
+            self.flush_soon()
 
 
 def _authenticate(authenticator: Authenticator, ctx: CallContext) -> RpcError | None:

@@ -5,6 +5,11 @@
 Design: every engine state change is synchronous and followed by :meth:`H2Transport.flush_soon`; a single
 writer task drains ``h2.data_to_send()`` onto the socket. So any task (including a cancelled one in its
 cleanup) can queue frames without awaiting, and frames leave in the order they were produced.
+:meth:`H2Transport.flush_now` is the same hand-over done at once, for an owner that has just queued the
+last frame of a burst (a call's trailers): while the writer is idle with nothing left over, the bytes go
+to a plain socket in one non-blocking write, sparing the writer's wake-up and a pass of the run loop
+(a unary call at low rates costs the server several run-loop passes and system calls, which on a
+virtual machine outweigh the HTTP/2 work); what the socket does not take is left to the writer.
 
 Flow control: outbound DATA waits for window (:meth:`send_data`); inbound DATA is acknowledged at the
 connection level as soon as it is read, and at the stream level when the owner calls
@@ -18,6 +23,7 @@ the engine parses it, so an owner can bound what a peer may send.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from typing import Generic, TypeVar
 
@@ -56,6 +62,9 @@ class H2Transport(Generic[EngineT]):
         self.closed = False
         self.close_reason = ""
         self._wake_writer = trio.Event()
+        self._writer_idle = False
+        self._unsent = b""  # taken from the engine by flush_now, not yet accepted by the socket
+        self._fd = stream.socket.fileno() if isinstance(stream, trio.SocketStream) else None
         self._window_lot = trio.lowlevel.ParkingLot()
         self._conn_unacked = 0
         self._cancel_scope: trio.CancelScope | None = None
@@ -155,10 +164,27 @@ class H2Transport(Generic[EngineT]):
 
     # ------------------------------------------------------------------ I/O tasks
 
+    async def _receive(self) -> bytes | bytearray:
+        """The next bytes from the peer (b"" at EOF). On a plain socket this is Trio's
+        ``SocketStream.receive_some`` without its per-read context managers (a few percent of a small
+        call): the same checkpoints, a read tried first, the wait for readability only when it would block."""
+        fd = self._fd
+        if fd is None:
+            return await self.stream.receive_some(self.read_size)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            try:
+                data = os.read(fd, self.read_size)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return data
+
     async def _reader(self) -> None:
         while not self.closed:
             try:
-                data = await self.stream.receive_some(self.read_size)
+                data = await self._receive()
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 self.close(f"connection lost: {exc or type(exc).__name__}")
                 return
@@ -193,7 +219,8 @@ class H2Transport(Generic[EngineT]):
     async def _writer(self) -> None:
         while True:
             self._wake_writer = trio.Event()
-            data = self.h2.data_to_send()
+            data = self._unsent + self.h2.data_to_send() if self._unsent else self.h2.data_to_send()
+            self._unsent = b""
             if data:
                 try:
                     await self.stream.send_all(data)
@@ -203,13 +230,37 @@ class H2Transport(Generic[EngineT]):
                 continue
             if self.closed:
                 return
-            await self._wake_writer.wait()
+            self._writer_idle = True
+            try:
+                await self._wake_writer.wait()
+            finally:
+                self._writer_idle = False
 
     # ------------------------------------------------------------------ helpers for owners
 
     def flush_soon(self) -> None:
         """Ask the writer to send whatever the engine has queued."""
         self._wake_writer.set()
+
+    def flush_now(self) -> None:
+        """Send what the engine has queued with one non-blocking write when that keeps frame order
+        (the writer is idle and nothing taken earlier is still unsent, on a plain socket); otherwise,
+        and for whatever the socket does not take, :meth:`flush_soon`."""
+        if not self._writer_idle or self._unsent or self._fd is None or self.closed:
+            self.flush_soon()
+            return
+        data = self.h2.data_to_send()
+        if not data:
+            return
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:  # let the writer meet the error and close the connection as it always does
+            sent = 0
+        if sent < len(data):
+            self._unsent = data[sent:]
+            self.flush_soon()
 
     async def send_data(self, stream_id: int, payload: bytes, *, end_stream: bool = False) -> None:
         """Send ``payload`` on a stream, waiting for flow-control window as needed.
@@ -232,7 +283,7 @@ class H2Transport(Generic[EngineT]):
                 return
 
     async def _wait_window(self, stream_id: int, wanted: int) -> int:
-        await trio.lowlevel.checkpoint()
+        await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             if self.closed:
                 raise StreamGone(self.close_reason)
@@ -258,13 +309,30 @@ class H2Transport(Generic[EngineT]):
             return
         self.flush_soon()
 
-    def send_headers(self, stream_id: int, headers: Iterable[tuple[str, str]], *, end_stream: bool) -> bool:
-        """Queue a header block; False if the stream is already gone."""
+    def send_headers(
+        self, stream_id: int, headers: Iterable[tuple[str, str]], *, end_stream: bool, flush: bool = True
+    ) -> bool:
+        """Queue a header block; False if the stream is already gone. ``flush=False``: the caller
+        flushes (it is about to queue more of the same burst)."""
         try:
             self.h2.send_headers(stream_id, list(headers), end_stream=end_stream)
         except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
             return False
-        self.flush_soon()
+        if flush:
+            self.flush_soon()
+        return True
+
+    def queue_data(self, stream_id: int, payload: bytes, *, end_stream: bool = False) -> bool:
+        """Queue all of ``payload`` on an open stream without waiting or flushing, if the flow-control
+        windows hold it now; False (nothing queued) otherwise: then :meth:`send_data` waits for window."""
+        if self.closed or not self.stream_is_open(stream_id):
+            return False
+        try:
+            if self.h2.local_flow_control_window(stream_id) < len(payload):
+                return False
+            self.h2.send_data(stream_id, payload, end_stream=end_stream)
+        except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError, KeyError):
+            return False
         return True
 
     def reset_stream(self, stream_id: int, error_code: int) -> None:
