@@ -506,7 +506,8 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         if isinstance(method, RpcError):
             self._finish(call, method)
             return
-        call.scope.deadline = math.inf if deadline is None else deadline
+        if deadline is not None:  # a fresh scope: setting a scope's deadline costs a context manager in Trio
+            call.scope = trio.CancelScope(deadline=deadline)
         assert self._nursery is not None
         ctx = CallContext(path, user_metadata(headers), self.peer, deadline)
         authenticator = self.server.authenticator
