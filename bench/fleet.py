@@ -103,6 +103,7 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
     client = _Client(ctl.address)
     submit_lat: list[float] = []
     submit_errors = 0
+    unanswered = 0  # pipelined: still in flight when the window ended (neither failed nor answered yet)
     refused = 0
     samples: list[tuple[float, int, int]] = []  # (t, pending, down)
     async with trio.open_nursery() as nursery:
@@ -167,7 +168,8 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         own_cpu = time.process_time() - own_cpu0
         if pipelined:
             own_cpu += pipelined["cpu_s"]
-            submit_errors = pipelined["errors"] + pipelined["gave_up"] + pipelined["unanswered"]
+            submit_errors = pipelined["errors"] + pipelined["gave_up"]
+            unanswered = pipelined["unanswered"]
             refused = pipelined["refused"]
         after = _fleet_stats(stats_file)
         rss = ctl.rss_mb()
@@ -192,8 +194,9 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         "fleet_cpu_share": fleet_cpu / elapsed,
         "loadgen_cpu_share": own_cpu / elapsed,
         "rss_mb": rss,
-        "submitted": total - submit_errors,
+        "submitted": total - submit_errors - unanswered,
         "submit_errors": submit_errors,
+        "unanswered": unanswered,
         "refused": refused,
         "submit_p50_ms": pipelined["submit_p50_ms"] if pipelined else 1000 * percentile(submit_lat, 0.5),
         "submit_p99_ms": pipelined["submit_p99_ms"] if pipelined else 1000 * percentile(submit_lat, 0.99),
@@ -470,6 +473,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         ("false DOWN nodes (max sampled / end)", f"{r['down_max']} / {r['down_end']} of {r['nodes']}"),
         ("submit latency p50/p99", f"{r['submit_p50_ms']:.1f} / {r['submit_p99_ms']:.1f} ms"),
         ("jobs submitted (errors)", f"{r['submitted']} ({r['submit_errors']})"),
+        ("submissions still in flight at the window's end", str(r.get("unanswered", 0))),
         ("submissions refused (RESOURCE_EXHAUSTED, retried)", f"{r['refused']}"),
         ("jobs completed/s", f"{r['completed_per_s']:.1f}"),
         ("scheduler backlog (PENDING) max / end", f"{r['backlog_max']} / {r['backlog_end']}"),
