@@ -5,7 +5,8 @@
 Builds a cluster state of ``--nodes`` 8-CPU nodes through the state machine (commands encoded and
 applied as Raft applies them), then runs a steady stream like ``bench.fleet``'s: each round decides
 the grant of a 1-CPU job (``spur.state.immediate.decide_grant`` with the backfill plugin's
-``place_now``), applies its ``SubmitJob`` with that grant, and ends the oldest running job once
+``place_now``), applies its ``SubmitJob`` with that grant, and ends the oldest running job
+(``--ends random``: any running job, as the fleet's exponential run times end them) once
 ``--running`` jobs hold CPUs, so every decision follows changed node views, as on a loaded
 controller. With ``--in-flight K`` each submission is applied only K decisions after it was decided
 (as Raft applies it on a loaded leader, which holds up to ``max_submit_queue`` = 256 in flight), and
@@ -16,6 +17,7 @@ decision and per applied command for each K (median of 3 repeats).
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from collections import deque
@@ -39,14 +41,18 @@ def _build(nodes: int) -> tuple[ClusterState, list[int]]:
     return state, index
 
 
-def run_once(nodes: int, running: int, decisions: int, in_flight: int = 0) -> tuple[float, float]:
+def run_once(
+    nodes: int, running: int, decisions: int, in_flight: int = 0, random_ends: bool = False
+) -> tuple[float, float]:
     """(CPU µs per decision, CPU µs per applied command) over ``decisions`` steady rounds, each
-    submission applied ``in_flight`` decisions after its own."""
+    submission applied ``in_flight`` decisions after its own. ``random_ends``: the job that ends is any
+    running one (as with the fleet's exponential run times), not the oldest."""
     from spur_sched_backfill.planner import place_now
 
     state, index = _build(nodes)
     spec = JobSpec(name="fleet", script="#!/bin/sh\ntrue\n", work_dir="/tmp", cpus_per_task=1)
-    holding: deque[int] = deque()
+    holding: list[int] = []
+    rng = random.Random(1)
     flying = Flying()
     proposed: deque[tuple[int, c.SubmitJob]] = deque()
     decide_cpu = apply_cpu = 0.0
@@ -79,7 +85,12 @@ def run_once(nodes: int, running: int, decisions: int, in_flight: int = 0) -> tu
         applied += 1
         holding.append(job_id)
         if len(holding) > running:
-            gone = state.jobs[holding.popleft()]
+            if random_ends:
+                at = rng.randrange(len(holding))
+                holding[at], holding[-1] = holding[-1], holding[at]
+                gone = state.jobs[holding.pop()]
+            else:
+                gone = state.jobs[holding.pop(0)]
             index[0] += 1
             state.apply(index[0], c.encode(c.JobExited(gone.job_id, gone.allocation[0].node, 0, 0, now)))
             applied += 1
@@ -96,10 +107,16 @@ def main() -> None:
     ap.add_argument("--running", type=int, default=500)
     ap.add_argument("--decisions", type=int, default=5000)
     ap.add_argument("--in-flight", default="0,64,256", help="comma-separated: submissions in flight per run")
+    ap.add_argument(
+        "--ends", choices=("oldest", "random"), default="oldest", help="which running job ends each round"
+    )
     args = ap.parse_args()
-    print(f"{args.nodes} nodes, {args.running} running 1-CPU jobs, {args.decisions} decisions (median of 3)")
+    print(
+        f"{args.nodes} nodes, {args.running} running 1-CPU jobs, {args.decisions} decisions (median of 3),"
+        f" the {args.ends} running job ending each round"
+    )
     for k in (int(x) for x in args.in_flight.split(",")):
-        runs = [run_once(args.nodes, args.running, args.decisions, k) for _ in range(3)]
+        runs = [run_once(args.nodes, args.running, args.decisions, k, args.ends == "random") for _ in range(3)]
         decide = statistics.median(r[0] for r in runs)
         apply = statistics.median(r[1] for r in runs)
         print(
