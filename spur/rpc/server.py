@@ -666,8 +666,10 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             ]
             if not self.send_headers(call.stream_id, headers, end_stream=False, flush=not last):
                 raise StreamGone("stream closed")
-        if last and self.queue_data(call.stream_id, payload):
-            return
+        if last:
+            if self.queue_data(call.stream_id, payload):
+                return
+            self.flush_soon()  # the headers queued above must not wait with us for window
         await self.send_data(call.stream_id, payload)
 
     def _finish(
