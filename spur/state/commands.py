@@ -274,11 +274,35 @@ def encode(cmd: Any) -> bytes:
         if any(type(inner) is Batch for inner in cmd.commands):
             raise TypeError("a Batch cannot contain a Batch")
         body = {"commands": [_plain_command(inner) for inner in cmd.commands]}
-        return json.dumps({"type": "Batch", "body": body}, separators=(",", ":")).encode()
+        return dumps({"type": "Batch", "body": body})
     name = type(cmd).__name__
     if registry().get(name) is not type(cmd):
         raise TypeError(f"not a state command: {name}")
-    return json.dumps({"type": name, "body": to_plain(cmd)}, separators=(",", ":")).encode()
+    return dumps({"type": name, "body": to_plain(cmd)})
+
+
+# Dataclasses, datetimes and subclasses of the built-in types, which orjson would write and json
+# refuses, go to json, which raises as it always did.
+_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+
+def dumps(plain: Any) -> bytes:
+    """Compact JSON of a plain value as ``to_plain`` makes them (dicts, lists, tuples, strings,
+    numbers, booleans and None), which ``json.loads`` and ``decode`` read back exactly as they read
+    ``json.dumps(plain, separators=(",", ":"))``.
+
+    orjson writes it several times faster, but differs from json in two ways: it refuses some values
+    json takes (integers beyond 64 bits, keys that are not strings, lone surrogates, subclasses of the
+    built-in types), and it writes a NaN or an infinity as ``null``. So json writes every value orjson
+    refused, and every value whose orjson text holds ``null`` anywhere: a command's plain form holds no
+    None in the usual case, and a NaN can only hide behind a ``null``."""
+    try:
+        data = orjson.dumps(plain, option=_STRICT)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        data = b"null"
+    if b"null" in data:
+        data = json.dumps(plain, separators=(",", ":")).encode()
+    return data
 
 
 def decode(data: bytes) -> Any:
