@@ -223,10 +223,10 @@ def test_the_plugin_is_shown_only_nodes_the_job_could_use_now() -> None:
 
 
 def test_a_decision_on_a_big_idle_cluster_offers_the_plugin_a_few_nodes_first() -> None:
-    """The first nodes in name order hold the grant: the plugin sees FIRST_OFFER of them, not all.
-    When they do not hold it (the job needs more nodes than that, or only a late node fits), the
-    rest are offered too, and the answer is the one the whole list gives."""
-    from spur.state.immediate import FIRST_OFFER
+    """The first nodes in name order hold the grant: the plugin sees the first round's number of
+    them, not all. When they do not hold it (the job needs more nodes than that, or only a late node
+    fits), the next round's are offered, then all, and the answer is the one the whole list gives."""
+    from spur.state.immediate import OFFER_ROUNDS
 
     log = Log()
     for i in range(300):
@@ -244,11 +244,11 @@ def test_a_decision_on_a_big_idle_cluster_offers_the_plugin_a_few_nodes_first() 
         )
 
     one = decide(num_tasks=2)
-    assert [a.node for a in one.allocation] == ["n000"] and offered == [FIRST_OFFER]
+    assert [a.node for a in one.allocation] == ["n000"] and offered == [OFFER_ROUNDS[0]]
     wide = decide(num_nodes=100, num_tasks=100)
-    assert len(wide.allocation) == 100 and offered == [200]  # twice the nodes asked for
+    assert len(wide.allocation) == 100 and offered == [200]  # twice the nodes asked for, in one round
     big = decide(num_tasks=1, cpus_per_task=16)  # only the last node has 16 CPUs
-    assert [a.node for a in big.allocation] == ["n299"] and offered == [FIRST_OFFER, 300]
+    assert [a.node for a in big.allocation] == ["n299"] and offered == [*OFFER_ROUNDS, 300]
 
 
 def test_flying_keeps_the_sums_of_what_is_in_flight() -> None:
@@ -374,6 +374,61 @@ def test_decisions_on_kept_offer_layouts_equal_decisions_on_layouts_built_each_t
             job_id = _submit_with(kept, with_kept.allocation, **shape)
             assert _submit_with(fresh, built.allocation, **shape) == job_id
             if kept.state.jobs[job_id].state is JobState.RUNNING:
+                running.append(job_id)
+
+    check()
+
+
+def test_decisions_through_offer_rounds_equal_decisions_on_the_whole_list(monkeypatch) -> None:
+    """Whatever rounds the offers grow through, a grant is the one offering every usable node at once
+    gives: on a mixed cluster (1-8 CPUs, some with a feature), as jobs of one to several tasks and
+    nodes start and end, with grants in flight."""
+    import random
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    import spur.state.immediate as immediate
+    from spur.state.immediate import Flying, InFlight
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.integers(0, 2**32 - 1))
+    def check(seed: int) -> None:
+        rng = random.Random(seed)
+        log = Log()
+        for i in range(30):
+            node = Node(
+                name=f"n{i:02d}",
+                address="127.0.0.1",
+                cpus=rng.choice([1, 2, 4, 8]),
+                memory_mb=8000,
+                features=["fast"] if rng.random() < 0.3 else [],
+            )
+            assert log(c.RegisterNode(node, 50.0)) is True
+        running: list[int] = []
+        flying = Flying()
+        for _ in range(50):
+            if rng.random() < 0.3 and running:
+                job_id = running.pop(rng.randrange(len(running)))
+                node = log.state.jobs[job_id].allocation[0].node
+                log(c.JobExited(job_id, node, 0, 0, NOW))
+                continue
+            shape = {
+                "num_tasks": rng.choice([1, 1, 2, 5, 9]),
+                "num_nodes": rng.choice([1, 1, 1, 2, 3]),
+                "constraint": ["fast"] if rng.random() < 0.3 else [],
+            }
+            shape["num_tasks"] = max(shape["num_tasks"], shape["num_nodes"])
+            decisions = []
+            for rounds in ((2, 6), (1,), ()):
+                monkeypatch.setattr(immediate, "OFFER_ROUNDS", rounds)
+                decisions.append(_decide(log, in_flight=flying, **shape))
+            assert decisions[0].allocation == decisions[2].allocation == decisions[1].allocation
+            if rng.random() < 0.2 and decisions[0].allocation:
+                flying.add(InFlight("", decisions[0].allocation, waits=False))  # stays in flight
+                continue
+            job_id = _submit_with(log, decisions[0].allocation, **shape)
+            if log.state.jobs[job_id].state is JobState.RUNNING:
                 running.append(job_id)
 
     check()

@@ -266,11 +266,14 @@ def usable_now(
     return tuple(usable_in_order(nodes, {}, partitions, partition))
 
 
-# A decision first offers the plugin this many usable nodes (in name order, the order placements scan
-# them in), or twice the nodes the job asks for if more: on a big idle cluster the grant is found among
-# the first few, and a decision need not cost a pass over every node. Only when they do not hold it
-# are the rest offered too, so the answer is the one the whole list gives.
-FIRST_OFFER = 16
+# A decision offers the plugin the first usable nodes (in name order, the order placements scan them
+# in) in rounds of growing size: each round's number below, or twice the nodes the job asks for if
+# more. On a big cluster the grant is found among the first few, and a decision need not cost a pass
+# over every node; the fewer nodes offered, the cheaper the plugin's snapshot and layout, and the more
+# often the same first nodes come again (their layout is kept: ``SchedIndex.offer_layout``). Only when
+# a round does not hold the grant is the next one offered, and after the last the whole list is, so
+# the answer is the one the whole list gives.
+OFFER_ROUNDS = (4, 64)
 
 
 def decide_grant(
@@ -286,7 +289,7 @@ def decide_grant(
 ) -> Decision:
     """The leader's decision for a submission at ``now`` (see the module docstring).
 
-    The plugin is shown a snapshot of the nodes offered (see ``FIRST_OFFER``), with the running jobs
+    The plugin is shown a snapshot of the nodes offered (see ``OFFER_ROUNDS``), with the running jobs
     on them: the scheduler index walks only the available nodes with a free CPU, so a decision costs
     what the offer does, not what the cluster holds."""
     job = provisional_job(state, spec, user, now)
@@ -307,13 +310,18 @@ def decide_grant(
     partitions = index.partition_views
     prio = priorities([job]).get(job.job_id)
     usable = usable_in_order(index.free_in_order(), flying.taken, partitions, job.partition, index.layout)
-    # A job naming its nodes may name any of them: it is offered every usable node at once.
-    offer = index.node_count() if spec.nodelist else max(FIRST_OFFER, 2 * spec.num_nodes)
-    nodes = tuple(islice(usable, offer))
     pending = pending_view(job, prio)
     by_node = index.running_by_node()
+    nodes: tuple[NodeView, ...] = ()
     allocation = None
-    if nodes and not spec.nodelist and len(nodes) == offer:
+    # A job naming its nodes may name any of them: it is offered every usable node at once.
+    for size in () if spec.nodelist else OFFER_ROUNDS:
+        want = max(size, 2 * spec.num_nodes)
+        if want <= len(nodes):
+            continue  # the job's own size already set this round's
+        nodes += tuple(islice(usable, want - len(nodes)))
+        if len(nodes) < want:
+            break  # that is every usable node: the whole list decides
         # Only a few of the usable nodes: they are shown as the partition's only members (they all
         # are members), so the plugin's layout costs what they do, not what the partition's list does.
         first = tuple(
@@ -322,10 +330,12 @@ def decide_grant(
         )
         own = tuple(PartitionView(p.name, (), p.up) for p in partitions if p.name == job.partition)
         allocation = place(_snapshot_of(first, own, by_node, now, index.offer_layout(first, own)), pending)
-        if not allocation:
-            nodes += tuple(usable)  # not among the first: the whole list decides
-    if nodes and not allocation:
-        allocation = place(_snapshot_of(nodes, partitions, by_node, now), pending)
+        if allocation:
+            break
+    if not allocation:
+        nodes += tuple(usable)  # not among the rounds' nodes: the whole list decides
+        if nodes:
+            allocation = place(_snapshot_of(nodes, partitions, by_node, now), pending)
     if not allocation:
         return waiting
     return Decision(tuple(allocation), InFlight(job.partition, tuple(allocation), waits=False))
