@@ -67,11 +67,13 @@ def controller(
     node_timeout_secs: int = 90,
     scheduler_interval_secs: float = 2.0,
     extra: str = "",
+    controller_extra: str = "",
     root: Path | None = None,
     source: Path | None = None,
 ) -> Iterator[BenchController]:
-    """Start spurctld on a free loopback port with the given settings; kill it on exit. With
-    ``source`` (another checkout) the controller imports Spur from there."""
+    """Start spurctld on a free loopback port with the given settings; kill it on exit. ``extra`` is
+    appended to the file (after ``[scheduler]``), ``controller_extra`` to its ``[controller]`` table.
+    With ``source`` (another checkout) the controller imports Spur from there."""
     with tempfile.TemporaryDirectory(prefix="spur-bench-") as tmp:
         base = root or Path(tmp)
         port = free_port()
@@ -86,8 +88,7 @@ def controller(
             f"wal_fsync = {'true' if wal_fsync else 'false'}\n"
             f"heartbeat_interval_secs = {heartbeat_interval_secs}\n"
             f"node_timeout_secs = {node_timeout_secs}\n"
-            "kill_grace_secs = 2\n"
-            "[scheduler]\n"
+            "kill_grace_secs = 2\n" + controller_extra + "[scheduler]\n"
             f"interval_secs = {scheduler_interval_secs}\n" + extra
         )
         env = dict(os.environ)

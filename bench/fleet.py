@@ -367,6 +367,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         heartbeat_interval_secs=int(args.heartbeat),
         node_timeout_secs=90,
         extra=tls_extra,
+        controller_extra="" if args.pace_linger_ms is None else f"pace_linger_ms = {args.pace_linger_ms}\n",
     ) as ctl:
         stats_file = ctl.root / "fleet.json"
         log = open(ctl.root / "fleet.log", "wb")
@@ -448,6 +449,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         f"\nfleet: {args.nodes} virtual nodes, heartbeat every {args.heartbeat:g}s, {args.rate:g} jobs/s for "
         f"{args.duration:g}s, run time exp(mean {args.runtime_mean:g}s), fsync={'off' if args.no_fsync else 'on'}"
         + (f", up to {args.per_call} submissions per SubmitJobs call" if args.per_call > 1 else "")
+        + ("" if args.pace_linger_ms is None else f", pace_linger_ms={args.pace_linger_ms:g}")
     )
     rows = [
         ("registration of all nodes", f"{register_secs:.1f} s ({args.nodes / register_secs:.0f} nodes/s)"),
@@ -545,6 +547,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--connections", type=int, default=8, help="fleet's HTTP/2 connections to the controller")
     ap.add_argument("--rss-jobs", type=int, default=10000, help="jobs for the RSS phase (0 skips it)")
     ap.add_argument("--no-fsync", action="store_true", help="controller.wal_fsync = false in the fleet phase")
+    ap.add_argument(
+        "--pace-linger-ms",
+        type=float,
+        default=None,
+        help="controller.pace_linger_ms in the fleet phase (0: no run-loop pacing; default: the controller's)",
+    )
     ap.add_argument("--skip-fleet", action="store_true")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
     ap.add_argument("--rates", default="", help="comma-separated offered rates: one window each (a sweep)")

@@ -142,6 +142,8 @@ heartbeat_ms = 50
 max_submit_queue = 64
 max_job_count = 5000
 mpi_default = "pmi2"
+pace_linger_ms = 1.5
+pace_busy_fraction = 0.7
 
 [scheduler]
 interval_secs = 0.5
@@ -271,6 +273,7 @@ def test_every_section_loads_typed_values() -> None:
     assert cfg.controller.state_dir == Path("/srv/spur")
     assert cfg.scheduler.interval_secs == 0.5 and cfg.scheduler.plugin == "fifo"
     assert cfg.scheduler.min_interval_secs == 0.2
+    assert cfg.controller.pace_linger_ms == 1.5 and cfg.controller.pace_busy_fraction == 0.7
     assert [p.name for p in cfg.partitions] == ["cpu", "gpu"]
     assert cfg.default_partition.name == "gpu"
     assert cfg.partitions[0].default is False
@@ -433,6 +436,10 @@ def test_unknown_section() -> None:
         ('[controller]\npeers = "a:1"\n', "controller.peers", '"a:1"', "expected a list"),
         ('[scheduler]\ninterval_secs = "2"\n', "scheduler.interval_secs", '"2"', "expected a number"),
         ("[scheduler]\ninterval_secs = 0\n", "scheduler.interval_secs", "0", "greater than 0"),
+        ("[scheduler]\ninterval_secs = nan\n", "scheduler.interval_secs", "nan", "finite number"),
+        ("[controller]\npace_linger_ms = inf\n", "controller.pace_linger_ms", "inf", "finite number"),
+        ("[controller]\npace_linger_ms = 51\n", "controller.pace_linger_ms", "51", "between 0 and 50"),
+        ("[controller]\npace_busy_fraction = 1.5\n", "controller.pace_busy_fraction", "1.5", "between 0 and 1"),
         ("cluster_name = 7\n", "cluster_name", "7", "expected a string"),
         ("controller = 5\n", "controller", "5", "expected a table"),
         ('[partitions]\nname = "a"\n', "partitions", '{name = "a"}', "[[partitions]]"),

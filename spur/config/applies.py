@@ -83,6 +83,8 @@ APPLIES: dict[str, Mark] = {
     "controller.max_submit_queue": CTLD,
     "controller.max_job_count": CTLD,
     "controller.mpi_default": CTLD,
+    "controller.pace_linger_ms": CTLD,
+    "controller.pace_busy_fraction": CTLD,
     # [scheduler]
     "scheduler.interval_secs": LIVE,
     "scheduler.min_interval_secs": LIVE,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,13 +39,16 @@ class Int(fields.Field):
 
 
 class Float(fields.Field):
-    """A number; integers are accepted and converted (``2`` means ``2.0``)."""
+    """A finite number; integers are accepted and converted (``2`` means ``2.0``). TOML's ``nan`` and
+    ``inf`` are refused: no setting means them, and a NaN passes every range check."""
 
     def _deserialize(
         self, value: Any, attr: str | None, data: Mapping[str, Any] | None, **kwargs: Any
     ) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValidationError("expected a number")
+        if not math.isfinite(value):
+            raise ValidationError("expected a finite number")
         return float(value)
 
 

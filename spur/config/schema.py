@@ -163,6 +163,21 @@ class ControllerSchema(SectionSchema):
         validate=fields.validate.OneOf(["none", "pmi2"], error="must be one of {choices}"),
         metadata=doc("The MPI type of a step whose srun gives no --mpi, like Slurm's MpiDefault (none, pmi2)."),
     )
+    pace_linger_ms = f.Float(
+        validate=fields.validate.Range(min=0, max=50, error="must be between {min} and {max}"),
+        metadata=doc(
+            "Under load, spurctld's event loop waits this many milliseconds before it sleeps, so that "
+            "calls and replies arriving meanwhile are handled in one pass and share batches: less CPU "
+            "per job, at most this much more latency per pass; 0 turns it off."
+        ),
+    )
+    pace_busy_fraction = f.Float(
+        validate=fields.validate.Range(min=0, max=1, error="must be between {min} and {max}"),
+        metadata=doc(
+            "The load at which pace_linger_ms applies: the fraction of its recent time (about 0.2 s) "
+            "spurctld's event loop spent working; below it, and on an idle controller, it never waits."
+        ),
+    )
 
     def check(self, obj: ControllerConfig) -> None:
         if obj.node_timeout_secs <= obj.heartbeat_interval_secs:

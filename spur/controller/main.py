@@ -128,12 +128,20 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run() -> None:
         from spur.controller.gc_policy import gc_policy
+        from spur.controller.pacing import RunLoopPacer
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
             nursery.start_soon(_reload_on_sighup, controller.reload_tls)
             # Process-wide, so here and not in Controller.run (tests run several controllers in one process).
             await nursery.start(gc_policy, name="gc-policy")
+            if cfg.controller.pace_linger_ms > 0:
+                trio.lowlevel.add_instrument(
+                    RunLoopPacer(
+                        linger=cfg.controller.pace_linger_ms / 1000,
+                        busy_threshold=cfg.controller.pace_busy_fraction,
+                    )
+                )
             await nursery.start(controller.run)
             notify("READY=1\nSTATUS=serving")
 
