@@ -16,8 +16,8 @@ an answer is at most ``linger`` per pass it waits in.
 
 :class:`BusyMeter` and :func:`linger_for` hold the decision, free of I/O and clocks: how busy the
 loop has been, as an exponentially weighted fraction of time with a time constant of ``window``
-seconds, and whether that calls for a wait. The lingers
-themselves are left out of it: they are not time the loop had nothing to do.
+seconds, and whether that calls for a wait. The lingers themselves are left out of the measure: they
+are not time the loop had nothing to do.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from collections.abc import Callable
 
 import trio
 
+# The defaults of [controller] pace_linger_ms and pace_busy_fraction.
 DEFAULT_LINGER = 0.002  # seconds
-DEFAULT_BUSY_THRESHOLD = 0.25
+DEFAULT_BUSY_THRESHOLD = 0.5
 DEFAULT_WINDOW = 0.2  # seconds
 
 
