@@ -2,8 +2,8 @@
 the work arriving meanwhile is handled in one pass instead of one pass each.
 
 A controller at moderate load wakes once per event: a call, an fsync done, an agent's answer. Each
-wake costs a run-loop pass, a system call and caches that have gone cold while other processes ran,
-and each small batch (a Raft entry, a launch call) carries its fixed cost for one or two jobs. So CPU
+wake costs a run-loop pass and a system call (and, it seems, caches gone cold while other processes
+ran), and each small batch (a Raft entry, a launch call) carries its fixed cost for one or two jobs. So CPU
 per job was nearly twice as high at 500 jobs/s as at 1,000/s, where events pile up by themselves.
 
 :class:`RunLoopPacer` is a Trio instrument. Before the loop blocks for I/O (nothing is runnable), if
