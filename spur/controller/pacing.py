@@ -28,9 +28,6 @@ from collections.abc import Callable
 
 import trio
 
-# The defaults of [controller] pace_linger_ms and pace_busy_fraction.
-DEFAULT_LINGER = 0.002  # seconds
-DEFAULT_BUSY_THRESHOLD = 0.5
 DEFAULT_WINDOW = 0.2  # seconds
 
 
@@ -66,14 +63,15 @@ def linger_for(busy: float, timeout: float, *, linger: float, threshold: float) 
 
 
 class RunLoopPacer(trio.abc.Instrument):
-    """See the module docstring. ``sleep`` and ``clock`` are for tests (``time.sleep`` and
-    ``time.perf_counter`` otherwise)."""
+    """See the module docstring. ``linger`` (seconds) and ``busy_threshold`` come from
+    ``[controller] pace_linger_ms`` and ``pace_busy_fraction``, whose defaults the config holds.
+    ``sleep`` and ``clock`` are for tests (``time.sleep`` and ``time.perf_counter`` otherwise)."""
 
     def __init__(
         self,
         *,
-        linger: float = DEFAULT_LINGER,
-        busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
+        linger: float,
+        busy_threshold: float,
         window: float = DEFAULT_WINDOW,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.perf_counter,
