@@ -314,6 +314,9 @@ def decide_grant(
     by_node = index.running_by_node()
     nodes: tuple[NodeView, ...] = ()
     allocation = None
+    # Each round's nodes are shown as the partition's only members (they all are members), so the
+    # plugin's layout costs what they do, not what the partition's list does.
+    own = tuple(PartitionView(p.name, (), p.up) for p in partitions if p.name == job.partition)
     # A job naming its nodes may name any of them: it is offered every usable node at once.
     for size in () if spec.nodelist else OFFER_ROUNDS:
         want = max(size, 2 * spec.num_nodes)
@@ -322,13 +325,10 @@ def decide_grant(
         nodes += tuple(islice(usable, want - len(nodes)))
         if len(nodes) < want:
             break  # that is every usable node: the whole list decides
-        # Only a few of the usable nodes: they are shown as the partition's only members (they all
-        # are members), so the plugin's layout costs what they do, not what the partition's list does.
         first = tuple(
             v if job.partition in v.partitions else replace(v, partitions=(*v.partitions, job.partition))
             for v in nodes
         )
-        own = tuple(PartitionView(p.name, (), p.up) for p in partitions if p.name == job.partition)
         allocation = place(_snapshot_of(first, own, by_node, now, index.offer_layout(first, own)), pending)
         if allocation:
             break
