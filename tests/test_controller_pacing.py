@@ -4,6 +4,7 @@ an idle one never does, and no wait outlasts the loop's own timeout."""
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import trio
@@ -113,8 +114,6 @@ def test_the_pacer_in_a_real_trio_loop_batches_what_arrives_while_it_lingers() -
         token = trio.lowlevel.current_trio_token()
 
         def feed() -> None:
-            import time
-
             for i in range(200):
                 token.run_sync_soon(send.send_nowait, i)
                 time.sleep(0.0005)
