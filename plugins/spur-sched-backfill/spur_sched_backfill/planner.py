@@ -37,6 +37,7 @@ from spur.core.scheduling import (
     natural_key,
 )
 
+from spur_sched_backfill.first_fit import PLANNER, first_fit_now
 from spur_sched_backfill.profile import ALL_BITS, NodeProfile, indices_of, mask_of
 from spur_sched_backfill.request import Request
 from spur_sched_backfill.window import aggregate, earliest, fits
@@ -718,5 +719,11 @@ def plan(snapshot: SchedSnapshot, options: Mapping[str, Any] | None = None) -> P
 def place_now(
     snapshot: SchedSnapshot, job: PendingView, options: Mapping[str, Any] | None = None
 ) -> tuple[NodeAllocation, ...] | None:
-    """Where ``job`` starts now on ``snapshot``'s free resources (the immediate grant), or None."""
-    return BackfillPlanner(snapshot, BackfillOptions.parse(options)).place_now(job)
+    """Where ``job`` starts now on ``snapshot``'s free resources (the immediate grant), or None. A
+    simple job takes the first fit (``spur_sched_backfill.first_fit``), which gives the planner's answer
+    without building one."""
+    opts = BackfillOptions.parse(options)
+    found = first_fit_now(snapshot, job)
+    if found is not PLANNER:
+        return found
+    return BackfillPlanner(snapshot, opts).place_now(job)
