@@ -11,6 +11,7 @@ Field names equal TOML key names; ``spur.config.schema`` validates the file and 
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,7 +79,10 @@ class SchedulerConfig:
     enforce_part_limits: str = "NO"  # Slurm's EnforcePartLimits: ALL, ANY, NO, YES (= ANY)
 
 
+@functools.lru_cache(maxsize=64)
 def _parse_time(spec: str) -> int:
+    """A config time spec in seconds. Cached: the config's specs are few and read on hot paths
+    (every submission's priority weights), and parsing one costs microseconds each time."""
     from spur.core.timespec import parse_time_limit  # lazy: spur.core.timespec is optional at import time
 
     return parse_time_limit(spec)
