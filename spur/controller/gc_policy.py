@@ -35,11 +35,11 @@ FREEZE_EVERY_SECS = 2.0
 THAW_EVERY_SECS = 600.0
 
 
-def freeze_survivors() -> int:
-    """Collect the young generations, then freeze what survived; the number of frozen objects."""
+def freeze_survivors() -> None:
+    """Collect the young generations, then freeze what survived. (It does not count what is frozen:
+    ``gc.get_freeze_count`` walks every frozen object, 8 ms for 600,000 of them, which every tick paid.)"""
     gc.collect(1)
     gc.freeze()
-    return gc.get_freeze_count()
 
 
 def thaw_and_collect() -> int:
@@ -69,12 +69,13 @@ async def gc_policy(
                 next_thaw = trio.current_time() + thaw_every
                 began = time.perf_counter()
                 found = thaw_and_collect()
-                log.debug(
-                    "full garbage collection: %d objects freed in %.0f ms, %d frozen",
-                    found,
-                    (time.perf_counter() - began) * 1000,
-                    gc.get_freeze_count(),
-                )
+                if log.isEnabledFor(logging.DEBUG):  # counting the frozen objects walks them all
+                    log.debug(
+                        "full garbage collection: %d objects freed in %.0f ms, %d frozen",
+                        found,
+                        (time.perf_counter() - began) * 1000,
+                        gc.get_freeze_count(),
+                    )
             else:
                 freeze_survivors()
     finally:
