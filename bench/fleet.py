@@ -359,6 +359,16 @@ def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> N
         print(f"(plot: {written[-1]})")
 
 
+def _pacing_settings(args: argparse.Namespace) -> str:
+    """The ``[controller]`` lines for the run-loop pacing flags given ("" for the controller's defaults)."""
+    lines = ""
+    if args.pace_linger_ms is not None:
+        lines += f"pace_linger_ms = {args.pace_linger_ms}\n"
+    if args.pace_busy_fraction is not None:
+        lines += f"pace_busy_fraction = {args.pace_busy_fraction}\n"
+    return lines
+
+
 def fleet_phase(args: argparse.Namespace) -> None:
     pki = Path(tempfile.mkdtemp(prefix="spur-bench-pki-")) if args.tls else None
     tls_extra = _tls_setup(pki) if pki is not None else ""
@@ -367,7 +377,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         heartbeat_interval_secs=int(args.heartbeat),
         node_timeout_secs=90,
         extra=tls_extra,
-        controller_extra="" if args.pace_linger_ms is None else f"pace_linger_ms = {args.pace_linger_ms}\n",
+        controller_extra=_pacing_settings(args),
     ) as ctl:
         stats_file = ctl.root / "fleet.json"
         log = open(ctl.root / "fleet.log", "wb")
@@ -450,6 +460,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         f"{args.duration:g}s, run time exp(mean {args.runtime_mean:g}s), fsync={'off' if args.no_fsync else 'on'}"
         + (f", up to {args.per_call} submissions per SubmitJobs call" if args.per_call > 1 else "")
         + ("" if args.pace_linger_ms is None else f", pace_linger_ms={args.pace_linger_ms:g}")
+        + ("" if args.pace_busy_fraction is None else f", pace_busy_fraction={args.pace_busy_fraction:g}")
     )
     rows = [
         ("registration of all nodes", f"{register_secs:.1f} s ({args.nodes / register_secs:.0f} nodes/s)"),
@@ -552,6 +563,12 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         default=None,
         help="controller.pace_linger_ms in the fleet phase (0: no run-loop pacing; default: the controller's)",
+    )
+    ap.add_argument(
+        "--pace-busy-fraction",
+        type=float,
+        default=None,
+        help="controller.pace_busy_fraction in the fleet phase (default: the controller's)",
     )
     ap.add_argument("--skip-fleet", action="store_true")
     ap.add_argument("--profile", action="store_true", help="py-spy profile of the controller under load")
