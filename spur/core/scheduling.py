@@ -182,6 +182,16 @@ class NodeLayout:
         )
 
 
+def nodes_in_layout(snapshot: SchedSnapshot) -> tuple[tuple[NodeView, ...], NodeLayout]:
+    """``snapshot``'s nodes in natural name order, and their layout: the snapshot's own when it carries
+    one of as many nodes (its nodes are then in that order), else one built from them here."""
+    layout, views = snapshot.layout, snapshot.nodes
+    if layout is None or len(layout.names) != len(views):
+        views = tuple(sorted(views, key=lambda v: natural_key(v.name)))
+        layout = NodeLayout.build(views, snapshot.partitions)
+    return views, layout
+
+
 @dataclass(frozen=True)
 class Assignment:
     job_id: int

@@ -22,10 +22,10 @@ cover the job's needs. Why that is the same answer:
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 
 from spur.core.job import NodeAllocation
-from spur.core.scheduling import NodeView, PendingView, RunningView, SchedSnapshot, natural_key
+from spur.core.scheduling import PendingView, SchedSnapshot, nodes_in_layout
 
 from spur_sched_backfill.request import Request
 
@@ -56,9 +56,12 @@ def first_fit_now(snapshot: SchedSnapshot, job: PendingView) -> tuple[NodeAlloca
     if not is_simple(job):
         return PLANNER
     req = Request.of(job)
-    views, members, up = _ordered(snapshot, job.partition)
-    if not up:
-        return None
+    views, layout = nodes_in_layout(snapshot)
+    members: frozenset[int] | None = None  # None: every node, as for a job naming no partition
+    if job.partition:
+        if not layout.up.get(job.partition, True):
+            return None
+        members = layout.members.get(job.partition, frozenset())
     wanted = frozenset(job.features)
     excluded = frozenset(job.exclude)
     whole = _held_whole(snapshot)
@@ -78,49 +81,15 @@ def first_fit_now(snapshot: SchedSnapshot, job: PendingView) -> tuple[NodeAlloca
     return None
 
 
-def _ordered(
-    snapshot: SchedSnapshot, partition: str
-) -> tuple[Sequence[NodeView], frozenset[int] | None, bool]:
-    """The snapshot's nodes in the planner's order, the positions of ``partition``'s members among
-    them (None: every node, as for a job naming no partition), and whether the partition is up."""
-    layout = snapshot.layout
-    views: Sequence[NodeView] = snapshot.nodes
-    if layout is not None and len(layout.names) == len(views):
-        if not partition:
-            return views, None, True
-        return views, layout.members.get(partition, frozenset()), layout.up.get(partition, True)
-    views = sorted(views, key=lambda v: natural_key(v.name))
-    if not partition:
-        return views, None, True
-    up = True
-    listed: set[str] = set()
-    for p in snapshot.partitions:
-        if p.name == partition:
-            up = up and p.up
-            listed.update(p.nodes)
-    members = frozenset(i for i, v in enumerate(views) if v.name in listed or partition in v.partitions)
-    return views, members, up
+def _held_whole(snapshot: SchedSnapshot) -> Callable[[str], bool]:
+    """Whether a running exclusive job holds a node (an allocation of it names the node)."""
+    by_node = snapshot.node_running
+    if by_node is None:
+        return {a.node for run in snapshot.running if run.exclusive for a in run.allocation}.__contains__
 
-
-def _held_whole(snapshot: SchedSnapshot) -> _WholeNodes:
-    """Which nodes a running exclusive job holds (an allocation of it names the node)."""
-    if snapshot.node_running is not None:
-        return _WholeNodes(snapshot.node_running, None)
-    held = {a.node for run in snapshot.running if run.exclusive for a in run.allocation}
-    return _WholeNodes(None, held)
-
-
-class _WholeNodes:
-    __slots__ = ("_by_node", "_held")
-
-    def __init__(self, by_node: Mapping[str, Sequence[RunningView]] | None, held: set[str] | None) -> None:
-        self._by_node, self._held = by_node, held
-
-    def __call__(self, name: str) -> bool:
-        if self._held is not None:
-            return name in self._held
-        assert self._by_node is not None
+    def holds(name: str) -> bool:
         return any(
-            run.exclusive and any(a.node == name for a in run.allocation)
-            for run in self._by_node.get(name, ())
+            run.exclusive and any(a.node == name for a in run.allocation) for run in by_node.get(name, ())
         )
+
+    return holds

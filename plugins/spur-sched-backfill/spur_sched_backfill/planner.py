@@ -34,7 +34,7 @@ from spur.core.scheduling import (
     Plan,
     RunningView,
     SchedSnapshot,
-    natural_key,
+    nodes_in_layout,
 )
 
 from spur_sched_backfill.first_fit import PLANNER, first_fit_now
@@ -152,11 +152,7 @@ class BackfillPlanner:
         self.snap = snapshot
         self.opts = options
         self.now = snapshot.now
-        layout = snapshot.layout
-        views: tuple[NodeView, ...] = snapshot.nodes
-        if layout is None or len(layout.names) != len(views):
-            views = tuple(sorted(views, key=lambda v: natural_key(v.name)))
-            layout = NodeLayout.build(views, snapshot.partitions)
+        views, layout = nodes_in_layout(snapshot)
         self.layout = layout
         self.views = views
         self.index: Mapping[str, int] = layout.index
