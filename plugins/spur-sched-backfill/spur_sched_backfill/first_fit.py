@@ -75,8 +75,7 @@ def first_fit_now(snapshot: SchedSnapshot, job: PendingView) -> tuple[NodeAlloca
             continue
         if v.cpus_free > v.cpus_total or v.mem_free_mb > v.mem_total_mb:
             return PLANNER
-        cpus = req.tpn * req.cpt
-        mem = req.mem_per_node or req.mem_per_cpu * cpus
+        cpus, mem = req.node_share(req.tpn)
         return (NodeAllocation(node=v.name, cpus=cpus, mem_mb=mem, gpus=[], tasks=req.tpn),)
     return None
 

@@ -695,8 +695,7 @@ class BackfillPlanner:
                 cpus, mem, gpu_mask, _ = aggregate(p, p.index_at(start), end)
                 gpus = indices_of(gpu_mask, gpu_mask.bit_count())
             else:
-                cpus = tasks * req.cpt
-                mem = req.mem_per_node or req.mem_per_cpu * cpus
+                cpus, mem = req.node_share(tasks)
                 gpus = []
                 if req.gpn:
                     _, _, free, _ = aggregate(p, p.index_at(start), end)

@@ -95,6 +95,11 @@ class Request:
             return 0
         return cap
 
+    def node_share(self, tasks: int) -> tuple[int, int]:
+        """CPUs and memory that ``tasks`` of this job take on one node it shares."""
+        cpus = tasks * self.cpt
+        return cpus, self.mem_per_node or self.mem_per_cpu * cpus
+
     def gpus_on(self, rank: int) -> int:
         """GPUs handed to the ``rank``-th chosen node."""
         if not self.gpus_total:
