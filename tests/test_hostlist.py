@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spur.core.hostlist import MAX_HOSTS, HostlistError, compress, count, expand
 
@@ -128,3 +130,15 @@ def test_compress_cases(names: list[str], expected: str) -> None:
 )
 def test_compress_of_expand_round_trips(expr: str) -> None:
     assert expand(compress(expand(expr))) == expand(expr)
+
+
+@given(st.from_regex(r"[A-Za-z0-9._-]{1,16}", fullmatch=True))
+@settings(max_examples=400, deadline=None)
+def test_one_plain_name_compresses_as_the_general_path_does(name: str) -> None:
+    # A list or tuple of one plain name takes a shortcut; a generator takes the general path.
+    assert compress([name]) == compress(iter([name])) == compress((name,))
+
+
+@pytest.mark.parametrize("expr", ["n[1-2]", "n1,n2", "n1 n2", "n[3]"])
+def test_one_item_holding_hostlist_syntax_is_still_parsed(expr: str) -> None:
+    assert compress([expr]) == compress(iter([expr])) == compress(expand(expr))

@@ -24,6 +24,8 @@ MAX_HOSTS = 1_000_000
 _MAX_DIGITS = 18
 _SEPARATORS = frozenset(" \t\n\r,")
 _TRAILING_DIGITS = re.compile(r"(\d+)$")
+# A name with none of the hostlist syntax (brackets, separators): compressed alone, it is itself.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
 class HostlistError(ValueError):
@@ -256,6 +258,8 @@ def compress(names: Iterable[str]) -> str:
 
     Input order and duplicates are kept (no sorting). Each item may itself be a hostlist expression.
     """
+    if isinstance(names, (list, tuple)) and len(names) == 1 and _PLAIN_NAME.fullmatch(names[0]):
+        return names[0]  # a one-node job's list: every launch and job listing compresses one
     hl = _HostList()
     for name in names:
         for token in _tokens(name):
