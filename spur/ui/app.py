@@ -35,7 +35,7 @@ import json
 import logging
 import re
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from importlib import resources
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
@@ -108,16 +108,19 @@ class ControllerSource:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
 
-    def node_loads(self) -> list[smp.NodeLoad]:
-        out = []
-        for name, node in self.state.nodes.items():
-            used = self.state.usage(name)
-            out.append(smp.NodeLoad(node.cpus, node.cpus if used.exclusive else used.cpus, len(node.gpus),
-                                    len(used.gpus), node.memory_mb, used.mem_mb))  # fmt: skip
-        return out
+    def node_loads(self) -> Iterator[smp.NodeLoad]:
+        state = self.state
+        for name in list(state.nodes):
+            node = state.nodes.get(name)
+            if node is None:
+                continue  # removed since the sample began
+            used = state.usage(name)
+            yield smp.NodeLoad(node.cpus, node.cpus if used.exclusive else used.cpus, len(node.gpus),
+                               len(used.gpus), node.memory_mb, used.mem_mb)  # fmt: skip
 
-    def job_times(self) -> list[smp.JobTimes]:
-        return [smp.JobTimes(j.state._value_, j.start_time, j.end_time) for j in self.state.jobs.values()]
+    def job_times(self) -> Iterator[smp.JobTimes]:
+        for j in list(self.state.jobs.values()):
+            yield smp.JobTimes(j.state._value_, j.start_time, j.end_time)
 
 
 class _Gate:

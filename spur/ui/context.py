@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,14 +41,14 @@ class ViewContext:
     cluster_name: str
     now: float
     ring: SampleRing
-    sample_now: Callable[[], Sample]
+    sample_now: Callable[[], Awaitable[Sample]]
     _sample: list[Sample] = field(default_factory=list)
 
-    @property
-    def current_sample(self) -> Sample:
-        """The sample of the minute in progress, taken at the first read (it reads every job)."""
+    async def current_sample(self) -> Sample:
+        """The sample of the minute in progress, taken at the first read (it reads every job, a
+        slice at a time)."""
         if not self._sample:
-            self._sample.append(self.sample_now())
+            self._sample.append(await self.sample_now())
         return self._sample[0]
 
     async def queue_jobs(self, request: pb.GetJobsRequest) -> list[QueueJob]:

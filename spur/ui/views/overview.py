@@ -55,7 +55,8 @@ async def load(ctx: ViewContext) -> dict[str, Any]:
         for p in parts
     ]  # fmt: skip
     end = ctx.now
-    samples = [*ctx.ring.since(end - span), ctx.current_sample]
+    current = await ctx.current_sample()
+    samples = [*ctx.ring.since(end - span), current]
     return {
         "node_states": sorted(by_state.items()),
         "node_count": len(nodes),
@@ -66,5 +67,5 @@ async def load(ctx: ViewContext) -> dict[str, Any]:
         "range": span_name if span_name in RANGES else "hour",
         "ranges": list(RANGES),
         "sample_count": len(samples),
-        "now": ctx.current_sample,
+        "now": current,
     }
