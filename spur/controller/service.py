@@ -15,6 +15,7 @@ from spur.auth.admin import is_admin, permission_denied
 from spur.auth.callers import caller as _caller
 from spur.auth.callers import require_admin as _require_admin
 from spur.auth.identity import Identity
+from spur.controller.slicing import map_in_slices
 from spur.core.job import Job, JobSpec, JobState
 from spur.core.mpi import check_mpi_type
 from spur.rpc import convert
@@ -184,7 +185,8 @@ class ControllerService:
             await self.ctl.leader_ready()
             await self.ctl.read_barrier()
         jobs = self._select_jobs(request)
-        return self.job_infos.response(jobs, self.ctl.state.jobs)
+        frames = await map_in_slices(jobs, self.job_infos.framed)
+        return self.job_infos.response_of(frames, self.ctl.state.jobs)
 
     def leadership(self) -> int | None:
         """This controller's leadership now: its Raft term while it leads, else None (REST's
@@ -406,7 +408,12 @@ class ControllerService:
                 raise RpcError(StatusCode.NOT_FOUND, f"Node {unknown[0]} not found")
             names = wanted
         membership = state.node_partitions()
-        return pb.GetNodesResponse(nodes=[self._node_info(n, membership) for n in names])
+
+        def info(name: str) -> pb.NodeInfo | None:
+            return self._node_info(name, membership) if name in state.nodes else None  # gone meanwhile
+
+        infos = await map_in_slices(names, info)
+        return pb.GetNodesResponse(nodes=[i for i in infos if i is not None])
 
     @leader_only
     async def GetPartitions(

@@ -110,7 +110,12 @@ class JobInfoCache:
         """``GetJobsResponse(jobs=[job_to_proto(j, include_script=False) for j in jobs])``, built from
         cached encodings (one C-level parse of the joined bytes). ``live`` (the state's job mapping),
         when given, lets the cache drop entries of jobs that are gone."""
-        data = b"".join([self.framed(j) for j in jobs])
+        return self.response_of([self.framed(j) for j in jobs], live)
+
+    def response_of(self, frames: Iterable[bytes], live: Collection[int] | None = None) -> pb.GetJobsResponse:
+        """The ``GetJobsResponse`` of jobs already :meth:`framed` (a caller building the frames in slices),
+        in their order; ``live`` as in :meth:`response`."""
+        data = b"".join(frames)
         if live is not None:
             self.prune(live)
         return pb.GetJobsResponse.FromString(data)
