@@ -12,24 +12,13 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from state_helpers import Log, register
+from step_marks import StepMarks, items_per_step
 
 import spur.controller.service as service_module
 from spur.controller.service import ControllerService
 from spur.controller.slicing import map_in_slices
 from spur.rpc.proto import spur_pb2 as pb
 from spur.state import commands as c
-
-
-class StepMarks(trio.abc.Instrument):
-    """Appends "step" to ``log`` each time the watched task starts a run-loop step."""
-
-    def __init__(self, log: list[str]) -> None:
-        self.log = log
-        self.task: trio.lowlevel.Task | None = None
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task is self.task:
-            self.log.append("step")
 
 
 def _items_per_step(n: int, slice_items: int) -> list[int]:
@@ -46,7 +35,7 @@ def _items_per_step(n: int, slice_items: int) -> list[int]:
         return await map_in_slices(list(range(n)), fn, slice_items=slice_items)
 
     assert trio.run(main, instruments=[marks]) == [x * 2 for x in range(n)]
-    return [s.split().count("item") for s in " ".join(log).split("step") if "item" in s]
+    return items_per_step(log)
 
 
 def test_each_slice_is_its_own_step() -> None:

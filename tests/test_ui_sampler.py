@@ -10,6 +10,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from state_helpers import Log, register, submit
+from step_marks import StepMarks, items_per_step
 
 from spur.state import commands as c
 from spur.ui.app import ControllerSource
@@ -55,19 +56,6 @@ def test_a_sample_added_up_in_slices_equals_the_whole_scan(
     assert trio.run(lambda: sample_in_slices(ListSource(nodes, jobs, []), 180, slice_items=size)) == whole
 
 
-class StepMarks(trio.abc.Instrument):
-    """Marks in ``log`` where each step of the task it watches begins: a step ends at a checkpoint,
-    where the loop's other tasks and I/O get their turn."""
-
-    def __init__(self, log: list[str]) -> None:
-        self.log = log
-        self.task: trio.lowlevel.Task | None = None
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task is self.task:
-            self.log.append("step")
-
-
 def test_the_loop_gets_a_turn_after_every_slice() -> None:
     log: list[str] = []
     marks = StepMarks(log)
@@ -81,9 +69,8 @@ def test_the_loop_gets_a_turn_after_every_slice() -> None:
 
     sample = trio.run(main, instruments=[marks])
     assert (sample.cpus_total, sample.running, sample.started) == (20, 6, 6)
-    steps = " ".join(log).split("step")
     # 5 nodes and 6 jobs in slices of at most 4: 4+1 then 4+2, never more than one slice in a step.
-    assert [s.split().count("item") for s in steps if "item" in s] == [4, 1, 4, 2]
+    assert items_per_step(log) == [4, 1, 4, 2]
 
 
 def test_a_slice_holds_at_least_one_item() -> None:
