@@ -223,7 +223,7 @@ class ControllerService:
         jobs = await self.read_jobs(request, context)
         if jobs is None:
             return None
-        frames = [self.job_infos.framed(j) for j in jobs]
+        frames = await map_in_slices(jobs, self.job_infos.framed)
         self.job_infos.prune(self.ctl.state.jobs)
         return frames
 

@@ -4,6 +4,7 @@
 A ``GetNodes`` of 5,000 nodes took 47-55 ms in one run-loop step under ``bench.fleet``, and a cold
 ``GetJobs`` of 60,000 jobs 1.4 s; every call that arrived meanwhile waited that long. Built in
 slices, an answer takes as long as before, but the longest wait it imposes on others is one slice.
+REST's job lists take their encoded jobs the same way (``ControllerService.read_job_frames``).
 Each item is read as it is when its slice is built: a listing is not one atomic snapshot of every
 record, only each record is consistent in itself.
 """
