@@ -30,8 +30,6 @@ async def map_in_slices(items: Sequence[T], fn: Callable[[T], R], *, slice_items
     last. An answer of one slice takes no checkpoint: small calls keep their single-step path."""
     if slice_items < 1:
         raise ValueError("a slice holds at least one item")
-    if len(items) <= slice_items:
-        return [fn(x) for x in items]
     out: list[R] = []
     for start in range(0, len(items), slice_items):
         if start:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 import trio
 
@@ -31,6 +31,7 @@ __all__ = [
 ]  # fmt: skip
 
 WEEK_MINUTES = 7 * 24 * 60
+T = TypeVar("T")
 
 
 class NodeLoad(NamedTuple):
@@ -161,15 +162,16 @@ async def sample_in_slices(source: SampleSource, minute: int, *, slice_items: in
     if slice_items < 1:
         raise ValueError("a slice holds at least one item")
     tally = Tally(minute)
-    nodes = source.node_loads()
-    while chunk := list(islice(nodes, slice_items)):
-        tally.add_nodes(chunk)
-        await trio.lowlevel.checkpoint()
-    jobs = source.job_times()
-    while slice_ := list(islice(jobs, slice_items)):
-        tally.add_jobs(slice_)
-        await trio.lowlevel.checkpoint()
+    await _add_in_slices(source.node_loads(), tally.add_nodes, slice_items)
+    await _add_in_slices(source.job_times(), tally.add_jobs, slice_items)
     return tally.sample()
+
+
+async def _add_in_slices(items: Iterator[T], add: Callable[[list[T]], None], slice_items: int) -> None:
+    """``add`` each slice of ``items`` as it is read, with a checkpoint after each."""
+    while chunk := list(islice(items, slice_items)):
+        add(chunk)
+        await trio.lowlevel.checkpoint()
 
 
 class Sampler:
