@@ -5,12 +5,13 @@
 (``Dispatcher._launch``), which keeps every per-job rule: an agent that does not offer the batch
 service (UNIMPLEMENTED) or a failed call sends each job on its own; an item refused by the agent is
 retried, requeued or failed by the launch policy exactly as a single launch would be; a job that was
-cancelled, ended or launched meanwhile is left to the single path's checks. Each acknowledged job
-gets its ``JobLaunched`` (proposed concurrently, so they share Raft entries).
+cancelled, ended or launched meanwhile is left to the single path's checks. The acknowledged jobs'
+``JobLaunched`` commands go in one proposal, so they share Raft entries.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Protocol
 
 import trio
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from spur.rpc.pool import ChannelPool
 
 __all__ = ["AGENT_CALL_TIMEOUT", "BatchDispatcher", "batch_target", "launch_batch"]
+
+log = logging.getLogger(__name__)
 
 # Deadline of every call the dispatcher makes to an agent (launch, signal, time limit), in seconds.
 AGENT_CALL_TIMEOUT = 10.0
@@ -99,25 +102,36 @@ async def launch_batch(
             raise RpcError(StatusCode.INTERNAL, "LaunchJobs answered a different number of outcomes")
     except RpcError as exc:
         errors = [exc] * len(sent)  # UNIMPLEMENTED (an older agent) or a failed call: one by one
+    acked = [item for item, error in zip(sent, errors, strict=True) if error is None]
     async with trio.open_nursery() as nursery:
-        for (job_id, alloc_term, limit_sent), error in zip(sent, errors, strict=True):
-            if error is None:
-                nursery.start_soon(_launched, dispatcher, pool, job_id, alloc_term, limit_sent)
-            else:
+        for (job_id, _, _), error in zip(sent, errors, strict=True):
+            if error is not None:
                 nursery.start_soon(dispatcher._launch, pool, job_id)  # discards its busy mark
         for job_id in leftovers:
             nursery.start_soon(dispatcher._launch, pool, job_id)
+        if acked:
+            nursery.start_soon(_launched, dispatcher, pool, acked)
 
 
 async def _launched(
-    dispatcher: BatchDispatcher, pool: ChannelPool, job_id: int, alloc_term: int, limit_sent: int
+    dispatcher: BatchDispatcher, pool: ChannelPool, acked: list[tuple[int, int, int]]
 ) -> None:
+    """Record the acknowledged launches (job id, alloc term, time limit sent) in one proposal, so
+    their ``JobLaunched`` commands share entries without a task and a wait each; then send a time
+    limit changed while its launch was in flight. Every job's busy mark is discarded at the end."""
     ctl = dispatcher.ctl
     try:
-        await ctl.raft_propose_quiet(c.JobLaunched(job_id, alloc_term))
-        current = ctl.state.jobs.get(job_id)
-        if current is not None and current.time_limit_secs != limit_sent:
-            # scontrol update TimeLimit= landed while the launch was in flight
-            await dispatcher._send_time_limit(pool, current)
+        outcomes = await ctl.propose_many(
+            [c.JobLaunched(job_id, alloc_term) for job_id, alloc_term, _ in acked]
+        )
+        for (job_id, _, limit_sent), outcome in zip(acked, outcomes, strict=True):
+            if isinstance(outcome, RpcError):
+                log.info("JobLaunched of job %s not applied: %s", job_id, outcome)
+                continue
+            current = ctl.state.jobs.get(job_id)
+            if current is not None and current.time_limit_secs != limit_sent:
+                # scontrol update TimeLimit= landed while the launch was in flight
+                await dispatcher._send_time_limit(pool, current)
     finally:
-        dispatcher._busy.discard((job_id, "launch"))
+        for job_id, _, _ in acked:
+            dispatcher._busy.discard((job_id, "launch"))
