@@ -8,8 +8,8 @@ the usual job (a ``SubmitJob`` of a one-line script with its immediate grant, th
 of its launch and the ``JobExited`` of its end), ``--batch`` commands of a kind to an entry, and times:
 
 - ``encode``: what the leader runs (orjson writes the dataclasses itself);
-- ``plain form``: the definition it must equal, ``dumps(to_plain(...))``, which ``encode`` falls back
-  to for what orjson refuses or writes with a null;
+- ``plain form``: the definition it must equal, ``encode_plainly`` (``dumps(to_plain(...))``),
+  which ``encode`` falls back to for what orjson refuses or writes with a null;
 - ``decode``: reading the entry back into commands.
 
 Prints CPU microseconds per command (the median of ``--repeat`` runs, each ``--rounds`` entries),
@@ -26,7 +26,6 @@ from functools import partial
 from typing import Any
 
 from spur.core.job import JobSpec, NodeAllocation
-from spur.core.serde import to_plain
 from spur.state import commands as c
 
 
@@ -38,11 +37,6 @@ def _usual_commands(job_id: int) -> dict[str, Any]:
         "JobLaunched": c.JobLaunched(job_id, 3),
         "JobExited": c.JobExited(job_id, grant[0].node, 0, 0, 1.0e9 + job_id + 1),
     }
-
-
-def _plainly(entry: c.Batch) -> bytes:
-    inner = [{"type": type(cmd).__name__, "body": to_plain(cmd)} for cmd in entry.commands]
-    return c.dumps({"type": "Batch", "body": {"commands": inner}})
 
 
 def _cpu_us_per_command(fn: Callable[[], object], rounds: int, per_round: int, repeat: int) -> float:
@@ -69,13 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("SubmitJob", "JobLaunched", "JobExited"):
         entry = c.Batch([job[kind] for job in jobs])
         data = c.encode(entry)
-        if data != _plainly(entry):
+        if data != c.encode_plainly(entry):
             raise SystemExit(f"{kind}: encode and the plain form wrote different bytes")
         if c.decode(data) != entry:
             raise SystemExit(f"{kind}: the entry does not read back as itself")
         writers: tuple[Callable[[], object], ...] = (
             partial(c.encode, entry),
-            partial(_plainly, entry),
+            partial(c.encode_plainly, entry),
             partial(c.decode, data),
         )
         timed = [_cpu_us_per_command(fn, args.rounds, args.batch, args.repeat) for fn in writers]

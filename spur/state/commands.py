@@ -295,26 +295,41 @@ def _command_of(obj: dict[str, Any]) -> Any:
 # lists, which is the text ``dumps(to_plain(...))`` gives, in 40% of the time (every entry the
 # leader proposes passes here). It leaves out fields whose names begin with an underscore, so a
 # command may not have one (``registry`` refuses it). What it refuses, or writes with a null
-# anywhere (a None, or a NaN or infinity it would hide), is written the plain way. (It would also
-# write an attribute set on an instance beside its fields; ``decode`` ignores unknown keys.)
+# anywhere (a None, or a NaN or infinity it would hide), is written the plain way
+# (``encode_plainly``). (It would also write an attribute set on an instance beside its fields;
+# ``decode`` ignores unknown keys.)
 _NATIVE = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 
-def encode(cmd: Any) -> bytes:
-    """Serialize a command (or a :class:`Batch` of commands, not nested) for the log."""
+def _document(cmd: Any) -> dict[str, Any]:
+    """The log's document of a command (or a :class:`Batch` of commands, not nested), its bodies
+    still dataclasses."""
     if type(cmd) is Batch:
         if any(type(inner) is Batch for inner in cmd.commands):
             raise TypeError("a Batch cannot contain a Batch")
-        doc = {"type": "Batch", "body": {"commands": [_tagged(inner) for inner in cmd.commands]}}
-    else:
-        doc = _tagged(cmd)
+        return {"type": "Batch", "body": {"commands": [_tagged(inner) for inner in cmd.commands]}}
+    return _tagged(cmd)
+
+
+def encode(cmd: Any) -> bytes:
+    """Serialize a command (or a :class:`Batch` of commands, not nested) for the log: the text of
+    :func:`encode_plainly`, written by orjson from the dataclasses where it can."""
+    return _by_orjson(_document(cmd), _NATIVE) or encode_plainly(cmd)
+
+
+def encode_plainly(cmd: Any) -> bytes:
+    """The log's text of a command by definition: its ``to_plain`` form, written by :func:`dumps`."""
+    return dumps(to_plain(_document(cmd)))
+
+
+def _by_orjson(value: Any, option: int) -> bytes | None:
+    """orjson's text of ``value``, or None where orjson refuses it or writes ``null`` anywhere (a
+    None, or a NaN or infinity it hides behind one)."""
     try:
-        data = orjson.dumps(doc, option=_NATIVE)
+        data = orjson.dumps(value, option=option)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        data = b"null"
-    if b"null" in data:
-        data = dumps(to_plain(doc))
-    return data
+        return None
+    return None if b"null" in data else data
 
 
 # Dataclasses, datetimes and subclasses of the built-in types, which orjson would write and json
@@ -332,13 +347,7 @@ def dumps(plain: Any) -> bytes:
     built-in types), and it writes a NaN or an infinity as ``null``. So json writes every value orjson
     refused, and every value whose orjson text holds ``null`` anywhere: a command's plain form holds no
     None in the usual case, and a NaN can only hide behind a ``null``."""
-    try:
-        data = orjson.dumps(plain, option=_STRICT)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        data = b"null"
-    if b"null" in data:
-        data = json.dumps(plain, separators=(",", ":")).encode()
-    return data
+    return _by_orjson(plain, _STRICT) or json.dumps(plain, separators=(",", ":")).encode()
 
 
 def decode(data: bytes) -> Any:
