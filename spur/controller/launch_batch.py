@@ -102,11 +102,13 @@ async def launch_batch(
             raise RpcError(StatusCode.INTERNAL, "LaunchJobs answered a different number of outcomes")
     except RpcError as exc:
         errors = [exc] * len(sent)  # UNIMPLEMENTED (an older agent) or a failed call: one by one
-    acked = [item for item, error in zip(sent, errors, strict=True) if error is None]
+    acked: list[tuple[int, int, int]] = []
     async with trio.open_nursery() as nursery:
-        for (job_id, _, _), error in zip(sent, errors, strict=True):
-            if error is not None:
-                nursery.start_soon(dispatcher._launch, pool, job_id)  # discards its busy mark
+        for item, error in zip(sent, errors, strict=True):
+            if error is None:
+                acked.append(item)
+            else:
+                nursery.start_soon(dispatcher._launch, pool, item[0])  # discards its busy mark
         for job_id in leftovers:
             nursery.start_soon(dispatcher._launch, pool, job_id)
         if acked:
