@@ -1,24 +1,26 @@
 """``spur.batch.v1.ControllerBatch``: many final job reports in one call (agents, the fleet simulator),
 and many submissions in one call (programs that submit jobs by the hundred).
 
-Each report is served exactly as a ``ReportJobStatus`` call would be (same checks, same command, same
-outcome), through :class:`~spur.controller.service.ControllerService`; reports of different jobs run
-concurrently so that their ``JobExited`` proposals leave in shared Raft entries, a job's own reports
-in order. On a follower each report is forwarded to the leader like the single call.
+Each report is checked and turned into its command exactly as a ``ReportJobStatus`` call would be
+(same checks, same command, same outcome), through
+:class:`~spur.controller.service.ControllerService`, and all of a call's commands are proposed
+together in the reports' order (``propose_many``: shared Raft entries, one wait).
 
 Each submission is served as a ``SubmitJob`` call would be, for the authenticated caller (whatever
 the request holds), through ``ControllerService.submit_many``: accepted ones get increasing ids in the
-request's order. A follower forwards the whole call, with the caller's credentials, to the leader.
+request's order. A follower forwards either call whole, with the caller's credentials, to the leader.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from google.protobuf.message import Message
+
 from spur.auth.callers import caller
 from spur.core.job import JobSpec
 from spur.rpc import convert
-from spur.rpc.batching import CONTROLLER_BATCH, serve_items
+from spur.rpc.batching import CONTROLLER_BATCH, fail_item, parse_items
 from spur.rpc.proto import batch_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.server import CallContext
@@ -42,25 +44,34 @@ class ControllerBatchService:
     async def ReportJobStatuses(
         self, request: batch_pb2.JobStatusReports, context: CallContext
     ) -> batch_pb2.BatchOutcomes:
-        outcomes = await serve_items(
-            request.reports,
-            pb.JobStatusReport.FromString,
-            lambda report: self.svc.ReportJobStatus(report, context),
-            key=lambda report: report.job_id,
+        ctl = self.svc.ctl
+        if not ctl.is_leader:
+            return await self._forward("ReportJobStatuses", request, context)
+        await ctl.leader_ready()
+        parsed, outcomes = parse_items(request.reports, pb.JobStatusReport.FromString)
+        positions = [i for i, report in enumerate(parsed) if report is not None]
+        reports = [report for report in parsed if report is not None]
+        errors = await self.svc.report_many(reports, context)
+        for i, error in zip(positions, errors, strict=True):
+            if error is not None:
+                fail_item(outcomes[i], error)
+        return batch_pb2.BatchOutcomes(outcomes=outcomes)
+
+    async def _forward(self, method: str, request: Message, context: CallContext) -> batch_pb2.BatchOutcomes:
+        """A follower passes the whole call, with the caller's credentials, to the leader."""
+        leader = await self.svc.ctl.leader_stub()
+        remaining = context.time_remaining() if context.deadline is not None else None
+        forwarded: batch_pb2.BatchOutcomes = await getattr(Stub(leader.channel, CONTROLLER_BATCH), method)(
+            request, timeout=remaining or 30.0, metadata=dict(context.metadata)
         )
-        return outcomes
+        return forwarded
 
     async def SubmitJobs(
         self, request: batch_pb2.SubmitJobsRequest, context: CallContext
     ) -> batch_pb2.BatchOutcomes:
         ctl = self.svc.ctl
         if not ctl.is_leader:
-            leader = await ctl.leader_stub()
-            remaining = context.time_remaining() if context.deadline is not None else None
-            forwarded: batch_pb2.BatchOutcomes = await Stub(leader.channel, CONTROLLER_BATCH).SubmitJobs(
-                request, timeout=remaining or 30.0, metadata=dict(context.metadata)
-            )
-            return forwarded
+            return await self._forward("SubmitJobs", request, context)
         await ctl.leader_ready()
         ident = caller(context)
         if len(request.submissions) > MAX_SUBMISSIONS:
@@ -75,7 +86,7 @@ class ControllerBatchService:
             try:
                 specs.append(convert.spec_from_proto(pb.SubmitJobRequest.FromString(raw).spec))
             except RpcError as exc:
-                outcomes[i].code, outcomes[i].message = exc.code.value, exc.message
+                fail_item(outcomes[i], exc)
                 continue
             except Exception as exc:  # protobuf's DecodeError, a value the job spec refuses
                 outcomes[i].code = StatusCode.INVALID_ARGUMENT.value
@@ -85,7 +96,7 @@ class ControllerBatchService:
         results = await self.svc.submit_many(specs, ident)
         for i, result in zip(positions, results, strict=True):
             if isinstance(result, RpcError):
-                outcomes[i].code, outcomes[i].message = result.code.value, result.message
+                fail_item(outcomes[i], result)
             else:
                 outcomes[i].job_id = result
         return batch_pb2.BatchOutcomes(outcomes=outcomes)

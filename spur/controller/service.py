@@ -493,6 +493,45 @@ class ControllerService:
 
     @leader_only
     async def ReportJobStatus(self, request: pb.JobStatusReport, context: CallContext) -> pb.Empty:
+        cmd = self.report_command(request, context)
+        if cmd is not None:
+            await self.ctl.propose(cmd)
+            self._report_committed(cmd)
+        return pb.Empty()
+
+    async def report_many(
+        self, reports: list[pb.JobStatusReport], context: CallContext
+    ) -> list[RpcError | None]:
+        """Serve ``reports`` as ``ReportJobStatus`` calls would be (same checks, commands and errors),
+        on the leader, with every accepted one proposed in one ``propose_many`` in the given order:
+        each report's outcome, None when it succeeded."""
+        outcomes: list[RpcError | None] = [None] * len(reports)
+        cmds: list[c.StepExited | c.JobExited] = []
+        positions: list[int] = []
+        for i, report in enumerate(reports):
+            try:
+                cmd = self.report_command(report, context)
+            except RpcError as exc:
+                outcomes[i] = exc
+                continue
+            if cmd is not None:
+                cmds.append(cmd)
+                positions.append(i)
+        if not cmds:
+            return outcomes
+        results = await self.ctl.propose_many(cmds)
+        for i, cmd, result in zip(positions, cmds, results, strict=True):
+            if isinstance(result, RpcError):
+                outcomes[i] = result
+            else:
+                self._report_committed(cmd)
+        return outcomes
+
+    def report_command(
+        self, request: pb.JobStatusReport, context: CallContext
+    ) -> c.StepExited | c.JobExited | None:
+        """The command a node's report of a finished job or step stands for; None for a job of another
+        cluster (acknowledged, nothing to record). Raises RpcError for a node without a valid credential."""
         from spur.controller.admission import check_node_credential
 
         check_node_credential(self.ctl, request.node, context, "job report")
@@ -506,38 +545,35 @@ class ControllerService:
                 request.cluster_id,
                 self.ctl.state.cluster_id,
             )
-            return pb.Empty()
+            return None
         if request.HasField("step_id"):
-            await self.ctl.propose(
-                c.StepExited(
-                    job_id=request.job_id,
-                    step_id=request.step_id,
-                    node=request.node,
-                    exit_code=request.exit_code,
-                    signal=request.signal,
-                    end_time=request.end_time or self.ctl.clock.wall(),
-                    cancelled=request.cancelled,
-                    launch_failed=request.launch_failed,
-                )
-            )
-            return pb.Empty()
-        await self.ctl.propose(
-            c.JobExited(
+            return c.StepExited(
                 job_id=request.job_id,
+                step_id=request.step_id,
                 node=request.node,
                 exit_code=request.exit_code,
                 signal=request.signal,
                 end_time=request.end_time or self.ctl.clock.wall(),
-                timed_out=request.timed_out,
                 cancelled=request.cancelled,
                 launch_failed=request.launch_failed,
-                message=request.message,
-                out_of_memory=request.out_of_memory,
             )
+        return c.JobExited(
+            job_id=request.job_id,
+            node=request.node,
+            exit_code=request.exit_code,
+            signal=request.signal,
+            end_time=request.end_time or self.ctl.clock.wall(),
+            timed_out=request.timed_out,
+            cancelled=request.cancelled,
+            launch_failed=request.launch_failed,
+            message=request.message,
+            out_of_memory=request.out_of_memory,
         )
-        span(request.job_id, "ctl.exit-committed")
-        self.ctl.kick_scheduler()
-        return pb.Empty()
+
+    def _report_committed(self, cmd: c.StepExited | c.JobExited) -> None:
+        if type(cmd) is c.JobExited:
+            span(cmd.job_id, "ctl.exit-committed")
+            self.ctl.kick_scheduler()
 
     async def GetControllerStatus(self, request: pb.Empty, context: CallContext) -> pb.ControllerInfo:
         st = self.ctl.raft.status()
