@@ -1,7 +1,7 @@
 """A simulated large cluster against one real controller.
 
     python -m bench.fleet [--nodes 5000] [--heartbeat 30] [--rate 100] [--duration 60] [--runtime-mean 1]
-                          [--rss-jobs 10000] [--no-fsync]
+                          [--rss-jobs 10000] [--no-fsync] [--pin CORE]
 
 Phase 1 (fleet): starts spurctld (node_timeout_secs 90), then ``python -m integration.fleet`` with
 ``--nodes`` virtual nodes heartbeating every ``--heartbeat`` seconds (spread evenly), waits until all are
@@ -10,7 +10,8 @@ exponential with mean ``--runtime-mean``). Reports controller CPU (share of one 
 /proc/<pid>/stat) and RSS, heartbeat RPC latency as the fleet saw it, nodes the controller holds DOWN
 although they kept heartbeating (false DOWN), jobs completed/s and the pending backlog. The full run of
 the issue is ``--duration 300``; a false DOWN needs ``node_timeout_secs`` (90 s) without a heartbeat,
-so only runs longer than that can show one.
+so only runs longer than that can show one. ``--pin CORE`` gives the controller a core of its own
+(the simulator and the load generator share the others), as a controller on its own host has.
 
 Phase 2 (RSS): a fresh controller (no nodes) takes ``--rss-jobs`` submissions, then half of them are
 cancelled (so they move to history); prints RSS empty / all pending / half in history.
@@ -321,7 +322,8 @@ def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> N
             else:
                 queue = [2 * limit, 4 * limit] if limit else []
                 overload_done = True
-    print(f"\nsweep: {args.nodes} virtual nodes, {args.duration:g} s per rate, {os.cpu_count()} cores here")
+    where = "" if args.pin is None else f", the controller alone on core {args.pin}"
+    print(f"\nsweep: {args.nodes} virtual nodes, {args.duration:g} s per rate, {os.cpu_count()} cores here{where}")
     print_table(list(rows[0]), [tuple(r.values()) for r in rows])
     if args.find_limit:
         base = next((r["completed_per_s"] for r in rows if r["offered_per_s"] == limit), 0.0)
@@ -369,6 +371,18 @@ def _pacing_settings(args: argparse.Namespace) -> str:
     return lines
 
 
+def pin_apart(controller_pid: int, core: int) -> set[int]:
+    """Give the controller (every thread it has; later ones inherit) ``core`` alone, and this process
+    the other cores, which the simulator and the load generator it starts inherit. Returns those."""
+    others = os.sched_getaffinity(0) - {core}
+    if core not in os.sched_getaffinity(0) or not others:
+        raise SystemExit(f"--pin {core}: needs that core and at least one other in this process's affinity")
+    for tid in os.listdir(f"/proc/{controller_pid}/task"):
+        os.sched_setaffinity(int(tid), {core})
+    os.sched_setaffinity(0, others)
+    return others
+
+
 def fleet_phase(args: argparse.Namespace) -> None:
     pki = Path(tempfile.mkdtemp(prefix="spur-bench-pki-")) if args.tls else None
     tls_extra = _tls_setup(pki) if pki is not None else ""
@@ -379,6 +393,9 @@ def fleet_phase(args: argparse.Namespace) -> None:
         extra=tls_extra,
         controller_extra=_pacing_settings(args),
     ) as ctl:
+        if args.pin is not None:
+            others = pin_apart(ctl.pid, args.pin)
+            print(f"controller pinned to core {args.pin}; simulator and load generator on {sorted(others)}")
         stats_file = ctl.root / "fleet.json"
         log = open(ctl.root / "fleet.log", "wb")
         fleet = subprocess.Popen(
@@ -601,6 +618,14 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=1,
         help="pipelined: submissions per SubmitJobs call, as a bulk client sends them (1: one SubmitJob each)",
+    )
+    ap.add_argument(
+        "--pin",
+        type=int,
+        default=None,
+        metavar="CORE",
+        help="the controller alone on this core, the simulator and load generator on the others "
+        "(a controller on its own core, as on a dedicated host; default: all share every core)",
     )
     ap.add_argument("--array", type=int, default=0, help="instead of the steady load: one --array 1-N job")
     ap.add_argument("--profile-out", default="", help="also write py-spy's raw samples to this file")
