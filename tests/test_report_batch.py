@@ -8,6 +8,7 @@ report of another cluster's job is acknowledged and records nothing.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -58,7 +59,7 @@ class _Ctl:
         self.kicks += 1
 
 
-def _ctl(conf: str = "", refuse: set[int] = frozenset()) -> _Ctl:  # type: ignore[assignment]
+def _ctl(conf: str = "", refuse: Collection[int] = ()) -> _Ctl:
     state = ClusterState()
     state.apply_command(c.InitClusterId("ours"))
     return _Ctl(state=state, cfg=parse_config_text(conf), refuse=set(refuse))
