@@ -53,6 +53,23 @@ def raw_call(cluster: Cluster, method: str, request, metadata: dict[str, str]):
     return trio.run(run)
 
 
+def batch_reports(cluster: Cluster, reports: list, metadata: dict[str, str]):
+    import trio
+
+    from spur.rpc.batching import CONTROLLER_BATCH
+    from spur.rpc.channel import open_channel
+    from spur.rpc.proto import batch_pb2
+    from spur.rpc.stub import Stub
+
+    request = batch_pb2.JobStatusReports(reports=[r.SerializeToString() for r in reports])
+
+    async def run():
+        async with open_channel(cluster.address) as ch:
+            return await Stub(ch, CONTROLLER_BATCH).ReportJobStatuses(request, timeout=10, metadata=metadata)
+
+    return trio.run(run)
+
+
 def test_node_registers_only_with_a_valid_join_token(token_cluster: Cluster, tmp_path: Path):
     c = token_cluster
     # no token: refused, once per attempt, on both sides; the node is not registered
@@ -133,6 +150,10 @@ def test_heartbeats_from_unknown_or_uncredentialed_nodes_are_refused(token_clust
         with pytest.raises(RpcError) as exc:
             raw_call(c, "ReportJobStatus", pb.JobStatusReport(job_id=1, node="ghost"), metadata)
         assert exc.value.code is StatusCode.PERMISSION_DENIED
+        # the same reports in one batch call: each refused on its own, nothing recorded
+        out = batch_reports(c, [pb.JobStatusReport(job_id=j, node="ghost") for j in (1, 2)], metadata)
+        assert [o.code for o in out.outcomes] == [StatusCode.PERMISSION_DENIED.value] * 2
+        assert all("job report from node ghost refused" in o.message for o in out.outcomes)
     assert c.controller.alive()
 
 
