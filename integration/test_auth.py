@@ -28,6 +28,7 @@ from spur.rpc.proto import (
     accounting_pb2,
     admission_pb2,
     auth_pb2,
+    batch_pb2,
     config_report_pb2,
     inventory_pb2,
     k0s_pb2,
@@ -70,6 +71,8 @@ DAEMON_ONLY = {
     "RemoveNode",  # Inventory (the Kubernetes operator: a deleted node)
     "Apply",  # MeshAgent (the leader's push)
     "ApplyDelta",  # MeshAgent (the leader's push of a membership change)
+    "ReportJobStatuses",  # ControllerBatch (agents' job ends, many per call)
+    "LaunchJobs",  # AgentBatch (the leader's launches, many per call)
 }
 # Methods whose bare name another service also uses are listed as "Service/Method".
 DAEMON_ONLY |= {f"K0sAgent/{m.name}" for m in k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"].methods}
@@ -213,6 +216,8 @@ def _services() -> list[tuple[str, Any]]:
         ("agent", k0s_pb2.DESCRIPTOR.services_by_name["K0sAgent"]),
         ("controller", k8s_pb2.DESCRIPTOR.services_by_name["K8sCluster"]),
         ("controller", config_report_pb2.DESCRIPTOR.services_by_name["ConfigReport"]),
+        ("controller", batch_pb2.DESCRIPTOR.services_by_name["ControllerBatch"]),
+        ("agent", batch_pb2.DESCRIPTOR.services_by_name["AgentBatch"]),
     ]
 
 
