@@ -27,7 +27,7 @@ from spur.raft import RaftNode, RaftStorage
 class Log:
     def __init__(self):
         self.items = []
-    def apply(self, index, data):
+    def apply(self, index, data, proposed=None):
         self.items.append(data.decode())
         return index
     def snapshot(self):

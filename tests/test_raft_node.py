@@ -25,9 +25,11 @@ class Counter:
         self.value = 0
         self.applied: list[int] = []
         self.restored_from: int | None = None
+        self.proposed: list[object | None] = []  # what each apply was handed beside its data
 
-    def apply(self, index: int, data: bytes) -> Any:
+    def apply(self, index: int, data: bytes, proposed: object | None = None) -> Any:
         self.applied.append(index)
+        self.proposed.append(proposed)
         if data == b"bad":
             raise ValueError("bad command")
         self.value += int(data[1:])
@@ -87,6 +89,19 @@ async def test_propose_commits_and_returns_the_apply_result(tmp_path: Path) -> N
             "members": 1,
         }
     assert sm.applied == [1, 2]
+
+
+async def test_the_leader_hands_its_proposers_objects_to_apply_and_a_replay_decodes(tmp_path: Path) -> None:
+    sm = Counter()
+    async with running(tmp_path, sm) as node:
+        assert await node.propose(b"+5", command=("add", 5)) == 5
+        assert await node.propose(b"+2") == 7
+    assert sm.proposed == [("add", 5), None]
+    replayed = Counter()
+    async with running(tmp_path, replayed) as node:
+        assert replayed.value == 7
+        assert await node.propose(b"+1", command=("add", 1)) == 8
+    assert replayed.proposed == [None, None, ("add", 1)]  # entries of an earlier term carry no object
 
 
 @pytest.mark.parametrize("fsync", [True, False])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("spur.controller")
 
+VERIFY_PROPOSED_ENV = "SPUR_VERIFY_PROPOSED"  # "1": see ClusterState.verify_proposed
+
 
 class _NotifyingStateMachine:
     """Adapts ClusterState to Raft's StateMachine protocol and signals every applied entry."""
@@ -49,8 +52,8 @@ class _NotifyingStateMachine:
         self.state = state
         self._on_apply = on_apply
 
-    def apply(self, index: int, data: bytes) -> Any:
-        result = self.state.apply(index, data)
+    def apply(self, index: int, data: bytes, proposed: object | None = None) -> Any:
+        result = self.state.apply(index, data, proposed)
         self._on_apply()
         return result
 
@@ -127,6 +130,8 @@ class Controller:
         self.tls = tls
         self.client_tls = tls.client()
         self.state = ClusterState(history_max_jobs=cfg.accounting.history_max_jobs)
+        # The test suites set it: every entry this leader applies as proposed is decoded and compared too.
+        self.state.verify_proposed = os.environ.get(VERIFY_PROPOSED_ENV) == "1"
         self.auth.state = self.state  # accounting Administrators are admins too
         self._changed = trio.Event()
         # Set once this controller, as leader, has proposed its configuration (cluster id, partitions,
@@ -268,7 +273,7 @@ class Controller:
             outcomes = []
             for cmd in cmds:
                 try:
-                    outcomes.append(await self.raft.propose(c.encode(cmd)))
+                    outcomes.append(await self.raft.propose(c.encode(cmd), cmd))
                 except Exception as exc:
                     outcomes.append(exc)
         results: list[Any] = []

@@ -55,15 +55,16 @@ class _Item:
 class ProposalBatcher:
     """Coalesces concurrent ``propose`` calls into Batch entries; ``run`` must be running.
 
-    ``propose_bytes(data)`` is Raft's propose (returns what apply returned for the entry, raises for the
-    entry). At most ``in_flight`` entries are outstanding at once; while they are, new commands queue
+    ``propose_bytes(data, command)`` is Raft's propose (returns what apply returned for the entry,
+    raises for the entry); ``command`` is the command or Batch that ``data`` encodes, which the
+    leader's state machine may apply without decoding its own entry (``RaftNode.propose``). At most ``in_flight`` entries are outstanding at once; while they are, new commands queue
     and leave together (up to ``max_batch`` per entry), so batches grow with the load by themselves
     and a single command on an idle controller leaves at once.
     """
 
     def __init__(
         self,
-        propose_bytes: Callable[[bytes], Awaitable[Any]],
+        propose_bytes: Callable[[bytes, object], Awaitable[Any]],
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         in_flight: int = DEFAULT_IN_FLIGHT,
@@ -151,11 +152,8 @@ class ProposalBatcher:
 
     async def _send(self, batch: list[_Item]) -> None:
         try:
-            if len(batch) == 1:
-                data = c.encode(batch[0].cmd)
-            else:
-                data = c.encode(c.Batch([item.cmd for item in batch]))
-            result = await self._propose_bytes(data)
+            entry = batch[0].cmd if len(batch) == 1 else c.Batch([item.cmd for item in batch])
+            result = await self._propose_bytes(c.encode(entry), entry)
         except BaseException as exc:  # the whole entry failed: every caller in it hears why
             error: BaseException = exc
             if not isinstance(exc, Exception):  # the batcher is being cancelled: never re-raise that

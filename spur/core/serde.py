@@ -143,3 +143,39 @@ def from_plain(cls: type[T], data: dict[str, Any]) -> T:
             value = data[name]
             kwargs[name] = value if value is None or build is None else build(value)
     return cls(**kwargs)
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """Where ``a`` and ``b`` first differ, as a path (``.spec.env['X']``) and what differs there; None
+    when they are the same tree: dataclasses of the same class with equal fields, lists, tuples and
+    dicts of the same type, length and keys, and equal leaves of exactly the same type (``1`` and
+    ``1.0``, a list and a tuple, an enum member and its value all differ). NaNs are equal here."""
+    ta, tb = type(a), type(b)
+    if ta is not tb:
+        return f"{path or '.'}: {ta.__name__} vs {tb.__name__}"
+    if dataclasses.is_dataclass(ta):
+        for f in dataclasses.fields(ta):
+            found = first_difference(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+            if found is not None:
+                return found
+        return None
+    if ta is list or ta is tuple:
+        if len(a) != len(b):
+            return f"{path or '.'}: {len(a)} items vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    if ta is dict:
+        for key in a:
+            if key not in b:
+                return f"{path}[{key!r}]: only in the first"
+            found = first_difference(a[key], b[key], f"{path}[{key!r}]")
+            if found is not None:
+                return found
+        extra = next((key for key in b if key not in a), None)
+        return None if extra is None else f"{path}[{extra!r}]: only in the second"
+    if ta is float and a != a and b != b:
+        return None
+    return None if a == b else f"{path or '.'}: {a!r} vs {b!r}"

@@ -92,12 +92,17 @@ class RaftCredentials(OutgoingCredential, IncomingVerifier, Protocol):
 class StateMachine(Protocol):
     """What Raft drives. Every method must be deterministic and do no I/O."""
 
-    def apply(self, index: int, data: bytes) -> Any:
+    def apply(self, index: int, data: bytes, proposed: object | None = None) -> Any:
         """Apply the committed command `data` at log `index`; the return value is the proposer's result.
 
         If it raises, the exception is raised to the proposer instead, and the entry still counts as
         applied, so the state machine must leave its state unchanged when it raises (replay on restart
         hits the same exception and ignores it).
+
+        `proposed` is the object a proposer on this member handed to `propose` beside `data`, for an
+        entry this member appended as leader in the entry's own term; None for every other entry (a
+        follower's, a replay's, another term's). A state machine may apply it in place of decoding
+        `data`, and must then end in the state decoding would have given.
         """
         ...
 
@@ -145,6 +150,7 @@ class NotLeader(Exception):
 @dataclass(eq=False)
 class _Proposal:
     data: bytes
+    command: object | None = None  # what `data` encodes, as the proposer built it (see StateMachine.apply)
     done: trio.Event = field(default_factory=trio.Event)
     taken: bool = False  # part of a batch being written; can no longer be withdrawn
     term: int = 0  # term of the entry once appended
@@ -612,8 +618,10 @@ class RaftNode:
 
     # -- proposals and reads ------------------------------------------------------------------------------
 
-    async def propose(self, data: bytes) -> Any:
+    async def propose(self, data: bytes, command: object | None = None) -> Any:
         """Commit `data` as a new log entry and return what the state machine's `apply` returned for it.
+        ``command``, when given, is the object `data` encodes; this member's state machine is handed it
+        when it applies the entry (`StateMachine.apply`'s ``proposed``) unless the entry was replaced.
 
         Raises NotLeader at once if this member is not the leader (with the leader's id and address when
         known), and also when leadership is lost before the entry is applied: then the entry may or may
@@ -630,7 +638,7 @@ class RaftNode:
             raise ValueError("proposal data must not be empty (empty entries are reserved for Raft)")
         if self._role is not Role.LEADER:
             raise self._not_leader()
-        proposal = _Proposal(data)
+        proposal = _Proposal(data, command)
         self._pending.append(proposal)
         self._work.set()
         try:
@@ -767,8 +775,11 @@ class RaftNode:
             result: Any = None
             error: BaseException | None = None
             if entry.data:  # empty data: a leader's no-op, not for the state machine
+                # The proposer's object goes only with the very entry it proposed: same index and term.
+                ours = proposal is not None and proposal.term == entry.term
+                proposed = proposal.command if proposal is not None and ours else None
                 try:
-                    result = self._sm.apply(entry.index, entry.data)
+                    result = self._sm.apply(entry.index, entry.data, proposed)
                 except Exception as exc:
                     error = exc
             self._applied_index = entry.index

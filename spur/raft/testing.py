@@ -41,7 +41,7 @@ class KeyValue:
         self.data: dict[str, Any] = {}
         self.applied: dict[str, int] = {}
 
-    def apply(self, index: int, data: bytes) -> Any:
+    def apply(self, index: int, data: bytes, proposed: object | None = None) -> Any:
         cmd = json.loads(data)
         if "id" in cmd:
             self.applied[cmd["id"]] = self.applied.get(cmd["id"], 0) + 1

@@ -237,6 +237,24 @@ COMMANDS: dict[str, type] = {
 }
 
 
+# The commands a leader applies as their proposer built them, without decoding its own entry (every
+# job passes through these, and decoding a submission's spec is most of an entry's decode). The
+# state then holds the proposer's objects, so each type is listed only when every place that builds
+# one builds it fresh for that proposal, of exactly the types decoding gives, and leaves it alone
+# afterwards. The integration suite checks the types on every entry (``ClusterState.verify_proposed``).
+APPLIED_AS_PROPOSED: frozenset[type] = frozenset({SubmitJob, JobLaunched, StepExited, JobExited})
+
+
+def as_proposed(proposed: object) -> Any | None:
+    """``proposed`` when the state may apply it in place of decoding its entry: a command, or a Batch
+    of commands, of the ``APPLIED_AS_PROPOSED`` types. None otherwise (the entry is decoded)."""
+    if type(proposed) in APPLIED_AS_PROPOSED:
+        return proposed
+    if isinstance(proposed, Batch) and all(type(cmd) in APPLIED_AS_PROPOSED for cmd in proposed.commands):
+        return proposed
+    return None
+
+
 def registry() -> dict[str, type]:
     """Every command the log codec knows: the core ones above plus each state domain's."""
     global _REGISTRY

@@ -27,7 +27,7 @@ from spur.core.job import (
     PartitionState,
     Step,
 )
-from spur.core.serde import from_plain, to_plain
+from spur.core.serde import first_difference, from_plain, to_plain
 from spur.state import commands as c
 from spur.state.domain import Rejected as Rejected
 from spur.state.domain import StateDomain
@@ -54,6 +54,11 @@ class Usage:
     gpus: set[int] = field(default_factory=set)
     jobs: set[int] = field(default_factory=set)
     exclusive: bool = False
+
+
+class ProposedMismatch(AssertionError):
+    """A proposed command is not exactly what its entry decodes to (``ClusterState.verify_proposed``):
+    a leader applying it would hold a state its followers do not. A fault of the code that built it."""
 
 
 class ClusterState:
@@ -92,15 +97,34 @@ class ClusterState:
         # Derived: jobs the leader's dispatcher must look at again (see take_dispatch_marks).
         self._dispatch_marks: set[int] = set()
         self._dispatch_all = True
+        # Decode the leader's own entries too and compare them with what was proposed (tests set it;
+        # spurctld reads SPUR_VERIFY_PROPOSED=1). Not state: no effect on what is applied.
+        self.verify_proposed = False
 
     # ------------------------------------------------------------------ Raft protocol
 
-    def apply(self, index: int, data: bytes) -> Any:
+    def apply(self, index: int, data: bytes, proposed: object | None = None) -> Any:
+        """Raft's apply: the command ``data`` encodes, or ``proposed`` (the leader's own proposal, the
+        object ``data`` was encoded from) when it is of the types ``commands.as_proposed`` takes, which
+        saves decoding the leader's own entry. With ``verify_proposed`` set, such an object is decoded
+        anyway and raises :class:`ProposedMismatch` (nothing applied) unless it is exactly the decoding."""
+        cmd = c.as_proposed(proposed) if proposed is not None else None
+        if cmd is None or self.verify_proposed:
+            try:
+                decoded = c.decode(data)
+            except (ValueError, TypeError, KeyError) as exc:
+                self.applied_index = index
+                return Rejected("INVALID_ARGUMENT", f"undecodable command: {exc}")
+            if cmd is None:
+                cmd = decoded
+            else:
+                difference = first_difference(cmd, decoded)
+                if difference is not None:
+                    raise ProposedMismatch(
+                        f"entry {index}: the proposed {type(cmd).__name__} is not what its entry decodes to "
+                        f"(at {difference})"
+                    )
         self.applied_index = index
-        try:
-            cmd = c.decode(data)
-        except (ValueError, TypeError, KeyError) as exc:
-            return Rejected("INVALID_ARGUMENT", f"undecodable command: {exc}")
         return self.apply_command(cmd)
 
     def apply_command(self, cmd: Any) -> Any:
