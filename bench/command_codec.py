@@ -3,7 +3,8 @@
     python -m bench.command_codec [--batch 8] [--repeat 5] [--rounds 2000]
 
 Every command the leader proposes is written once (``spur.state.commands.encode``) and read once on
-every replica, the leader included (``decode``). This builds the entries a loaded leader writes for
+every follower and on every replay (``decode``); the leader applies these three as proposed
+(``commands.APPLIED_AS_PROPOSED``), so ``decode`` is what that saves it per command. This builds the entries a loaded leader writes for
 the usual job (a ``SubmitJob`` of a one-line script with its immediate grant, the ``JobLaunched``
 of its launch and the ``JobExited`` of its end), ``--batch`` commands of a kind to an entry, and times:
 

@@ -57,9 +57,10 @@ class ProposalBatcher:
 
     ``propose_bytes(data, command)`` is Raft's propose (returns what apply returned for the entry,
     raises for the entry); ``command`` is the command or Batch that ``data`` encodes, which the
-    leader's state machine may apply without decoding its own entry (``RaftNode.propose``). At most ``in_flight`` entries are outstanding at once; while they are, new commands queue
-    and leave together (up to ``max_batch`` per entry), so batches grow with the load by themselves
-    and a single command on an idle controller leaves at once.
+    leader's state machine may apply without decoding its own entry (``RaftNode.propose``). At most
+    ``in_flight`` entries are outstanding at once; while they are, new commands queue and leave
+    together (up to ``max_batch`` per entry), so batches grow with the load by themselves and a single
+    command on an idle controller leaves at once.
     """
 
     def __init__(

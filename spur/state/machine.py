@@ -97,8 +97,8 @@ class ClusterState:
         # Derived: jobs the leader's dispatcher must look at again (see take_dispatch_marks).
         self._dispatch_marks: set[int] = set()
         self._dispatch_all = True
-        # Decode the leader's own entries too and compare them with what was proposed (tests set it;
-        # spurctld reads SPUR_VERIFY_PROPOSED=1). Not state: no effect on what is applied.
+        # Decode the leader's own entries too and compare them with what was proposed (the Controller
+        # sets it from SPUR_VERIFY_PROPOSED=1, which the test runs set). Not state: changes no result.
         self.verify_proposed = False
 
     # ------------------------------------------------------------------ Raft protocol
