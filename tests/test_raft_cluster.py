@@ -114,7 +114,7 @@ async def test_minority_leader_cannot_commit_and_steps_down(
 
             async def doomed() -> None:
                 try:
-                    await old.propose(put("k", "lost"))
+                    await old.propose(put("k", "lost"), command="the lost proposal")
                 except NotLeader as exc:
                     outcome.append(exc)
 
@@ -122,7 +122,7 @@ async def test_minority_leader_cannot_commit_and_steps_down(
                 nursery.start_soon(doomed)
                 majority = set(cluster.members) - {old.node_id, follower}
                 new = await cluster.wait_leader(among=majority)
-                await new.propose(put("k", "majority"))
+                await new.propose(put("k", "majority"), command="the majority's proposal")
                 await cluster.until(lambda: old.role is Role.FOLLOWER)
             assert len(outcome) == 1 and "lost leadership" in str(outcome[0])
             with pytest.raises(NotLeader):
@@ -131,6 +131,11 @@ async def test_minority_leader_cannot_commit_and_steps_down(
             cluster.faults.heal()
             await cluster.until(lambda: all(n.applied_index >= new.commit_index for n in cluster.running()))
             assert {cluster.state(m).data["k"] for m in cluster.members} == {"majority"}
+            # A proposer's object reaches apply only with its own entry, on its own leader: the old
+            # leader's replaced entry never did, and no follower was handed the new leader's.
+            handed = {m: set(cluster.state(m).handed.values()) for m in cluster.members}
+            assert handed[new.node_id] == {"the majority's proposal"}
+            assert all(not objects for m, objects in handed.items() if m != new.node_id)
 
 
 async def test_pre_vote_keeps_a_rejoining_member_from_disrupting_the_leader(

@@ -35,13 +35,18 @@ class KeyValue:
 
     `put` returns the previous value, `add` the new total. `applied` counts, per command ``id`` field,
     how many times a command was applied (part of the replicated state, so it survives snapshots).
+    `handed` records, by log index, the proposer's objects Raft handed to `apply` (not state: each
+    member's own); the commands are always read from the bytes.
     """
 
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
         self.applied: dict[str, int] = {}
+        self.handed: dict[int, object] = {}
 
     def apply(self, index: int, data: bytes, proposed: object | None = None) -> Any:
+        if proposed is not None:
+            self.handed[index] = proposed
         cmd = json.loads(data)
         if "id" in cmd:
             self.applied[cmd["id"]] = self.applied.get(cmd["id"], 0) + 1
