@@ -4,9 +4,10 @@
 
 Every command the leader proposes is written once (``spur.state.commands.encode``) and read once on
 every follower and on every replay (``decode``); the leader applies these three as proposed
-(``commands.APPLIED_AS_PROPOSED``), so ``decode`` is what that saves it per command. This builds the entries a loaded leader writes for
-the usual job (a ``SubmitJob`` of a one-line script with its immediate grant, the ``JobLaunched``
-of its launch and the ``JobExited`` of its end), ``--batch`` commands of a kind to an entry, and times:
+(``commands.APPLIED_AS_PROPOSED``), so ``decode`` is what that saves it per command. This builds
+the entries a loaded leader writes for the usual job (a ``SubmitJob`` of a one-line script with its
+immediate grant, the ``JobLaunched`` of its launch and the ``JobExited`` of its end), ``--batch``
+commands of a kind to an entry, and times:
 
 - ``encode``: what the leader runs (orjson writes the dataclasses itself);
 - ``plain form``: the definition it must equal, ``encode_plainly`` (``dumps(to_plain(...))``),

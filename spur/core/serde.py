@@ -5,11 +5,11 @@ rebuilds it from the type hints, ignoring unknown keys and defaulting missing on
 snapshots written by an older version still load.
 
 Both sit on the controller's hot path (every Raft entry is encoded once and decoded by each
-follower and replay, every snapshot converts every job), so neither reflects on a class per value: the first value of each
-type compiles a converter (the dataclass's field names; for ``from_plain`` one builder per field,
-derived from its type hint once) and later values reuse it. The output is exactly what the
-reflective definition gives: dataclass instances first, then enums, then lists/tuples, then dicts,
-anything else as it is.
+follower and replay, every snapshot converts every job), so neither reflects on a class per value:
+the first value of each type compiles a converter (the dataclass's field names; for ``from_plain``
+one builder per field, derived from its type hint once) and later values reuse it. The output is
+exactly what the reflective definition gives: dataclass instances first, then enums, then
+lists/tuples, then dicts, anything else as it is.
 """
 
 from __future__ import annotations

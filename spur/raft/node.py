@@ -776,8 +776,7 @@ class RaftNode:
             error: BaseException | None = None
             if entry.data:  # empty data: a leader's no-op, not for the state machine
                 # The proposer's object goes only with the very entry it proposed: same index and term.
-                ours = proposal is not None and proposal.term == entry.term
-                proposed = proposal.command if proposal is not None and ours else None
+                proposed = proposal.command if proposal is not None and proposal.term == entry.term else None
                 try:
                     result = self._sm.apply(entry.index, entry.data, proposed)
                 except Exception as exc:
