@@ -22,9 +22,9 @@ are not time the loop had nothing to do.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
+from math import exp
 
 import trio
 
@@ -39,19 +39,19 @@ class BusyMeter:
         if window <= 0:
             raise ValueError("window must be positive")
         self.window = window
+        self._rate = -1.0 / window
         self.busy = 0.0  # in [0, 1]
 
+    # Both run on every pass of the event loop, so each mixes in place, without a helper call.
     def ran(self, seconds: float) -> None:
-        self._mix(1.0, seconds)
+        """Mix in ``seconds`` of running tasks (busy = 1)."""
+        if seconds > 0:
+            self.busy = 1.0 - (1.0 - self.busy) * exp(seconds * self._rate)
 
     def waited(self, seconds: float) -> None:
-        self._mix(0.0, seconds)
-
-    def _mix(self, value: float, seconds: float) -> None:
-        if seconds <= 0:
-            return
-        keep = math.exp(-seconds / self.window)
-        self.busy = self.busy * keep + value * (1.0 - keep)
+        """Mix in ``seconds`` of waiting for I/O (busy = 0)."""
+        if seconds > 0:
+            self.busy *= exp(seconds * self._rate)
 
 
 def linger_for(busy: float, timeout: float, *, linger: float, threshold: float) -> float:
@@ -93,6 +93,9 @@ class RunLoopPacer(trio.abc.Instrument):
         now = self._clock()
         self.meter.ran(now - self._mark)
         self._mark = now
+        if self.meter.busy < self.busy_threshold:  # off load, the usual case: linger_for would say 0
+            self._lingering = 0.0
+            return
         wait = linger_for(self.meter.busy, timeout, linger=self.linger, threshold=self.busy_threshold)
         self._lingering = wait
         if wait:
