@@ -154,3 +154,61 @@ async def test_a_job_its_node_never_mentions_is_requeued_not_left_running(tmp_pa
     assert record.state is JobState.PENDING and record.reason == "launch failed requeued"
     assert ctl.state.jobs[ran].state is JobState.RUNNING
     assert ctl.state.jobs[elsewhere].state is JobState.RUNNING  # n2's heartbeats speak for it
+
+
+async def test_a_heartbeat_is_answered_at_once_unless_it_shows_a_lost_job_or_a_node_coming_back(
+    tmp_path, mock_clock
+):
+    """``Heartbeat_now`` (answered by the connection's reader) records what ``Heartbeat`` records for
+    a quiet node, and leaves to ``Heartbeat`` a beat that loses a job, a node DOWN for not
+    responding, and every beat before this controller is a ready leader."""
+    from spur.controller.service import ControllerService
+    from spur.rpc.proto import spur_pb2 as pb
+    from spur.rpc.server import CallContext
+
+    cfg = parse_config_text(
+        "[controller]\nnode_timeout_secs = 90\nheartbeat_interval_secs = 20\n",
+        overrides={"controller.state_dir": str(tmp_path)},
+    )
+    ctl = Controller(cfg, listen=("127.0.0.1", 0))
+    service = ControllerService(ctl)
+    ctx = CallContext("/spur.v1.Controller/Heartbeat", {}, "127.0.0.1:1", None)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(ctl.raft.run)
+        for name in ("n1", "idle"):
+            await ctl.propose(
+                c.RegisterNode(Node(name=name, address="127.0.0.1", cpus=2, memory_mb=1000), 0.0)
+            )
+        job_id = await ctl.propose(
+            c.SubmitJob(JobSpec(script="#!/bin/sh\ntrue\n", work_dir="/tmp"), "u", 1, 1, "u", 1.0)
+        )
+        await ctl.propose(c.StartJob(job_id, [NodeAllocation("n1", 1)], 1.0, ctl.raft.term))
+        await ctl.propose(c.JobLaunched(job_id, ctl.raft.term))
+        assert service.Heartbeat_now(pb.HeartbeatRequest(name="idle"), ctx) is None  # not ready yet
+        ctl._leader_ready.set()  # what the leader duties set once the configuration is proposed
+
+        answer = service.Heartbeat_now(pb.HeartbeatRequest(name="idle"), ctx)
+        assert answer == pb.HeartbeatResponse(known=True, heartbeat_interval_secs=20)
+        assert ctl.last_seen["idle"] == trio.current_time()
+        assert service.Heartbeat_now(pb.HeartbeatRequest(name="nobody"), ctx) == pb.HeartbeatResponse(
+            known=False
+        )
+
+        # n1 stops mentioning its job: quiet beats until the grace has passed, then the async path.
+        began = trio.current_time()
+        assert service.Heartbeat_now(pb.HeartbeatRequest(name="n1"), ctx) is not None
+        assert ctl.launch_watch.missing["n1"] == {job_id: began}
+        mock_clock.jump(90.5)
+        assert service.Heartbeat_now(pb.HeartbeatRequest(name="n1"), ctx) is None
+        assert ctl.launch_watch.missing["n1"] == {job_id: began}  # nothing recorded: Heartbeat decides
+        assert ctl.state.jobs[job_id].state is JobState.RUNNING
+        answer = await service.Heartbeat(pb.HeartbeatRequest(name="n1"), ctx)
+        assert answer.known
+        assert ctl.state.jobs[job_id].state is JobState.PENDING  # requeued by the async path
+
+        await ctl.propose(c.NodeLost(["idle"], "Not responding", 0.0))
+        assert service.Heartbeat_now(pb.HeartbeatRequest(name="idle"), ctx) is None
+        await service.Heartbeat(pb.HeartbeatRequest(name="idle"), ctx)
+        assert not ctl.state.nodes["idle"].down  # NodeReturned, proposed by the async path
+        assert service.Heartbeat_now(pb.HeartbeatRequest(name="idle"), ctx) is not None
+        nursery.cancel_scope.cancel()

@@ -290,6 +290,11 @@ class Controller:
         defaults: no cluster id, the built-in partition, accounting not configured)."""
         await self._leader_ready.wait()
 
+    @property
+    def leader_is_ready(self) -> bool:
+        """This controller leads and has proposed its configuration (:meth:`leader_ready` would not wait)."""
+        return self.is_leader and self._leader_ready.is_set()
+
     async def read_barrier(self) -> None:
         """Wait until local state reflects every write committed before the call (leader only);
         losing or being unable to confirm leadership becomes UNAVAILABLE so clients retry elsewhere."""

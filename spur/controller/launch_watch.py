@@ -75,12 +75,31 @@ class LaunchWatch:
     def __init__(self) -> None:
         self.missing: dict[str, dict[int, float]] = {}
 
+    def quiet(self, ctl: ControllerHost, request: pb.HeartbeatRequest, now: float) -> bool:
+        """Check one heartbeat without waiting: True when it shows no job lost, and is then recorded
+        as :meth:`heartbeat` would record it; False (nothing recorded) when :meth:`heartbeat` must
+        requeue or fail jobs."""
+        expected = expected_on(ctl.state, request.name)
+        if not expected:
+            self.missing.pop(request.name, None)
+            return True
+        present = set(request.running_job_ids) | set(request.unreported_job_ids)
+        grace = float(ctl.cfg.controller.node_timeout_secs)
+        since, lost = missing_jobs(expected, present, self.missing.get(request.name, {}), now, grace)
+        if lost:
+            return False
+        self.missing[request.name] = since
+        return True
+
     async def heartbeat(self, ctl: ControllerHost, request: pb.HeartbeatRequest, now: float) -> list[int]:
         """Check one heartbeat; requeue (or fail) the jobs it shows lost. Returns their ids."""
+        expected = expected_on(ctl.state, request.name)
+        if not expected:  # most heartbeats: nothing can be missing, and nothing was
+            self.missing.pop(request.name, None)
+            return []
         from spur.state import commands as c
 
         present = set(request.running_job_ids) | set(request.unreported_job_ids)
-        expected = expected_on(ctl.state, request.name)
         grace = float(ctl.cfg.controller.node_timeout_secs)
         since, lost = missing_jobs(expected, present, self.missing.get(request.name, {}), now, grace)
         self.missing[request.name] = since

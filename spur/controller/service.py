@@ -473,6 +473,27 @@ class ControllerService:
             node_credential=credential,
         )
 
+    def Heartbeat_now(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse | None:
+        """A heartbeat answered from the connection's reader (see ``spur.rpc.server``): on a ready
+        leader, for a node that is not coming back from DOWN and has lost no job, which is almost
+        every heartbeat. None leaves the call to :meth:`Heartbeat` (a follower forwards it; a node's
+        return and lost jobs are proposed there)."""
+        from spur.controller.admission import check_node_credential
+
+        if not self.ctl.leader_is_ready:
+            return None
+        check_node_credential(self.ctl, request.name, context, "heartbeat")
+        node = self.ctl.state.nodes.get(request.name)
+        if node is None:
+            return pb.HeartbeatResponse(known=False)
+        if node.down and node.reason == "Not responding":
+            return None
+        now = trio.current_time()
+        if not self.ctl.launch_watch.quiet(self.ctl, request, now):
+            return None
+        self.ctl.last_seen[request.name] = now
+        return self._heartbeat_answer()
+
     @leader_only
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
         from spur.controller.admission import check_node_credential
@@ -486,6 +507,9 @@ class ControllerService:
         if node.down and node.reason == "Not responding":
             await self.ctl.propose(c.NodeReturned(request.name, self.ctl.clock.wall()))
             self.ctl.kick_scheduler()
+        return self._heartbeat_answer()
+
+    def _heartbeat_answer(self) -> pb.HeartbeatResponse:
         interval = int(self.ctl.cfg.controller.heartbeat_interval_secs)  # live: scontrol reconfigure
         return pb.HeartbeatResponse(
             known=True, heartbeat_interval_secs=interval, revocation_version=_revocation_version(self.ctl)

@@ -5,6 +5,11 @@ Contracts:
 - A servicer has one async method per RPC, named as in the .proto. Unary:
   ``async def M(self, request, context) -> response``; server-streaming: an async generator
   ``async def M(self, request, context): yield response``.
+- A unary method may also have a synchronous companion ``def M_now(self, request, context) ->
+  response | None`` for calls that usually need no waiting. When the server has no async
+  ``interceptor``, the connection's reader calls it as soon as the request is whole, and answers
+  with what it returns, without starting a task for the call. When it returns None, the call goes
+  to ``M`` as usual. It must not block, and it follows ``M``'s error contract.
 - A handler raising :class:`RpcError` ends the call with that status, message and trailing metadata; any
   other exception ends it with INTERNAL (``"<ExcType>: <text>"``), is logged with its traceback, and the
   server keeps serving. A passed ``grpc-timeout`` cancels the handler and answers DEADLINE_EXCEEDED; a
@@ -102,6 +107,11 @@ Observer = Callable[[str, str, float], None]
 _MAX_STREAMS = 128
 # Long status messages are cut: peers cap header blocks (grpcio at 8-16 KiB).
 _MAX_STATUS_MESSAGE = 2048
+_RESPONSE_HEADERS = (
+    (":status", "200"),
+    ("content-type", CONTENT_TYPE),
+    ("grpc-accept-encoding", ACCEPT_ENCODING),
+)
 
 
 class ListenError(OSError):
@@ -185,6 +195,8 @@ class _Method:
     response_type: type[Message]
     server_streaming: bool
     handler: Callable[..., Any] | None  # None: servicer lacks the method -> UNIMPLEMENTED
+    # The synchronous companion ``M_now`` (unary only): an answer from the reader, or None.
+    now: Callable[[Any, CallContext], Message | None] | None = None
 
 
 class Server:
@@ -264,6 +276,13 @@ class Server:
         for method in service.methods:
             if method.client_streaming:
                 raise ValueError(f"{method.full_name}: client-streaming RPCs are not supported")
+        companions = {m.name: getattr(servicer, f"{m.name}_now", None) for m in service.methods}
+        for method in service.methods:
+            now = companions[method.name]
+            if now is not None and (method.server_streaming or inspect.iscoroutinefunction(now)):
+                raise ValueError(
+                    f"{method.full_name}: {method.name}_now must be synchronous, for a unary RPC"
+                )
         self._services.add(service.full_name)
         for method in service.methods:
             path = f"/{service.full_name}/{method.name}"
@@ -273,6 +292,7 @@ class Server:
                 response_type=message_factory.GetMessageClass(method.output_type),
                 server_streaming=method.server_streaming,
                 handler=getattr(servicer, method.name, None),
+                now=companions[method.name],
             )
 
     def method_for(self, path: str) -> _Method | RpcError:
@@ -365,6 +385,9 @@ class _Call:
     # False until the call is authenticated: its DATA is held raw in `pending` and no window is released.
     accepted: bool = False
     pending: list[bytes] = field(default_factory=list)
+    # Set while a call for a method with an ``M_now`` companion waits for its whole request.
+    inline: tuple[_Method, CallContext] | None = None
+    request: Message | None = None  # decoded by the companion, which left the call to the handler
 
 
 class _ServerConnection(H2Transport[ServerH2Connection]):
@@ -464,6 +487,8 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             if call is not None:
                 call.remote_ended = True
                 call.request_done.set()
+                if call.inline is not None:
+                    self._answer_now(call)
         elif isinstance(event, h2.events.StreamReset):
             call = self.calls.pop(event.stream_id, None)
             if call is not None:
@@ -520,7 +545,60 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             call.accepted = True
         elif self.server.call_interceptor is None:
             call.accepted = True
+        if method.now is not None and call.accepted and self.server.call_interceptor is None:
+            call.inline = (method, ctx)  # answered by the reader once the request is whole
+            return
         self._nursery.start_soon(self._serve_call, call, method, ctx, name=f"rpc {path}")
+
+    def _answer_now(self, call: _Call) -> None:
+        """Serve a whole request from the reader with its method's ``M_now`` companion: answer with
+        its response, or hand the call (request decoded) to the usual task when it returns None."""
+        assert call.inline is not None and self._nursery is not None
+        method, ctx = call.inline
+        call.inline = None
+        began = trio.current_time()
+        status: RpcError | None = None
+        try:
+            if call.error is not None:
+                raise call.error
+            request = self._request_of(call, method)
+            assert method.now is not None
+            response = method.now(request, ctx)
+            if response is None:
+                call.request = request
+                self._nursery.start_soon(self._serve_call, call, method, ctx, name=f"rpc {call.path}")
+                return
+            payload = self._framed(method, response)
+            call.headers_sent = True
+            if not self.send_headers(call.stream_id, _RESPONSE_HEADERS, end_stream=False, flush=False):
+                call.finished = True  # the stream is gone: nobody to answer
+                self.calls.pop(call.stream_id, None)
+                return
+            if not self.queue_data(call.stream_id, payload):  # no window now: a task waits for it
+                self._nursery.start_soon(self._send_rest, call, payload, ctx, name=f"rpc {call.path}")
+                return
+        except RpcError as err:
+            status = err
+        except Exception as exc:
+            status = _unwrap_rpc_error(exc)
+            if status is None:
+                log.exception("handler for %s failed", method.path)
+                status = RpcError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        self._finish(call, status, ctx.trailing_metadata, now=True)
+        if self.server.observer is not None:
+            try:
+                code = "OK" if status is None else status.code.name
+                self.server.observer(method.path, code, trio.current_time() - began)
+            except Exception:
+                log.exception("RPC observer failed")
+
+    async def _send_rest(self, call: _Call, payload: bytes, ctx: CallContext) -> None:
+        """Finish an answer from ``M_now`` that the flow-control windows did not hold."""
+        try:
+            await self.send_data(call.stream_id, payload)
+        except StreamGone:
+            return
+        self._finish(call, None, ctx.trailing_metadata, now=True)
 
     def _refuse_call(self, call: _Call, refusal: RpcError) -> None:
         """Answer a call its authenticator refused, before any of its DATA is read."""
@@ -558,6 +636,8 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         except RpcError as err:
             call.error = err
             call.request_done.set()
+            if call.inline is not None:
+                self._answer_now(call)
 
     def _accept(self, call: _Call) -> None:
         """The interceptor accepted ``call``: decode what it held and re-open its window."""
@@ -624,17 +704,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             await call.request_done.wait()
         if call.error is not None:
             raise call.error
-        if len(call.messages) != 1:
-            raise RpcError(
-                StatusCode.INTERNAL, f"expected exactly one request message, got {len(call.messages)}"
-            )
-        try:
-            request = method.request_type.FromString(call.messages.pop())
-        except DecodeError as exc:
-            raise RpcError(
-                StatusCode.INVALID_ARGUMENT,
-                f"cannot decode {method.request_type.DESCRIPTOR.full_name}: {exc}",
-            ) from None
+        request = call.request if call.request is not None else self._request_of(call, method)
         if method.handler is None:
             raise RpcError(StatusCode.UNIMPLEMENTED, f"method {method.path} is not implemented")
         if not method.server_streaming:
@@ -648,15 +718,35 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             async for response in responses:
                 await self._send_message(call, method, response)
 
-    async def _send_message(self, call: _Call, method: _Method, response: object, *, last: bool = False) -> None:
-        """Send one response message. ``last``: the trailers follow at once (a unary answer), so a
-        message the windows hold now is only queued, and leaves with them (see :meth:`_finish`)."""
+    @staticmethod
+    def _request_of(call: _Call, method: _Method) -> Message:
+        """Decode a unary call's one request message (RpcError: none, several, or undecodable)."""
+        if len(call.messages) != 1:
+            raise RpcError(
+                StatusCode.INTERNAL, f"expected exactly one request message, got {len(call.messages)}"
+            )
+        try:
+            return method.request_type.FromString(call.messages.pop())
+        except DecodeError as exc:
+            raise RpcError(
+                StatusCode.INVALID_ARGUMENT,
+                f"cannot decode {method.request_type.DESCRIPTOR.full_name}: {exc}",
+            ) from None
+
+    @staticmethod
+    def _framed(method: _Method, response: object) -> bytes:
+        """A response message serialized and framed (TypeError when it is not the method's type)."""
         if not isinstance(response, method.response_type):
             raise TypeError(
                 f"handler returned {type(response).__name__}, expected "
                 f"{method.response_type.DESCRIPTOR.full_name}"
             )
-        payload = frame_message(response.SerializeToString())
+        return frame_message(response.SerializeToString())
+
+    async def _send_message(self, call: _Call, method: _Method, response: object, *, last: bool = False) -> None:
+        """Send one response message. ``last``: the trailers follow at once (a unary answer), so a
+        message the windows hold now is only queued, and leaves with them (see :meth:`_finish`)."""
+        payload = self._framed(method, response)
         if not call.headers_sent:
             call.headers_sent = True
             headers = [
