@@ -483,7 +483,7 @@ def fleet_phase(args: argparse.Namespace) -> None:
         ("registration of all nodes", f"{register_secs:.1f} s ({args.nodes / register_secs:.0f} nodes/s)"),
         ("controller CPU while registering", f"{register_cpu / register_secs * 100:.0f}% of one core"),
         ("controller RSS after registration", f"{rss_idle:.0f} MiB"),
-        ("controller CPU under load", f"{r['cpu_share'] * 100:.0f}% of one core"),
+        ("controller CPU under load", f"{r['cpu_share'] * 100:.1f}% of one core"),
         ("controller RSS at end", f"{r['rss_mb']:.0f} MiB"),
         (
             "fleet simulator / load generator CPU",
