@@ -116,7 +116,8 @@ async def test_a_request_the_companion_cannot_have_is_refused_before_it_runs(nur
 
 async def test_an_answer_larger_than_the_client_s_window_still_arrives_whole(nursery):
     servicer = WithCompanions(big_names=100)  # about 100 KiB: more than HTTP/2's default 64 KiB window
-    srv = await start_server(nursery, controller=servicer)
+    seen: list[tuple[str, str]] = []
+    srv = await start_server(nursery, controller=servicer, observer=lambda m, code, s: seen.append((m, code)))
     client = await RawH2Client.connect(srv.port)
     body = grpc_frame(pb.GetJobsRequest().SerializeToString())
     response = await client.call("/spur.v1.Controller/GetJobs", body)
@@ -124,6 +125,7 @@ async def test_an_answer_larger_than_the_client_s_window_still_arrives_whole(nur
     jobs = pb.GetJobsResponse.FromString(response.data[5:]).jobs
     assert [j.job_id for j in jobs] == list(range(100))
     assert all(j.spec.name == "x" * 1024 for j in jobs)
+    assert seen == [("/spur.v1.Controller/GetJobs", "OK")]
 
 
 async def test_an_async_interceptor_runs_first_so_the_companion_is_not_used(nursery):

@@ -575,7 +575,9 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
                 self.calls.pop(call.stream_id, None)
                 return
             if not self.queue_data(call.stream_id, payload):  # no window now: a task waits for it
-                self._nursery.start_soon(self._send_rest, call, payload, ctx, name=f"rpc {call.path}")
+                self._nursery.start_soon(
+                    self._send_rest, call, method, payload, ctx, began, name=f"rpc {call.path}"
+                )
                 return
         except RpcError as err:
             status = err
@@ -585,20 +587,27 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
                 log.exception("handler for %s failed", method.path)
                 status = RpcError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
         self._finish(call, status, ctx.trailing_metadata, now=True)
-        if self.server.observer is not None:
-            try:
-                code = "OK" if status is None else status.code.name
-                self.server.observer(method.path, code, trio.current_time() - began)
-            except Exception:
-                log.exception("RPC observer failed")
+        self._observe(method, "OK" if status is None else status.code.name, began)
 
-    async def _send_rest(self, call: _Call, payload: bytes, ctx: CallContext) -> None:
+    async def _send_rest(
+        self, call: _Call, method: _Method, payload: bytes, ctx: CallContext, began: float
+    ) -> None:
         """Finish an answer from ``M_now`` that the flow-control windows did not hold."""
         try:
             await self.send_data(call.stream_id, payload)
         except StreamGone:
+            self._observe(method, "CANCELLED", began)
             return
         self._finish(call, None, ctx.trailing_metadata, now=True)
+        self._observe(method, "OK", began)
+
+    def _observe(self, method: _Method, code: str, began: float) -> None:
+        """Tell the server's observer how a call served from the reader ended."""
+        if self.server.observer is not None:
+            try:
+                self.server.observer(method.path, code, trio.current_time() - began)
+            except Exception:
+                log.exception("RPC observer failed")
 
     def _refuse_call(self, call: _Call, refusal: RpcError) -> None:
         """Answer a call its authenticator refused, before any of its DATA is read."""
