@@ -75,34 +75,42 @@ class LaunchWatch:
     def __init__(self) -> None:
         self.missing: dict[str, dict[int, float]] = {}
 
+    def _judge(
+        self, ctl: ControllerHost, request: pb.HeartbeatRequest, now: float
+    ) -> tuple[dict[int, float], list[int]]:
+        """(the node's new ``missing_since``, its lost jobs) after one heartbeat; records nothing."""
+        expected = expected_on(ctl.state, request.name)
+        if not expected:  # most heartbeats: nothing can be missing, and nothing was
+            return {}, []
+        present = set(request.running_job_ids) | set(request.unreported_job_ids)
+        grace = float(ctl.cfg.controller.node_timeout_secs)
+        return missing_jobs(expected, present, self.missing.get(request.name, {}), now, grace)
+
+    def _record(self, node: str, since: dict[int, float]) -> None:
+        if since:
+            self.missing[node] = since
+        else:
+            self.missing.pop(node, None)
+
     def quiet(self, ctl: ControllerHost, request: pb.HeartbeatRequest, now: float) -> bool:
         """Check one heartbeat without waiting: True when it shows no job lost, and is then recorded
         as :meth:`heartbeat` would record it; False (nothing recorded) when :meth:`heartbeat` must
         requeue or fail jobs."""
-        expected = expected_on(ctl.state, request.name)
-        if not expected:
-            self.missing.pop(request.name, None)
-            return True
-        present = set(request.running_job_ids) | set(request.unreported_job_ids)
-        grace = float(ctl.cfg.controller.node_timeout_secs)
-        since, lost = missing_jobs(expected, present, self.missing.get(request.name, {}), now, grace)
+        since, lost = self._judge(ctl, request, now)
         if lost:
             return False
-        self.missing[request.name] = since
+        self._record(request.name, since)
         return True
 
     async def heartbeat(self, ctl: ControllerHost, request: pb.HeartbeatRequest, now: float) -> list[int]:
         """Check one heartbeat; requeue (or fail) the jobs it shows lost. Returns their ids."""
-        expected = expected_on(ctl.state, request.name)
-        if not expected:  # most heartbeats: nothing can be missing, and nothing was
-            self.missing.pop(request.name, None)
+        since, lost = self._judge(ctl, request, now)
+        self._record(request.name, since)
+        if not lost:
             return []
         from spur.state import commands as c
 
-        present = set(request.running_job_ids) | set(request.unreported_job_ids)
         grace = float(ctl.cfg.controller.node_timeout_secs)
-        since, lost = missing_jobs(expected, present, self.missing.get(request.name, {}), now, grace)
-        self.missing[request.name] = since
         for job_id in lost:
             job = ctl.state.jobs[job_id]
             message = (
@@ -118,6 +126,5 @@ class LaunchWatch:
             else:
                 cmd = c.LaunchFailed(job_id, message, ctl.clock.wall())
             await ctl.raft_propose_quiet(cmd)
-        if lost:
-            ctl.kick_scheduler()
+        ctl.kick_scheduler()
         return lost
