@@ -579,15 +579,10 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
                     self._send_rest, call, method, payload, ctx, began, name=f"rpc {call.path}"
                 )
                 return
-        except RpcError as err:
-            status = err
         except Exception as exc:
-            status = _unwrap_rpc_error(exc)
-            if status is None:
-                log.exception("handler for %s failed", method.path)
-                status = RpcError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            status = _status_of(exc, method.path)
         self._finish(call, status, ctx.trailing_metadata, now=True)
-        self._observe(method, "OK" if status is None else status.code.name, began)
+        self._observe(method.path, "OK" if status is None else status.code.name, trio.current_time() - began)
 
     async def _send_rest(
         self, call: _Call, method: _Method, payload: bytes, ctx: CallContext, began: float
@@ -596,27 +591,23 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         try:
             await self.send_data(call.stream_id, payload)
         except StreamGone:
-            self._observe(method, "CANCELLED", began)
+            self._observe(method.path, "CANCELLED", trio.current_time() - began)
             return
         self._finish(call, None, ctx.trailing_metadata, now=True)
-        self._observe(method, "OK", began)
+        self._observe(method.path, "OK", trio.current_time() - began)
 
-    def _observe(self, method: _Method, code: str, began: float) -> None:
-        """Tell the server's observer how a call served from the reader ended."""
+    def _observe(self, path: str, code: str, seconds: float) -> None:
+        """Tell the server's observer (if any) how a call ended; its failures are logged, never raised."""
         if self.server.observer is not None:
             try:
-                self.server.observer(method.path, code, trio.current_time() - began)
+                self.server.observer(path, code, seconds)
             except Exception:
                 log.exception("RPC observer failed")
 
     def _refuse_call(self, call: _Call, refusal: RpcError) -> None:
         """Answer a call its authenticator refused, before any of its DATA is read."""
         self._finish(call, refusal)
-        if self.server.observer is not None:
-            try:
-                self.server.observer(call.path, refusal.code.name, 0.0)
-            except Exception:
-                log.exception("RPC observer failed")
+        self._observe(call.path, refusal.code.name, 0.0)
         if self.preauth:
             self._preauth_refusals += 1
             limit = self.server.preauth.max_refusals
@@ -669,10 +660,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         try:
             code = await self._serve_call_inner(call, method, ctx)
         finally:
-            try:
-                self.server.observer(method.path, code, trio.current_time() - began)
-            except Exception:
-                log.exception("RPC observer failed")
+            self._observe(method.path, code, trio.current_time() - began)
 
     async def _serve_call_inner(self, call: _Call, method: _Method, ctx: CallContext) -> str:
         """Serve the call; returns the name of the status it ended with."""
@@ -681,15 +669,10 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             with call.scope:
                 try:
                     await self._run_handler(call, method, ctx)
-                except RpcError as err:
-                    status = err
                 except StreamGone:
                     return "CANCELLED"
                 except Exception as exc:
-                    status = _unwrap_rpc_error(exc)
-                    if status is None:
-                        log.exception("handler for %s failed", method.path)
-                        status = RpcError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+                    status = _status_of(exc, method.path)
             if call.scope.cancelled_caught:
                 if call.reset_by_peer or self.closed:
                     return "CANCELLED"
@@ -758,12 +741,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         payload = self._framed(method, response)
         if not call.headers_sent:
             call.headers_sent = True
-            headers = [
-                (":status", "200"),
-                ("content-type", CONTENT_TYPE),
-                ("grpc-accept-encoding", ACCEPT_ENCODING),
-            ]
-            if not self.send_headers(call.stream_id, headers, end_stream=False, flush=not last):
+            if not self.send_headers(call.stream_id, _RESPONSE_HEADERS, end_stream=False, flush=not last):
                 raise StreamGone("stream closed")
         if last:
             if self.queue_data(call.stream_id, payload):
@@ -787,11 +765,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             metadata.update(status.metadata)
         block: list[tuple[str, str]] = []
         if not call.headers_sent:
-            block += [
-                (":status", "200"),
-                ("content-type", CONTENT_TYPE),
-                ("grpc-accept-encoding", ACCEPT_ENCODING),
-            ]
+            block += _RESPONSE_HEADERS
         block.append(("grpc-status", str(int(code))))
         if status is not None and status.message:
             block.append(("grpc-message", encode_grpc_message(status.message[:_MAX_STATUS_MESSAGE])))
@@ -819,6 +793,16 @@ def _authenticate(authenticator: Authenticator, ctx: CallContext) -> RpcError | 
         log.warning("authentication of %s from %s failed: %s", ctx.method, ctx.peer, type(exc).__name__)
         return RpcError(StatusCode.UNAUTHENTICATED, "invalid credential or identity headers")
     return None
+
+
+def _status_of(exc: Exception, path: str) -> RpcError:
+    """The status a handler's exception ends its call with: an RpcError (alone, or wrapped alone in
+    exception groups) as it is; anything else INTERNAL ("<ExcType>: <text>"), logged with its traceback."""
+    status = _unwrap_rpc_error(exc)
+    if status is None:
+        log.exception("handler for %s failed", path)
+        status = RpcError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+    return status
 
 
 def _unwrap_rpc_error(exc: BaseException) -> RpcError | None:
