@@ -3,6 +3,7 @@ the async handler when it returns None; same errors, metadata and observer as th
 
 from __future__ import annotations
 
+import h2.events
 import pytest
 import trio
 from rpc_helpers import CONTROLLER, ControllerServicer, RawH2Client, grpc_frame, start_server
@@ -156,3 +157,68 @@ def test_a_companion_must_be_synchronous_and_for_a_unary_method() -> None:
         Server().add_service(CONTROLLER, AsyncCompanion())
     with pytest.raises(ValueError, match="WatchJob_now must be synchronous, for a unary RPC"):
         Server().add_service(CONTROLLER, StreamingCompanion())
+
+
+async def _open_call_without_its_end(client: RawH2Client, timeout: str | None) -> int:
+    """HEADERS (with ``grpc-timeout`` when given) and half of a Heartbeat request, never ended."""
+    headers = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/spur.v1.Controller/Heartbeat"),
+        (":authority", "test"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ] + ([("grpc-timeout", timeout)] if timeout else [])
+    stream_id = client.conn.get_next_available_stream_id()
+    client.conn.send_headers(stream_id, headers)
+    body = grpc_frame(pb.HeartbeatRequest(name="now").SerializeToString())
+    client.conn.send_data(stream_id, body[:4])
+    await client.flush()
+    return stream_id
+
+
+async def _trailers_of(client: RawH2Client, stream_id: int) -> dict[str, str]:
+    """The first header block the server sends on ``stream_id`` (a trailers-only answer); fails
+    after 10 s rather than hang when none comes."""
+    with trio.fail_after(10):
+        while True:
+            for event in await client.events():
+                if getattr(event, "stream_id", None) == stream_id and isinstance(
+                    event, h2.events.ResponseReceived | h2.events.TrailersReceived
+                ):
+                    return dict(event.headers)
+
+
+async def test_a_companion_s_call_that_never_ends_its_request_gets_deadline_exceeded(nursery):
+    """No task holds such a call's deadline: the connection's deadline watch answers it, and the
+    connection goes on serving (a whole request sent after it is answered as usual)."""
+    servicer = WithCompanions()
+    seen: list[tuple[str, str]] = []
+    srv = await start_server(nursery, controller=servicer, observer=lambda m, code, s: seen.append((m, code)))
+    client = await RawH2Client.connect(srv.port)
+    began = trio.current_time()
+    stream_id = await _open_call_without_its_end(client, "200m")
+    trailers = await _trailers_of(client, stream_id)
+    assert trailers["grpc-status"] == str(StatusCode.DEADLINE_EXCEEDED.value)
+    assert trailers["grpc-message"] == "deadline exceeded"
+    assert trio.current_time() - began >= 0.2
+    assert seen == [("/spur.v1.Controller/Heartbeat", "DEADLINE_EXCEEDED")]
+    assert servicer.now_calls == [] and servicer.async_calls == []
+    body = grpc_frame(pb.HeartbeatRequest(name="now").SerializeToString())
+    response = await client.call("/spur.v1.Controller/Heartbeat", body, [("grpc-timeout", "200m")])
+    assert response.trailers["grpc-status"] == "0"
+    assert servicer.now_calls == ["now"]
+
+
+async def test_a_server_shutting_down_answers_a_companion_s_call_still_waiting_unavailable(nursery):
+    srv = await start_server(nursery, controller=WithCompanions())
+    client = await RawH2Client.connect(srv.port)
+    stream_id = await _open_call_without_its_end(client, None)
+    ping = await client.call(
+        "/spur.v1.Controller/Heartbeat", grpc_frame(pb.HeartbeatRequest(name="now").SerializeToString())
+    )
+    assert ping.trailers["grpc-status"] == "0"  # the server has read the unfinished call's HEADERS too
+    srv.scope.cancel()
+    trailers = await _trailers_of(client, stream_id)
+    assert trailers["grpc-status"] == str(StatusCode.UNAVAILABLE.value)
+    assert trailers["grpc-message"] == "server is shutting down"

@@ -13,7 +13,10 @@ Contracts:
 - A handler raising :class:`RpcError` ends the call with that status, message and trailing metadata; any
   other exception ends it with INTERNAL (``"<ExcType>: <text>"``), is logged with its traceback, and the
   server keeps serving. A passed ``grpc-timeout`` cancels the handler and answers DEADLINE_EXCEEDED; a
-  client RST_STREAM (or a dropped connection) cancels the handler and answers nothing.
+  client RST_STREAM (or a dropped connection) cancels the handler and answers nothing. A call for a
+  companion that is still waiting for the rest of its request has no task yet: it is answered
+  DEADLINE_EXCEEDED up to ``DEADLINE_TICK`` (50 ms) after its deadline, by the one task per
+  connection that keeps such deadlines (:mod:`spur.rpc.deadline_watch`).
 - Unknown service/method -> UNIMPLEMENTED; undecodable request -> INVALID_ARGUMENT; request larger than
   ``max_message_bytes`` -> RESOURCE_EXHAUSTED. Errors before any response message use a trailers-only
   response.
@@ -66,6 +69,7 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 
+from spur.rpc.deadline_watch import DeadlineWatch
 from spur.rpc.h2_server import ServerH2Connection
 from spur.rpc.status import RpcError, StatusCode, encode_grpc_message
 from spur.rpc.transport import READ_SIZE as _FULL_READ
@@ -388,6 +392,8 @@ class _Call:
     # Set while a call for a method with an ``M_now`` companion waits for its whole request.
     inline: tuple[_Method, CallContext] | None = None
     request: Message | None = None  # decoded by the companion, which left the call to the handler
+    timed: bool = False  # its deadline is in the connection's DeadlineWatch (no task holds it)
+    began: float = 0.0  # when its HEADERS arrived (Trio's clock): set for a call the reader serves
 
 
 class _ServerConnection(H2Transport[ServerH2Connection]):
@@ -403,6 +409,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         self._preauth_refusals = 0
         self._authenticated = trio.Event()
         self._linger_bytes = 0
+        self._deadlines: DeadlineWatch[_Call] | None = None  # made with the first call that needs it
 
     async def run(self) -> None:
         limits = self.server.preauth
@@ -420,6 +427,10 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
                 nursery.cancel_scope.cancel()
         finally:
             self._leave_preauth()
+            if not self.closed:  # the server shuts down: calls still waiting for a request end as tasks' do
+                shutting_down = RpcError(StatusCode.UNAVAILABLE, "server is shutting down")
+                for call in [call for call in self.calls.values() if call.inline is not None]:
+                    self._end_waiting_call(call, shutting_down)
             await self.final_flush(goaway=not self.closed, linger_bytes=self._linger_bytes)
 
     def on_closed(self, reason: str) -> None:
@@ -496,6 +507,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
                 call.remote_ended = True
                 call.scope.cancel()
                 call.request_done.set()
+                self._unwatch(call)
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.close(f"client sent GOAWAY ({event.error_code!r})")
 
@@ -523,7 +535,8 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         deadline: float | None = None
         if "grpc-timeout" in headers:
             try:
-                deadline = trio.current_time() + parse_timeout(headers["grpc-timeout"])
+                call.began = trio.current_time()
+                deadline = call.began + parse_timeout(headers["grpc-timeout"])
             except ValueError as exc:
                 self._finish(call, RpcError(StatusCode.INVALID_ARGUMENT, str(exc)))
                 return
@@ -547,6 +560,10 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             call.accepted = True
         if method.now is not None and call.accepted and self.server.call_interceptor is None:
             call.inline = (method, ctx)  # answered by the reader once the request is whole
+            if deadline is not None:
+                self._watch(call, deadline)
+            else:
+                call.began = trio.current_time()
             return
         self._nursery.start_soon(self._serve_call, call, method, ctx, name=f"rpc {path}")
 
@@ -566,6 +583,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             response = method.now(request, ctx)
             if response is None:
                 call.request = request
+                self._unwatch(call)  # the task's cancel scope holds the deadline from here
                 self._nursery.start_soon(self._serve_call, call, method, ctx, name=f"rpc {call.path}")
                 return
             payload = self._framed(method, response)
@@ -573,6 +591,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             if not self.send_headers(call.stream_id, _RESPONSE_HEADERS, end_stream=False, flush=False):
                 call.finished = True  # the stream is gone: nobody to answer
                 self.calls.pop(call.stream_id, None)
+                self._unwatch(call)
                 return
             if not self.queue_data(call.stream_id, payload):  # no window now: a task waits for it
                 self._nursery.start_soon(
@@ -591,10 +610,38 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         try:
             await self.send_data(call.stream_id, payload)
         except StreamGone:
+            self._unwatch(call)
             self._observe(method.path, "CANCELLED", trio.current_time() - began)
             return
         self._finish(call, None, ctx.trailing_metadata, now=True)
         self._observe(method.path, "OK", trio.current_time() - began)
+
+    # ------------------------------------------------------------------ deadlines of calls without a task
+
+    def _watch(self, call: _Call, deadline: float) -> None:
+        if self._deadlines is None:
+            assert self._nursery is not None
+            self._deadlines = DeadlineWatch(self._expire_call)
+            self._nursery.start_soon(self._deadlines.run, name=f"rpc deadlines {self.peer}")
+        call.timed = True
+        self._deadlines.watch(deadline, call)
+
+    def _unwatch(self, call: _Call) -> None:
+        if call.timed:
+            call.timed = False
+            assert self._deadlines is not None
+            self._deadlines.release()
+
+    def _expire_call(self, call: _Call) -> None:
+        """``call``'s deadline passed: DEADLINE_EXCEEDED if it is still waiting for its request."""
+        if call.timed and not call.finished and call.inline is not None:
+            self._end_waiting_call(call, RpcError(StatusCode.DEADLINE_EXCEEDED, "deadline exceeded"))
+
+    def _end_waiting_call(self, call: _Call, status: RpcError) -> None:
+        """End a companion's call that is still waiting for its request with ``status``."""
+        call.inline = None
+        self._finish(call, status)
+        self._observe(call.path, status.code.name, trio.current_time() - call.began)
 
     def _observe(self, path: str, code: str, seconds: float) -> None:
         """Tell the server's observer (if any) how a call ended; its failures are logged, never raised."""
@@ -759,6 +806,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             return
         call.finished = True
         self.calls.pop(call.stream_id, None)
+        self._unwatch(call)
         code = StatusCode.OK if status is None else status.code
         metadata = dict(trailing or {})
         if status is not None:
