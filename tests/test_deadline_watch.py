@@ -6,7 +6,7 @@ from __future__ import annotations
 import trio
 from trio.testing import MockClock
 
-from spur.rpc.deadline_watch import DEADLINE_TICK, DeadlineWatch
+from spur.rpc.deadline_watch import DEADLINE_TICK, SLACK, DeadlineWatch
 
 
 class Wakes(trio.abc.Instrument):
@@ -27,7 +27,9 @@ def run(test) -> None:
 def test_an_item_expires_once_its_deadline_has_passed_and_not_before() -> None:
     async def main() -> None:
         expired: list[tuple[str, float]] = []
-        watch: DeadlineWatch[str] = DeadlineWatch(lambda item: expired.append((item, trio.current_time())))
+        watch: DeadlineWatch[str] = DeadlineWatch(
+            lambda item: expired.append((item, trio.current_time())), alive=lambda item: True
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             start = trio.current_time()
@@ -46,7 +48,7 @@ def test_an_item_expires_once_its_deadline_has_passed_and_not_before() -> None:
 def test_when_every_item_is_released_nothing_expires() -> None:
     async def main() -> None:
         expired: list[str] = []
-        watch: DeadlineWatch[str] = DeadlineWatch(expired.append)
+        watch: DeadlineWatch[str] = DeadlineWatch(expired.append, alive=lambda item: True)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             now = trio.current_time()
@@ -76,7 +78,9 @@ def test_many_short_lived_calls_wake_the_task_about_once_a_tick_not_once_each() 
     async def main() -> None:
         trio.lowlevel.add_instrument(wakes)
         expired: list[tuple[str, float]] = []
-        watch: DeadlineWatch[str] = DeadlineWatch(lambda item: expired.append((item, trio.current_time())))
+        watch: DeadlineWatch[str] = DeadlineWatch(
+            lambda item: expired.append((item, trio.current_time())), alive=lambda item: True
+        )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)
             await trio.sleep(0)
@@ -94,3 +98,29 @@ def test_many_short_lived_calls_wake_the_task_about_once_a_tick_not_once_each() 
     run(main)
     # 21 s of run time, ticks of 50 ms: at most one wake a tick (223 when written), not 20,000
     assert wakes.count <= 21.0 / DEADLINE_TICK, wakes.count
+
+
+def test_a_call_kept_waiting_forever_does_not_make_the_heap_keep_every_later_call() -> None:
+    """One item never released, then 10,000 answered ones with long deadlines: the answered ones
+    are dropped as the heap grows, and the waiting one still expires."""
+
+    async def main() -> None:
+        answered: set[str] = set()
+        expired: list[str] = []
+        watch: DeadlineWatch[str] = DeadlineWatch(expired.append, alive=lambda item: item not in answered)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            now = trio.current_time()
+            watch.watch(now + 60.0, "forever")
+            largest = 0
+            for i in range(10_000):
+                watch.watch(now + 3600.0, f"call {i}")
+                answered.add(f"call {i}")
+                watch.release()
+                largest = max(largest, watch.size)
+            assert largest <= 2 * 2 + SLACK  # two live at once at most: the waiting one and the newest
+            await trio.sleep(61.0)
+            assert expired == ["forever"]
+            nursery.cancel_scope.cancel()
+
+    run(main)

@@ -14,6 +14,10 @@ Contract:
   per-item state, so that watching costs one heap push and releasing one decrement.
 - The task wakes at most once every ``tick`` seconds (an expiry may be up to ``tick`` late), so
   that many short-lived calls with deadlines do not wake it once each.
+- The heap is bounded by what is live: released items stay in it until their deadline or until
+  nothing is live, but when it holds more than ``2 * live + SLACK`` entries the ones ``alive`` says
+  are answered are dropped (amortized: a rebuild follows at least ``live + SLACK`` pushes). So a
+  peer that keeps one call waiting forever cannot make the heap keep every call it sends after it.
 """
 
 from __future__ import annotations
@@ -25,18 +29,22 @@ from typing import Generic, TypeVar
 
 import trio
 
-__all__ = ["DEADLINE_TICK", "DeadlineWatch"]
+__all__ = ["DEADLINE_TICK", "SLACK", "DeadlineWatch"]
 
 T = TypeVar("T")
 
 DEADLINE_TICK = 0.05  # seconds
+SLACK = 256  # entries the heap may hold beyond twice the live ones before it drops answered ones
 
 
 class DeadlineWatch(Generic[T]):
     """See the module docstring. Single-threaded: the connection's Trio thread owns it."""
 
-    def __init__(self, expire: Callable[[T], None], *, tick: float = DEADLINE_TICK) -> None:
+    def __init__(
+        self, expire: Callable[[T], None], alive: Callable[[T], bool], *, tick: float = DEADLINE_TICK
+    ) -> None:
         self._expire = expire
+        self._alive = alive
         self.tick = tick
         self._heap: list[tuple[float, int, T]] = []
         self._order = count()  # ties in deadline never compare the items
@@ -47,8 +55,12 @@ class DeadlineWatch(Generic[T]):
 
     def watch(self, deadline: float, item: T) -> None:
         """Expire ``item`` at ``deadline`` (Trio's clock) unless it is released first."""
-        heapq.heappush(self._heap, (deadline, next(self._order), item))
+        heap = self._heap
+        heapq.heappush(heap, (deadline, next(self._order), item))
         self.live += 1
+        if len(heap) > 2 * self.live + SLACK:
+            heap[:] = [entry for entry in heap if self._alive(entry[2])]
+            heapq.heapify(heap)
         scope = self._scope
         if scope is not None and deadline < scope.deadline:
             scope.deadline = max(deadline, self._last_check + self.tick)
@@ -60,6 +72,11 @@ class DeadlineWatch(Generic[T]):
         if self.live <= 0:
             self.live = 0
             self._heap.clear()
+
+    @property
+    def size(self) -> int:
+        """Entries in the heap, live or answered."""
+        return len(self._heap)
 
     def due(self, now: float) -> list[T]:
         """Take the items whose deadline is at or before ``now``, earliest first."""

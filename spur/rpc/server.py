@@ -621,7 +621,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
     def _watch(self, call: _Call, deadline: float) -> None:
         if self._deadlines is None:
             assert self._nursery is not None
-            self._deadlines = DeadlineWatch(self._expire_call)
+            self._deadlines = DeadlineWatch(self._expire_call, alive=_is_timed)
             self._nursery.start_soon(self._deadlines.run, name=f"rpc deadlines {self.peer}")
         call.timed = True
         self._deadlines.watch(deadline, call)
@@ -829,6 +829,10 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             self.flush_now()
         else:
             self.flush_soon()
+
+
+def _is_timed(call: _Call) -> bool:
+    return call.timed
 
 
 def _authenticate(authenticator: Authenticator, ctx: CallContext) -> RpcError | None:
