@@ -573,6 +573,7 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         assert call.inline is not None and self._nursery is not None
         method, ctx = call.inline
         call.inline = None
+        self._unwatch(call)  # from here an answer, or a task's cancel scope, ends the call
         began = trio.current_time()
         status: RpcError | None = None
         try:
@@ -583,7 +584,6 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             response = method.now(request, ctx)
             if response is None:
                 call.request = request
-                self._unwatch(call)  # the task's cancel scope holds the deadline from here
                 self._nursery.start_soon(self._serve_call, call, method, ctx, name=f"rpc {call.path}")
                 return
             payload = self._framed(method, response)
@@ -591,7 +591,6 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             if not self.send_headers(call.stream_id, _RESPONSE_HEADERS, end_stream=False, flush=False):
                 call.finished = True  # the stream is gone: nobody to answer
                 self.calls.pop(call.stream_id, None)
-                self._unwatch(call)
                 return
             if not self.queue_data(call.stream_id, payload):  # no window now: a task waits for it
                 self._nursery.start_soon(
@@ -610,7 +609,6 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
         try:
             await self.send_data(call.stream_id, payload)
         except StreamGone:
-            self._unwatch(call)
             self._observe(method.path, "CANCELLED", trio.current_time() - began)
             return
         self._finish(call, None, ctx.trailing_metadata, now=True)
@@ -633,8 +631,9 @@ class _ServerConnection(H2Transport[ServerH2Connection]):
             self._deadlines.release()
 
     def _expire_call(self, call: _Call) -> None:
-        """``call``'s deadline passed: DEADLINE_EXCEEDED if it is still waiting for its request."""
-        if call.timed and not call.finished and call.inline is not None:
+        """``call``'s deadline passed: DEADLINE_EXCEEDED if it is still waiting for its request (a
+        call stays watched only until its companion runs, it ends, or its client resets it)."""
+        if call.timed:
             self._end_waiting_call(call, RpcError(StatusCode.DEADLINE_EXCEEDED, "deadline exceeded"))
 
     def _end_waiting_call(self, call: _Call, status: RpcError) -> None:
