@@ -592,8 +592,17 @@ async def test_interactive_output_kept_until_streamed(harness: Harness) -> None:
 
 async def test_shims_are_forked_detached_from_spurd_by_the_launcher(harness: Harness) -> None:
     """The shim is the launcher's fork, in a session of its own, holding only its stdio; the tasks it
-    starts are waited for (the launcher's SIGCHLD disposition is not inherited)."""
-    script = "#!/bin/sh\ncat /proc/$PPID/stat > shim.stat; ls /proc/$PPID/fd > shim.fds; sleep 0.2; exit 6\n"
+    starts are waited for (the launcher's SIGCHLD disposition is not inherited).
+
+    The shim closes the script's stdio handles only after the script started, and then writes its
+    records (each write opens a file for a moment), so the script looks at the shim's descriptors until
+    they are its stdio alone, for up to 5 s: a descriptor the shim kept would stay in every look."""
+    script = (
+        "#!/bin/sh\ncat /proc/$PPID/stat > shim.stat\n"
+        "for i in $(seq 250); do\n"
+        "  ls /proc/$PPID/fd > shim.fds; [ \"$(tr '\\n' ' ' < shim.fds)\" = '0 1 2 ' ] && break; sleep 0.02\n"
+        "done\nsleep 0.2; exit 6\n"
+    )
     executor = harness.make()
     with trio.fail_after(TIMEOUT):
         async with running(executor) as ex:
