@@ -35,6 +35,7 @@ from spur.auth.admin import DomainSource
 from spur.auth.audiences import AUD_AGENT, AUD_CLIENT
 from spur.auth.keys import AuthSettings
 from spur.auth.tokens import DEFAULT_SKEW_SECS, Claims, TokenError, mint, verify
+from spur.rpc.status import RpcError, StatusCode
 
 if TYPE_CHECKING:
     from spur.rpc.server import CallContext
@@ -231,8 +232,6 @@ class ServerAuth:
     def authenticate_call(self, context: CallContext) -> None:
         """The header-time gate (spur.rpc.server.Authenticator): run when a call's HEADERS arrive, before
         its body is read; sets ``context.identity`` or raises RpcError with the refusal."""
-        from spur.rpc.status import RpcError, StatusCode
-
         try:
             result = self.authenticate(context.method, context.metadata, context.peer)
         except Exception as exc:  # malformed input must never take a daemon down

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 import trio
 
 from spur.accounting.shares import weights_of
-from spur.controller.launch_batch import AGENT_CALL_TIMEOUT
+from spur.controller.launch_batch import AGENT_CALL_TIMEOUT, batch_target, launch_batch
 from spur.controller.launch_policy import Fail, LaunchPolicy, Requeue, Retry, next_step
 from spur.core.job import Job, JobState
+from spur.rpc.convert import job_to_proto
 from spur.rpc.pool import ChannelPool, agent_pool
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
@@ -212,8 +213,6 @@ class Dispatcher:
             candidates = sorted(set(holding) | self._active)
         else:
             candidates = sorted(marks)
-        from spur.controller.launch_batch import batch_target, launch_batch
-
         by_agent: dict[tuple[str, int], list[int]] = {}  # batch-job launches, one call per agent
         for job_id in candidates:
             job = state.jobs.get(job_id)
@@ -285,8 +284,6 @@ class Dispatcher:
         return targets
 
     async def _launch(self, pool: ChannelPool, job_id: int) -> None:
-        from spur.rpc.convert import job_to_proto
-
         ctl = self.ctl
         try:
             job = ctl.state.jobs.get(job_id)

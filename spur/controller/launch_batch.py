@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 
 from spur.core.job import Job, JobState
+from spur.rpc.batching import AGENT_BATCH, outcome_error
+from spur.rpc.convert import job_to_proto
 from spur.rpc.proto import batch_pb2
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
+from spur.rpc.stub import Stub
 from spur.state import commands as c
 from spur.trace import span
 
@@ -65,9 +68,6 @@ async def launch_batch(
     dispatcher: BatchDispatcher, pool: ChannelPool, target: tuple[str, int], job_ids: list[int]
 ) -> None:
     """Launch ``job_ids`` (all marked busy by the caller) on the agent at ``target`` in one call."""
-    from spur.rpc.batching import AGENT_BATCH, outcome_error
-    from spur.rpc.convert import job_to_proto
-    from spur.rpc.stub import Stub
 
     ctl = dispatcher.ctl
     sent: list[tuple[int, int, int]] = []  # (job id, alloc term, time limit sent)

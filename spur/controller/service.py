@@ -15,6 +15,8 @@ from spur.auth.admin import is_admin, permission_denied
 from spur.auth.callers import caller as _caller
 from spur.auth.callers import require_admin as _require_admin
 from spur.auth.identity import Identity
+from spur.controller.admission import check_node_credential
+from spur.controller.intake import array_size
 from spur.controller.slicing import map_in_slices
 from spur.core.job import Job, JobSpec, JobState
 from spur.core.mpi import check_mpi_type
@@ -117,8 +119,6 @@ class ControllerService:
         """``with`` around the proposal of one submission (an array expression counts its tasks), with
         ``queued`` jobs admitted ahead of it in the same call: RESOURCE_EXHAUSTED at once when the gate
         is full, and the client backs off."""
-        from spur.controller.intake import array_size
-
         limits = self.ctl.cfg.controller
         return self.ctl.submit_gate.admit(
             self.ctl.state.live_job_count() + queued,
@@ -478,8 +478,6 @@ class ControllerService:
         leader, for a node that is not coming back from DOWN and has lost no job, which is almost
         every heartbeat. None leaves the call to :meth:`Heartbeat` (a follower forwards it; a node's
         return and lost jobs are proposed there)."""
-        from spur.controller.admission import check_node_credential
-
         if not self.ctl.leader_is_ready:
             return None
         check_node_credential(self.ctl, request.name, context, "heartbeat")
@@ -496,8 +494,6 @@ class ControllerService:
 
     @leader_only
     async def Heartbeat(self, request: pb.HeartbeatRequest, context: CallContext) -> pb.HeartbeatResponse:
-        from spur.controller.admission import check_node_credential
-
         check_node_credential(self.ctl, request.name, context, "heartbeat")
         node = self.ctl.state.nodes.get(request.name)
         if node is None:
@@ -556,8 +552,6 @@ class ControllerService:
     ) -> c.StepExited | c.JobExited | None:
         """The command a node's report of a finished job or step stands for; None for a job of another
         cluster (acknowledged, nothing to record). Raises RpcError for a node without a valid credential."""
-        from spur.controller.admission import check_node_credential
-
         check_node_credential(self.ctl, request.node, context, "job report")
         span(request.job_id, "ctl.report-received")
         if request.cluster_id and request.cluster_id != self.ctl.state.cluster_id:

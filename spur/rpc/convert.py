@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from google.protobuf.message import Message
 
+from spur.core.hostlist import compress
 from spur.core.job import GpuDevice, Job, JobSpec, Node, NodeAllocation, Partition, Step, StepSpec
 from spur.rpc.proto import spur_pb2 as pb
 
@@ -161,9 +162,11 @@ def allocation_from_proto(m: pb.NodeAllocation) -> NodeAllocation:
 
 
 def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
-    from spur.core.eligibility import dependency_display
-    from spur.core.hostlist import compress
+    dependency = "(null)"  # dependency_display's answer for a job without one
+    if job.spec.dependency:  # imported only then: srun's start-up does not pay for the module
+        from spur.core.eligibility import dependency_display
 
+        dependency = dependency_display(job)
     spec = spec_to_proto(job.spec, include_script=include_script)
     values = {
         "job_id": job.job_id,
@@ -186,7 +189,7 @@ def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
         "array_task_count": job.array_task_count,
         "array_task_min": job.array_task_min,
         "array_task_max": job.array_task_max,
-        "dependency": dependency_display(job),
+        "dependency": dependency,
         "eligible_time": job.eligible_time,
         "restarts": job.restarts,
         "suspend_time": job.suspend_time,

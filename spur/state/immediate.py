@@ -25,8 +25,11 @@ from dataclasses import dataclass, field, replace
 from itertools import count, islice
 from typing import TYPE_CHECKING, Protocol
 
+from spur.core.eligibility import ineligible_reason
 from spur.core.job import Job, JobSpec, JobState, NodeAllocation, PartitionState
 from spur.core.scheduling import NodeLayout, NodeView, PartitionView, PendingView, RunningView, SchedSnapshot
+from spur.state.machine import PRIORITY_BASE, resolve_time_limit
+from spur.state.sched_index import pending_view
 
 if TYPE_CHECKING:
     from spur.state.machine import ClusterState
@@ -74,8 +77,6 @@ def provisional_job(state: ClusterState, spec: JobSpec, user: str, now: float) -
     not be granted at submission whatever the load: an array (tasks start from the scheduler pass),
     held, with a dependency or a later begin time, or a partition that is unknown, not up, or too
     small for it (the submission then pends with Slurm's reason, or is refused)."""
-    from spur.state.machine import PRIORITY_BASE, resolve_time_limit
-
     if spec.array or spec.hold or spec.dependency or spec.begin_time > now:
         return None
     part = state.partitions.get(spec.partition) if spec.partition else state.default_partition()
@@ -110,8 +111,6 @@ def outranked(
     ``job``'s (slurmctld's ``_top_priority``: held jobs, jobs waiting on a dependency, a begin time,
     an array limit or an account limit do not count). ``priorities`` gives multifactor priorities
     (empty: the stored ones apply)."""
-    from spur.core.eligibility import ineligible_reason
-
     basic = not priorities([job])  # stored priorities: the first rival at or above decides
     running_per_array: dict[int, int] | None = None
     rivals: list[Job] = []
@@ -303,8 +302,6 @@ def decide_grant(
         return waiting  # over a limit, or limits not yet charged for grants in flight
     if outranked(state, job, now, priorities=priorities, limits=limits):
         return waiting
-    from spur.state.sched_index import pending_view
-
     index = state.sched_index
     index.refresh(state)
     partitions = index.partition_views

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 
+from spur.core.eligibility import BEGIN_TIME, DEPENDENCY, NEVER, DepStatus, dependency_status
 from spur.core.job import (
     UNLIMITED,
     Job,
@@ -29,12 +30,14 @@ from spur.core.job import (
 )
 from spur.core.serde import first_difference, from_plain, to_plain
 from spur.state import commands as c
+from spur.state.compact import task_spec
 from spur.state.domain import Rejected as Rejected
 from spur.state.domain import StateDomain
+from spur.state.feasibility import PartitionSummary, partition_reason, submit_refusal
 from spur.state.validation import validate_spec
 
 if TYPE_CHECKING:
-    from spur.state.feasibility import PartitionSummary, Refusal
+    from spur.state.feasibility import Refusal
 
 # Slurm's priority/basic plugin gives the first job a high priority and each later one one less.
 PRIORITY_BASE = 4294901760
@@ -459,8 +462,6 @@ class ClusterState:
                 return Rejected("INVALID_ARGUMENT", refused)
         first = self.next_job_id
         self.next_job_id += len(task_ids)
-        from spur.state.compact import task_spec
-
         self.interner.spec(spec)
         user, group = sys.intern(cmd.user), sys.intern(cmd.group)
         for offset, task_id in enumerate(task_ids):
@@ -503,8 +504,6 @@ class ClusterState:
     def _submit_reason(self, job: Job, now: float) -> str | None:
         """The reason a job waits from the moment it is submitted, as slurmctld sets it at submit
         (``BeginTime``, ``Dependency``, ``DependencyNeverSatisfied``), or None."""
-        from spur.core.eligibility import BEGIN_TIME, DEPENDENCY, NEVER, DepStatus, dependency_status
-
         if job.spec.begin_time and job.spec.begin_time > now:
             return BEGIN_TIME
         if job.spec.dependency:
@@ -517,8 +516,6 @@ class ClusterState:
 
     def partition_summary(self, part: Partition) -> PartitionSummary:
         """What ``part``'s registered nodes offer at most (cached until a node registers)."""
-        from spur.state.feasibility import PartitionSummary
-
         key = (part.name, part.nodes_expr)
         summary = self._summaries.get(key)
         if summary is None:
@@ -528,8 +525,6 @@ class ClusterState:
 
     def feasibility(self, spec: JobSpec, part: Partition) -> tuple[Refusal | None, str | None]:
         """Slurm's verdict at submission (see spur.state.feasibility): refused, or the pending reason."""
-        from spur.state.feasibility import partition_reason, submit_refusal
-
         summary = self.partition_summary(part)
         configured = None
         if spec.nodelist and part.nodes_expr.strip().upper() not in ("ALL", ""):

@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.core.job import Job, JobState, PartitionState
+from spur.core.resources import gpus_per_node
 from spur.core.scheduling import (
     NodeLayout,
     NodeView,
@@ -483,8 +484,6 @@ def running_view(job: Job) -> RunningView:
 
 def pending_view(job: Job, priority: int | None = None) -> PendingView:
     """The plugin's view of a pending job; ``priority`` overrides the stored one (multifactor)."""
-    from spur.core.resources import gpus_per_node
-
     spec = job.spec
     gpn, gtype = gpus_per_node(list(spec.gres)) if spec.gres else (0, "")
     return PendingView(
