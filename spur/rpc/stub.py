@@ -52,22 +52,25 @@ class _StreamRpc(_Rpc):
 
 
 class Stub:
-    """Client for every RPC of ``service`` over ``channel`` (client-streaming RPCs are not offered)."""
+    """Client for every RPC of ``service`` over ``channel`` (client-streaming RPCs are not offered).
+
+    Making one costs nothing per method (stubs are made per call on some paths, such as each batch of
+    launches): an RPC's callable is made the first time its name is read, and kept as an attribute."""
 
     def __init__(self, channel: Channel, service: ServiceDescriptor) -> None:
         self.channel = channel
         self.service = service
-        for method in service.methods:
-            if method.client_streaming:
-                continue
-            rpc = _StreamRpc(channel, method) if method.server_streaming else _UnaryRpc(channel, method)
-            setattr(self, method.name, rpc)
 
     def __getattr__(self, name: str) -> Any:
-        # Only reached for names not set in __init__: give a clear error instead of a bare AttributeError.
+        # Only reached for names not set yet: the RPC's first use on this stub, or no such RPC.
         service = self.__dict__.get("service")
-        where = service.full_name if service is not None else "this stub"
-        raise AttributeError(f"service {where} has no RPC named {name!r}")
+        method = service.methods_by_name.get(name) if service is not None else None
+        if method is None or method.client_streaming:
+            where = service.full_name if service is not None else "this stub"
+            raise AttributeError(f"service {where} has no RPC named {name!r}")
+        rpc = _StreamRpc(self.channel, method) if method.server_streaming else _UnaryRpc(self.channel, method)
+        self.__dict__[name] = rpc
+        return rpc
 
 
 def _service(name: str) -> ServiceDescriptor:
