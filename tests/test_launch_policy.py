@@ -212,3 +212,52 @@ async def test_a_heartbeat_is_answered_at_once_unless_it_shows_a_lost_job_or_a_n
         assert not ctl.state.nodes["idle"].down  # NodeReturned, proposed by the async path
         assert service.Heartbeat_now(pb.HeartbeatRequest(name="idle"), ctx) is not None
         nursery.cancel_scope.cancel()
+
+
+async def test_the_dispatcher_acts_on_each_change_and_sweeps_every_job_once_a_second(
+    mock_clock: MockClock,
+) -> None:
+    """A change wakes the dispatcher for the jobs it touched at once; with no change at all it still
+    looks at every job once a second (what a failed call left undone is tried again)."""
+
+    class _Auth:
+        def daemon_metadata(self) -> dict[str, str]:
+            return {}
+
+    class _Ctl:
+        auth = _Auth()
+        client_tls = None
+
+        def __init__(self) -> None:
+            self.changed = trio.Event()
+
+        async def wait_change(self) -> None:
+            await self.changed.wait()
+
+        def change(self) -> None:
+            self.changed.set()
+            self.changed = trio.Event()
+
+    ctl = _Ctl()
+    dispatcher = Dispatcher(ctl)  # type: ignore[arg-type]
+    calls: list[tuple[float, bool]] = []
+    dispatcher._spawn_work = lambda pool, nursery, *, full=True: calls.append(  # type: ignore[method-assign]
+        (trio.current_time(), full)
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(dispatcher.run)
+        await trio.testing.wait_all_tasks_blocked()
+        start = trio.current_time()
+        assert sorted(calls) == [(start, False), (start, True)]  # the first look, and the first sweep
+        calls.clear()
+        mock_clock.jump(0.3)
+        ctl.change()
+        await trio.testing.wait_all_tasks_blocked()
+        assert calls == [(pytest.approx(start + 0.3), False)]  # at once, for the change
+        calls.clear()
+        for second in (1, 2, 3):  # nothing changes: a sweep each second, and nothing else
+            mock_clock.jump(1.0 if second > 1 else 0.7)
+            await trio.testing.wait_all_tasks_blocked()
+            assert calls == [(pytest.approx(start + second), True)]
+            calls.clear()
+        nursery.cancel_scope.cancel()
