@@ -271,7 +271,11 @@ class ClusterState:
         return out
 
     def usage(self, node_name: str) -> Usage:
-        return self._usage.setdefault(node_name, Usage())
+        """What ``node_name``'s running jobs hold (a fresh empty record the first time it is asked)."""
+        used = self._usage.get(node_name)
+        if used is None:  # not setdefault: that would build a Usage and its two sets on every call
+            used = self._usage[node_name] = Usage()
+        return used
 
     def node_state(self, name: str) -> str:
         """Slurm's long node state: idle, mixed, allocated, down, drained, draining."""
