@@ -68,7 +68,6 @@ async def launch_batch(
     dispatcher: BatchDispatcher, pool: ChannelPool, target: tuple[str, int], job_ids: list[int]
 ) -> None:
     """Launch ``job_ids`` (all marked busy by the caller) on the agent at ``target`` in one call."""
-
     ctl = dispatcher.ctl
     sent: list[tuple[int, int, int]] = []  # (job id, alloc term, time limit sent)
     requests: list[bytes] = []
