@@ -58,6 +58,9 @@ class BenchController:
     def rss_mb(self) -> float:
         return proc_rss_mb(self.pid)
 
+    def sleeps(self) -> dict[int, int]:
+        return proc_sleeps(self.pid)
+
 
 @contextmanager
 def controller(
@@ -116,6 +119,29 @@ def proc_cpu_secs(pid: int) -> float:
     """User + system CPU seconds of a process so far (from /proc/<pid>/stat)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def proc_sleeps(pid: int) -> dict[int, int]:
+    """Thread id -> times that thread of the process has blocked so far (voluntary context switches,
+    /proc/<pid>/task/*/status): each block is a wake later, and each wake costs a run-loop pass and
+    caches gone cold. :func:`sleeps_between` turns two readings into a count."""
+    counts: dict[int, int] = {}
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue  # the thread ended while being read
+        for line in text.splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                counts[int(status.parent.name)] = int(line.split()[1])
+    return counts
+
+
+def sleeps_between(before: dict[int, int], after: dict[int, int]) -> int:
+    """Blocks between two :func:`proc_sleeps` readings: a thread started meanwhile counts from 0; one
+    that ended meanwhile (a worker thread retired) takes its blocks since ``before`` with it, a small
+    undercount."""
+    return sum(n - before.get(tid, 0) for tid, n in after.items())
 
 
 def proc_rss_mb(pid: int) -> float:

@@ -33,7 +33,15 @@ from typing import Any
 
 import trio
 
-from bench.common import BenchController, Profiler, controller, percentile, print_table, proc_cpu_secs
+from bench.common import (
+    BenchController,
+    Profiler,
+    controller,
+    percentile,
+    print_table,
+    proc_cpu_secs,
+    sleeps_between,
+)
 from integration.harness import wait_for
 from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
@@ -147,7 +155,7 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
         fleet_pid = getattr(args, "fleet_pid", 0)
         fleet_cpu0 = proc_cpu_secs(fleet_pid) if fleet_pid else 0.0
         own_cpu0 = time.process_time()
-        cpu0, wall0 = ctl.cpu_secs(), time.monotonic()
+        cpu0, wall0, sleeps0 = ctl.cpu_secs(), time.monotonic(), ctl.sleeps()
         nursery.start_soon(sampler)
         t0 = trio.current_time()
         total = int(args.rate * args.duration)
@@ -164,7 +172,7 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
                 await trio.sleep_until(t0 + i / args.rate)
                 nursery.start_soon(submit)
             await trio.sleep_until(t0 + args.duration)
-        cpu1, wall1 = ctl.cpu_secs(), time.monotonic()
+        cpu1, wall1, sleeps1 = ctl.cpu_secs(), time.monotonic(), ctl.sleeps()
         fleet_cpu = (proc_cpu_secs(fleet_pid) - fleet_cpu0) if fleet_pid else 0.0
         own_cpu = time.process_time() - own_cpu0
         if pipelined:
@@ -192,6 +200,7 @@ async def _workload(ctl: BenchController, args: argparse.Namespace, stats_file: 
     return {
         "elapsed": elapsed,
         "cpu_share": (cpu1 - cpu0) / elapsed,
+        "sleeps_per_s": sleeps_between(sleeps0, sleeps1) / elapsed,
         "fleet_cpu_share": fleet_cpu / elapsed,
         "loadgen_cpu_share": own_cpu / elapsed,
         "rss_mb": rss,
@@ -311,6 +320,8 @@ def sweep(ctl: BenchController, args: argparse.Namespace, stats_file: Path) -> N
                 "controller_cpu_ms_per_job": round(
                     1000 * r["cpu_share"] / max(r["completed_per_s"], 1e-9), 2
                 ),
+                # how often its threads blocked (and so woke): what batching saves
+                "controller_wakes_per_job": round(r["sleeps_per_s"] / max(r["completed_per_s"], 1e-9), 2),
                 "controller_rss_mib": round(r["rss_mb"]),
                 "sustained": sustained(rate, r["completed_per_s"], r["backlog_slope"], r["refused"]),
             }
@@ -484,6 +495,10 @@ def fleet_phase(args: argparse.Namespace) -> None:
         ("controller CPU while registering", f"{register_cpu / register_secs * 100:.0f}% of one core"),
         ("controller RSS after registration", f"{rss_idle:.0f} MiB"),
         ("controller CPU under load", f"{r['cpu_share'] * 100:.1f}% of one core"),
+        (
+            "controller wakes (its threads blocking) per completed job",
+            f"{r['sleeps_per_s'] / max(r['completed_per_s'], 1e-9):.2f} ({r['sleeps_per_s']:.0f}/s)",
+        ),
         ("controller RSS at end", f"{r['rss_mb']:.0f} MiB"),
         (
             "fleet simulator / load generator CPU",
