@@ -9,7 +9,17 @@ import time
 import pytest
 import trio
 
-from spur.controller.pacing import BusyMeter, RunLoopPacer, linger_for
+from spur.controller.pacing import (
+    RAMP_FROM,
+    RAMP_TO,
+    TAPER_FLOOR,
+    TAPER_FROM,
+    TAPER_TO,
+    BusyMeter,
+    RunLoopPacer,
+    linger_for,
+    linger_share,
+)
 
 
 class FakeClock:
@@ -37,12 +47,65 @@ def test_busy_meter_weighs_recent_time() -> None:
 
 
 def test_linger_only_under_load_and_never_past_the_timeout() -> None:
-    assert linger_for(0.9, 1.0, linger=0.002, threshold=0.5) == 0.002
-    assert linger_for(0.9, 0.0005, linger=0.002, threshold=0.5) == 0.0005  # a deadline is near
-    assert linger_for(0.9, 0.0, linger=0.002, threshold=0.5) == 0.0  # tasks are runnable: no wait
-    assert linger_for(0.4, 1.0, linger=0.002, threshold=0.5) == 0.0  # not busy enough
-    assert linger_for(0.9, math.inf, linger=0.0, threshold=0.5) == 0.0  # turned off
-    assert linger_for(0.0, math.inf, linger=0.002, threshold=0.0) == 0.002  # threshold 0: always
+    assert linger_for(0.9, 1.0, linger=0.002, threshold=0.5, load=0.5) == 0.002
+    assert linger_for(0.9, 0.0005, linger=0.002, threshold=0.5, load=0.5) == 0.0005  # a deadline is near
+    assert linger_for(0.9, 0.0, linger=0.002, threshold=0.5, load=0.5) == 0.0  # tasks are runnable: no wait
+    assert linger_for(0.4, 1.0, linger=0.002, threshold=0.5, load=0.5) == 0.0  # not busy enough
+    assert linger_for(0.9, math.inf, linger=0.0, threshold=0.5, load=0.5) == 0.0  # turned off
+    assert linger_for(0.0, math.inf, linger=0.002, threshold=0.0, load=0.5) == 0.002  # threshold 0: always
+
+
+def test_the_linger_follows_the_loops_load() -> None:
+    """The load counts lingers as idle. A loop that works little is following one chain of events and
+    does not linger; the linger grows to whole at RAMP_TO, stays whole to TAPER_FROM, then shrinks
+    in proportion to TAPER_FLOOR of itself at TAPER_TO, and stays there above it."""
+    assert linger_share(0.0) == linger_share(RAMP_FROM) == 0.0
+    assert linger_share((RAMP_FROM + RAMP_TO) / 2) == pytest.approx(0.5)
+    assert linger_share(RAMP_TO) == linger_share(TAPER_FROM) == 1.0
+    assert linger_share((TAPER_FROM + TAPER_TO) / 2) == pytest.approx((1 + TAPER_FLOOR) / 2)
+    assert linger_share(TAPER_TO) == pytest.approx(TAPER_FLOOR)
+    assert linger_share(1.0) == pytest.approx(TAPER_FLOOR)
+    whole = 0.005
+    assert linger_for(0.95, 1.0, linger=whole, threshold=0.5, load=0.5) == whole
+    assert linger_for(0.95, 1.0, linger=whole, threshold=0.5, load=0.2) == 0.0
+    assert linger_for(0.95, 1.0, linger=whole, threshold=0.5, load=1.0) == pytest.approx(whole * TAPER_FLOOR)
+    # Still never past the timeout, and nothing off load whatever the load says.
+    assert linger_for(0.95, 0.001, linger=whole, threshold=0.5, load=0.5) == 0.001
+    assert linger_for(0.3, 1.0, linger=whole, threshold=0.5, load=0.5) == 0.0
+
+
+def test_the_loops_own_work_sets_how_long_it_lingers() -> None:
+    """After a burst of work, each loop lingers before it blocks, for a time set by the share of its
+    time it works. A loop following one chain of events (1 ms of work, then the answer 4 ms later)
+    soon stops lingering: its load falls below RAMP_FROM and the lingers find nothing to gather. A loop
+    with events always waiting lingers the whole 5 ms at 4 ms of work per pass (its load about 45%
+    with the lingers counted as idle), and TAPER_FLOOR of it at 20 ms (its load near 1)."""
+
+    def lingers(work: float, answer_after: float) -> list[float]:
+        """The linger before each of the last 50 blocks (0: none)."""
+        clock = FakeClock()
+        waited: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            waited.append(seconds)
+            clock.now += seconds
+
+        pacer = RunLoopPacer(linger=0.005, busy_threshold=0.5, window=0.2, sleep=sleep, clock=clock)
+        clock.now += 0.5  # the burst
+        last: list[float] = []
+        for _ in range(400):
+            clock.now += work
+            before = len(waited)
+            pacer.before_io_wait(1.0)
+            linger = waited[-1] if len(waited) > before else 0.0
+            clock.now += max(0.0, answer_after - linger)  # the rest of the wait for I/O
+            pacer.after_io_wait(1.0)
+            last = [*last[-49:], linger]
+        return last
+
+    assert lingers(0.001, 0.004) == [0.0] * 50
+    assert lingers(0.004, 0.0) == pytest.approx([0.005] * 50, rel=0.05)
+    assert lingers(0.02, 0.0) == pytest.approx([0.005 * TAPER_FLOOR] * 50)
 
 
 def _pacer(clock: FakeClock, waits: list[float]) -> RunLoopPacer:
@@ -63,18 +126,20 @@ def test_a_busy_loop_lingers_before_it_blocks_and_an_idle_one_does_not() -> None
         clock.now += 0.05
         pacer.after_io_wait(math.inf)
     assert waits == [] and pacer.lingered == 0
-    # Load: passes of 1 ms with 0.3 ms waits between them. Once the meter says busy (about a
+    # Load: passes of 3 ms with 0.3 ms waits between them. Once the meter says busy (about a
     # window's time: 0.2 s), every block is preceded by a linger, capped by the loop's timeout; the
-    # lingers do not count as idle time, so the pacing does not switch itself off.
+    # lingers do not count as idle time, so the pacing does not switch itself off. The loop works
+    # about 57% of its wall time with the lingers counted as idle, so each is the whole 2 ms.
     for i in range(400):
         if i == 300:
             assert pacer.meter.busy > 0.5 and pacer.lingered > 0
-            at_300 = pacer.lingered
-        clock.now += 0.001
+            at_300, waits_at_300 = pacer.lingered, len(waits)
+        clock.now += 0.003
         pacer.before_io_wait(0.0001 if i == 399 else 1.0)
         clock.now += 0.0003
         pacer.after_io_wait(1.0)
-    assert pacer.lingered - at_300 == 100 and set(waits) == {0.002, 0.0001}
+    assert pacer.lingered - at_300 == 100
+    assert waits[waits_at_300:] == pytest.approx([0.002] * 99 + [0.0001])
     # Runnable tasks (timeout 0): never a wait, however busy.
     before = pacer.lingered
     clock.now += 0.001
@@ -105,6 +170,7 @@ def test_the_pacer_in_a_real_trio_loop_batches_what_arrives_while_it_lingers() -
         waits.append(seconds)
         real_waits.append(seconds)
         time.sleep(seconds)
+        clock.now += seconds  # the pacer's clock sees the linger too: the load stays near half
 
     pacer = RunLoopPacer(linger=0.005, busy_threshold=0.5, window=0.2, sleep=sleep, clock=clock)
     per_wake: list[int] = []
@@ -139,7 +205,7 @@ def test_the_pacer_in_a_real_trio_loop_batches_what_arrives_while_it_lingers() -
                             except trio.EndOfChannel:
                                 break
                         per_wake.append(got)
-                        clock.now += 0.05  # each wake's work: the loop is busy
+                        clock.now += 0.005  # each wake's work: the loop is busy
         finally:
             trio.lowlevel.remove_instrument(pacer)
 

@@ -168,7 +168,8 @@ class ControllerSchema(SectionSchema):
         metadata=doc(
             "Under load, spurctld's event loop waits this many milliseconds before it sleeps, so that "
             "calls and replies arriving meanwhile are handled in one pass and share batches: less CPU "
-            "per job, at most this much more latency per pass; 0 turns it off."
+            "per job, at most this much more latency per pass. Near saturation the wait shrinks, to 40% "
+            "of this when the loop works 90% of its time; 0 turns it off."
         ),
     )
     pace_busy_fraction = f.Float(

@@ -2,9 +2,11 @@
 the work arriving meanwhile is handled in one pass instead of one pass each.
 
 A controller at moderate load wakes once per event: a call, an fsync done, an agent's answer. Each
-wake costs a run-loop pass and a system call (and, it seems, caches gone cold while other processes
-ran), and each small batch (a Raft entry, a launch call) carries its fixed cost for one or two jobs. So CPU
-per job was nearly twice as high at 500 jobs/s as at 1,000/s, where events pile up by themselves.
+wake costs a run-loop pass, a system call and a thread that slept (on the 2-core test machine a small
+unit of Python work costs 2.5-3.5 times as much right after its thread slept 5-20 ms as back to back:
+``bench.wake_cost``), and each small batch (a Raft entry, a launch call) carries its fixed cost for
+one or two jobs. So CPU per job was nearly twice as high at 500 jobs/s as at 1,000/s, where events
+pile up by themselves.
 
 :class:`RunLoopPacer` is a Trio instrument. Before the loop blocks for I/O (nothing is runnable), if
 the loop has recently been busy for at least ``busy_threshold`` of its time, it first sleeps for
@@ -14,10 +16,32 @@ to ``linger`` late. An idle or lightly loaded controller never lingers: an ``sru
 is as quick as before. A saturated one never blocks, so never lingers either. What each linger adds to
 an answer is at most ``linger`` per pass it waits in.
 
-:class:`BusyMeter` and :func:`linger_for` hold the decision, free of I/O and clocks: how busy the
-loop has been, as an exponentially weighted fraction of time with a time constant of ``window``
-seconds, and whether that calls for a wait. The lingers themselves are left out of the measure: they
-are not time the loop had nothing to do.
+Two meters watch the loop, both exponentially weighted fractions of time with a time constant of
+``window`` seconds (:class:`BusyMeter`):
+
+- ``meter`` (busy) leaves the lingers out: they are not time the loop had nothing to do. It says
+  whether work keeps coming. Once the loop lingers, it stays high while work arrives within each
+  linger, and falls once lingers start finding nothing (the loop then blocks, and that wait counts).
+- ``load`` counts the lingers as idle: the share of the loop's wall time spent working. It sets how
+  long the linger is (:func:`linger_share`):
+
+  - nothing up to ``RAMP_FROM``. A loop that works this little is following one chain of events (a
+    job array turning over on one node: each answer comes back within a few milliseconds and causes
+    the next step), and a linger there catches the next link of the chain and nothing else, so it
+    only adds its time to every step;
+  - growing in proportion to the whole linger at ``RAMP_TO``: the fleet's 100 to 500 jobs/s, whose
+    loop works 35-70% of its wall time, has many independent events to gather per linger;
+  - shrinking in proportion above ``TAPER_FROM``, to ``TAPER_FLOOR`` of itself at ``TAPER_TO`` and
+    beyond (2 ms of the default 5: what the loop lingered near saturation before, unharmed). Near
+    saturation a long linger stretches every pass, answers wait, calls in flight pile up to
+    ``max_submit_queue``, and the loop stops keeping up: an untapered 5 ms linger refused thousands of
+    submissions at 1,500 jobs/s offered, where 2 ms refused none in the run beside it
+    (``bench/README.md``).
+
+  A linger lowers the load (it counts as idle, and the batches it makes cost less), so a loop near a
+  bound settles instead of switching the linger on and off.
+
+:func:`linger_for` holds the decision, free of I/O and clocks.
 """
 
 from __future__ import annotations
@@ -29,6 +53,13 @@ from math import exp
 import trio
 
 DEFAULT_WINDOW = 0.2  # seconds
+# Shares of the loop's wall time spent working (lingers counted as idle) that shape the linger; see the
+# module docstring and linger_share.
+RAMP_FROM = 0.3
+RAMP_TO = 0.45
+TAPER_FROM = 0.6
+TAPER_TO = 0.9
+TAPER_FLOOR = 0.4
 
 
 class BusyMeter:
@@ -54,12 +85,27 @@ class BusyMeter:
             self.busy *= exp(seconds * self._rate)
 
 
-def linger_for(busy: float, timeout: float, *, linger: float, threshold: float) -> float:
-    """How long to wait before blocking for at most ``timeout`` seconds: ``linger`` (capped by the
-    timeout) when the loop has been busy at least ``threshold`` of its time, else 0."""
+def linger_share(load: float) -> float:
+    """The share of the configured linger a loop with ``load`` (its wall time spent working, lingers
+    counted as idle) waits: 0 up to ``RAMP_FROM``, rising in proportion to 1 at ``RAMP_TO``, 1 up to
+    ``TAPER_FROM``, falling in proportion to ``TAPER_FLOOR`` at ``TAPER_TO``, and that beyond."""
+    if load <= RAMP_FROM:
+        return 0.0
+    if load < RAMP_TO:
+        return (load - RAMP_FROM) / (RAMP_TO - RAMP_FROM)
+    if load <= TAPER_FROM:
+        return 1.0
+    near = min(1.0, (load - TAPER_FROM) / (TAPER_TO - TAPER_FROM))
+    return 1.0 - (1.0 - TAPER_FLOOR) * near
+
+
+def linger_for(busy: float, timeout: float, *, linger: float, threshold: float, load: float) -> float:
+    """How long to wait before blocking for at most ``timeout`` seconds: 0 unless the loop has been
+    busy at least ``threshold`` of its time (lingers left out); then ``linger`` times
+    :func:`linger_share` of its ``load``; never more than the timeout."""
     if linger <= 0 or timeout <= 0 or busy < threshold:
         return 0.0
-    return min(linger, timeout)
+    return min(linger * linger_share(load), timeout)
 
 
 class RunLoopPacer(trio.abc.Instrument):
@@ -82,7 +128,8 @@ class RunLoopPacer(trio.abc.Instrument):
             raise ValueError("busy_threshold must be between 0 and 1")
         self.linger = linger
         self.busy_threshold = busy_threshold
-        self.meter = BusyMeter(window)
+        self.meter = BusyMeter(window)  # lingers left out: does work keep coming?
+        self.load = BusyMeter(window)  # lingers counted as idle: how near saturation is the loop?
         self.lingered = 0  # waits made (for tests and benchmarks)
         self._sleep = sleep
         self._clock = clock
@@ -92,11 +139,14 @@ class RunLoopPacer(trio.abc.Instrument):
     def before_io_wait(self, timeout: float) -> None:
         now = self._clock()
         self.meter.ran(now - self._mark)
+        self.load.ran(now - self._mark)
         self._mark = now
         if self.meter.busy < self.busy_threshold:  # off load, the usual case: linger_for would say 0
             self._lingering = 0.0
             return
-        wait = linger_for(self.meter.busy, timeout, linger=self.linger, threshold=self.busy_threshold)
+        wait = linger_for(
+            self.meter.busy, timeout, linger=self.linger, threshold=self.busy_threshold, load=self.load.busy
+        )
         self._lingering = wait
         if wait:
             self.lingered += 1
@@ -107,4 +157,5 @@ class RunLoopPacer(trio.abc.Instrument):
         # loop look idle, stop, and start again, in turns.
         now = self._clock()
         self.meter.waited(now - self._mark - self._lingering)
+        self.load.waited(now - self._mark)
         self._mark = now
