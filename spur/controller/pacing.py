@@ -129,7 +129,7 @@ class RunLoopPacer(trio.abc.Instrument):
         self.linger = linger
         self.busy_threshold = busy_threshold
         self.meter = BusyMeter(window)  # lingers left out: does work keep coming?
-        self.load = BusyMeter(window)  # lingers counted as idle: how near saturation is the loop?
+        self.load = BusyMeter(window)  # lingers counted as idle: the share of time working sets the linger
         self.lingered = 0  # waits made (for tests and benchmarks)
         self._sleep = sleep
         self._clock = clock
