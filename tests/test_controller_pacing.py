@@ -55,6 +55,16 @@ def test_linger_only_under_load_and_never_past_the_timeout() -> None:
     assert linger_for(0.0, math.inf, linger=0.002, threshold=0.0, load=0.5) == 0.002  # threshold 0: always
 
 
+def _pacer(clock: FakeClock, waits: list[float], linger: float = 0.002) -> RunLoopPacer:
+    """A pacer on ``clock`` whose lingers are recorded in ``waits`` and advance the clock."""
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.now += seconds
+
+    return RunLoopPacer(linger=linger, busy_threshold=0.5, window=0.2, sleep=sleep, clock=clock)
+
+
 def test_the_linger_follows_the_loops_load() -> None:
     """The load counts lingers as idle. A loop that works little is following one chain of events and
     does not linger; the linger grows to whole at RAMP_TO, stays whole to TAPER_FROM, then shrinks
@@ -83,14 +93,8 @@ def test_the_loops_own_work_sets_how_long_it_lingers() -> None:
 
     def lingers(work: float, answer_after: float) -> list[float]:
         """The linger before each of the last 50 blocks (0: none)."""
-        clock = FakeClock()
-        waited: list[float] = []
-
-        def sleep(seconds: float) -> None:
-            waited.append(seconds)
-            clock.now += seconds
-
-        pacer = RunLoopPacer(linger=0.005, busy_threshold=0.5, window=0.2, sleep=sleep, clock=clock)
+        clock, waited = FakeClock(), list[float]()
+        pacer = _pacer(clock, waited, linger=0.005)
         clock.now += 0.5  # the burst
         last: list[float] = []
         for _ in range(400):
@@ -106,14 +110,6 @@ def test_the_loops_own_work_sets_how_long_it_lingers() -> None:
     assert lingers(0.001, 0.004) == [0.0] * 50
     assert lingers(0.004, 0.0) == pytest.approx([0.005] * 50, rel=0.05)
     assert lingers(0.02, 0.0) == pytest.approx([0.005 * TAPER_FLOOR] * 50)
-
-
-def _pacer(clock: FakeClock, waits: list[float]) -> RunLoopPacer:
-    def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        clock.now += seconds
-
-    return RunLoopPacer(linger=0.002, busy_threshold=0.5, window=0.2, sleep=sleep, clock=clock)
 
 
 def test_a_busy_loop_lingers_before_it_blocks_and_an_idle_one_does_not() -> None:
