@@ -12,11 +12,12 @@ import trio
 from spur.controller.pacing import (
     RAMP_FROM,
     RAMP_TO,
-    TAPER_FLOOR,
+    SATURATED_LINGER,
     TAPER_FROM,
     TAPER_TO,
     BusyMeter,
     RunLoopPacer,
+    linger_at,
     linger_for,
     linger_share,
 )
@@ -68,17 +69,22 @@ def _pacer(clock: FakeClock, waits: list[float], linger: float = 0.002) -> RunLo
 def test_the_linger_follows_the_loops_load() -> None:
     """The load counts lingers as idle. A loop that works little is following one chain of events and
     does not linger; the linger grows to whole at RAMP_TO, stays whole to TAPER_FROM, then shrinks
-    in proportion to TAPER_FLOOR of itself at TAPER_TO, and stays there above it."""
+    in proportion to SATURATED_LINGER (a duration, whatever the linger configured) at TAPER_TO, and
+    stays there above it; a linger shorter than that floor stays whole."""
     assert linger_share(0.0) == linger_share(RAMP_FROM) == 0.0
     assert linger_share((RAMP_FROM + RAMP_TO) / 2) == pytest.approx(0.5)
     assert linger_share(RAMP_TO) == linger_share(TAPER_FROM) == 1.0
-    assert linger_share((TAPER_FROM + TAPER_TO) / 2) == pytest.approx((1 + TAPER_FLOOR) / 2)
-    assert linger_share(TAPER_TO) == pytest.approx(TAPER_FLOOR)
-    assert linger_share(1.0) == pytest.approx(TAPER_FLOOR)
-    whole = 0.005
+    whole = 0.01
+    assert linger_at(RAMP_FROM, whole) == 0.0
+    assert linger_at((RAMP_FROM + RAMP_TO) / 2, whole) == pytest.approx(whole / 2)
+    assert linger_at(RAMP_TO, whole) == linger_at(TAPER_FROM, whole) == pytest.approx(whole)
+    assert linger_at((TAPER_FROM + TAPER_TO) / 2, whole) == pytest.approx((whole + SATURATED_LINGER) / 2)
+    assert linger_at(TAPER_TO, whole) == pytest.approx(SATURATED_LINGER)
+    assert linger_at(1.0, whole) == pytest.approx(SATURATED_LINGER)
+    assert linger_at(1.0, 0.001) == linger_at(TAPER_FROM, 0.001) == pytest.approx(0.001)  # under the floor
     assert linger_for(0.95, 1.0, linger=whole, threshold=0.5, load=0.5) == whole
     assert linger_for(0.95, 1.0, linger=whole, threshold=0.5, load=0.2) == 0.0
-    assert linger_for(0.95, 1.0, linger=whole, threshold=0.5, load=1.0) == pytest.approx(whole * TAPER_FLOOR)
+    assert linger_for(0.95, 1.0, linger=whole, threshold=0.5, load=1.0) == pytest.approx(SATURATED_LINGER)
     # Still never past the timeout, and nothing off load whatever the load says.
     assert linger_for(0.95, 0.001, linger=whole, threshold=0.5, load=0.5) == 0.001
     assert linger_for(0.3, 1.0, linger=whole, threshold=0.5, load=0.5) == 0.0
@@ -89,7 +95,7 @@ def test_the_loops_own_work_sets_how_long_it_lingers() -> None:
     time it works. A loop following one chain of events (1 ms of work, then the answer 4 ms later)
     soon stops lingering: its load falls below RAMP_FROM and the lingers find nothing to gather. A loop
     with events always waiting lingers the whole 5 ms at 4 ms of work per pass (its load about 45%
-    with the lingers counted as idle), and TAPER_FLOOR of it at 20 ms (its load near 1)."""
+    with the lingers counted as idle), and SATURATED_LINGER at 20 ms (its load near 1)."""
 
     def lingers(work: float, answer_after: float) -> list[float]:
         """The linger before each of the last 50 blocks (0: none)."""
@@ -109,7 +115,7 @@ def test_the_loops_own_work_sets_how_long_it_lingers() -> None:
 
     assert lingers(0.001, 0.004) == [0.0] * 50
     assert lingers(0.004, 0.0) == pytest.approx([0.005] * 50, rel=0.05)
-    assert lingers(0.02, 0.0) == pytest.approx([0.005 * TAPER_FLOOR] * 50)
+    assert lingers(0.02, 0.0) == pytest.approx([SATURATED_LINGER] * 50)
 
 
 def test_a_busy_loop_lingers_before_it_blocks_and_an_idle_one_does_not() -> None:

@@ -64,7 +64,7 @@ class ControllerConfig:
     max_submit_queue: int = 256
     max_job_count: int = 100_000
     mpi_default: str = "none"
-    pace_linger_ms: float = 5.0
+    pace_linger_ms: float = 10.0
     pace_busy_fraction: float = 0.5
 
 

@@ -169,9 +169,9 @@ class ControllerSchema(SectionSchema):
             "Under load, spurctld's event loop waits this many milliseconds before it sleeps, so that "
             "calls and replies arriving meanwhile are handled in one pass and share batches: less CPU "
             "per job, at most this much more latency per pass. The wait follows the share of its time "
-            "the loop works: whole from 45% to 60%, shrinking to 40% of this at 90% and above (near "
-            "saturation) and to nothing at 30% (one chain of events, such as an array on one node); "
-            "0 turns it off."
+            "the loop works: whole from 45% to 60%, shrinking to 2 ms (or this, if shorter) at 90% "
+            "and above (near saturation) and to nothing at 30% (one chain of events, such as an array "
+            "on one node); 0 turns it off."
         ),
     )
     pace_busy_fraction = f.Float(

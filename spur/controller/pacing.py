@@ -31,12 +31,13 @@ Two meters watch the loop, both exponentially weighted fractions of time with a 
     only adds its time to every step;
   - growing in proportion to the whole linger at ``RAMP_TO``: the fleet's 100 to 500 jobs/s, whose
     loop works 35-70% of its wall time, has many independent events to gather per linger;
-  - shrinking in proportion above ``TAPER_FROM``, to ``TAPER_FLOOR`` of itself at ``TAPER_TO`` and
-    beyond (2 ms of the default 5: what the loop lingered near saturation before, unharmed). Near
-    saturation a long linger stretches every pass, answers wait, calls in flight pile up to
-    ``max_submit_queue``, and the loop stops keeping up: an untapered 5 ms linger refused thousands of
-    submissions at 1,500 jobs/s offered, where 2 ms refused none in the run beside it
-    (``bench/README.md``).
+  - shrinking in proportion above ``TAPER_FROM``, to ``SATURATED_LINGER`` (2 ms) at ``TAPER_TO`` and
+    beyond, or to the whole linger where that is shorter: what the loop lingered near saturation
+    before, unharmed. Near saturation a long linger stretches every pass, answers wait, calls in
+    flight pile up to ``max_submit_queue``, and the loop stops keeping up: an untapered 5 ms linger
+    refused thousands of submissions at 1,500 jobs/s offered, where 2 ms refused none in the run
+    beside it (``bench/README.md``). The floor is a duration, not a share of the linger, so a longer
+    linger at moderate load leaves the loop near saturation as it was.
 
   A linger lowers the load (it counts as idle, and the batches it makes cost less), so a loop near a
   bound settles instead of switching the linger on and off.
@@ -59,7 +60,7 @@ RAMP_FROM = 0.3
 RAMP_TO = 0.45
 TAPER_FROM = 0.6
 TAPER_TO = 0.9
-TAPER_FLOOR = 0.4
+SATURATED_LINGER = 0.002  # seconds: the most a loop at or past TAPER_TO lingers
 
 
 class BusyMeter:
@@ -87,25 +88,33 @@ class BusyMeter:
 
 def linger_share(load: float) -> float:
     """The share of the configured linger a loop with ``load`` (its wall time spent working, lingers
-    counted as idle) waits: 0 up to ``RAMP_FROM``, rising in proportion to 1 at ``RAMP_TO``, 1 up to
-    ``TAPER_FROM``, falling in proportion to ``TAPER_FLOOR`` at ``TAPER_TO``, and that beyond."""
+    counted as idle) waits up to ``TAPER_FROM``: 0 up to ``RAMP_FROM``, rising in proportion to 1 at
+    ``RAMP_TO``, and 1 from there (:func:`linger_at` tapers it above ``TAPER_FROM``)."""
     if load <= RAMP_FROM:
         return 0.0
     if load < RAMP_TO:
         return (load - RAMP_FROM) / (RAMP_TO - RAMP_FROM)
+    return 1.0
+
+
+def linger_at(load: float, linger: float) -> float:
+    """Seconds a loop with ``load`` lingers when configured for ``linger``: ``linger`` times
+    :func:`linger_share` up to ``TAPER_FROM``; above it, falling in proportion to the shorter of
+    ``linger`` and ``SATURATED_LINGER`` at ``TAPER_TO``, and that beyond."""
     if load <= TAPER_FROM:
-        return 1.0
+        return linger * linger_share(load)
+    floor = min(linger, SATURATED_LINGER)
     near = min(1.0, (load - TAPER_FROM) / (TAPER_TO - TAPER_FROM))
-    return 1.0 - (1.0 - TAPER_FLOOR) * near
+    return linger - (linger - floor) * near
 
 
 def linger_for(busy: float, timeout: float, *, linger: float, threshold: float, load: float) -> float:
     """How long to wait before blocking for at most ``timeout`` seconds: 0 unless the loop has been
-    busy at least ``threshold`` of its time (lingers left out); then ``linger`` times
-    :func:`linger_share` of its ``load``; never more than the timeout."""
+    busy at least ``threshold`` of its time (lingers left out); then :func:`linger_at` its ``load``;
+    never more than the timeout."""
     if linger <= 0 or timeout <= 0 or busy < threshold:
         return 0.0
-    return min(linger * linger_share(load), timeout)
+    return min(linger_at(load, linger), timeout)
 
 
 class RunLoopPacer(trio.abc.Instrument):
