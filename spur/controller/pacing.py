@@ -23,7 +23,7 @@ Two meters watch the loop, both exponentially weighted fractions of time with a 
   whether work keeps coming. Once the loop lingers, it stays high while work arrives within each
   linger, and falls once lingers start finding nothing (the loop then blocks, and that wait counts).
 - ``load`` counts the lingers as idle: the share of the loop's wall time spent working. It sets how
-  long the linger is (:func:`linger_share`):
+  long the linger is (:func:`linger_at`):
 
   - nothing up to ``RAMP_FROM``. A loop that works this little is following one chain of events (a
     job array turning over on one node: each answer comes back within a few milliseconds and causes
@@ -55,7 +55,7 @@ import trio
 
 DEFAULT_WINDOW = 0.2  # seconds
 # Shares of the loop's wall time spent working (lingers counted as idle) that shape the linger; see the
-# module docstring and linger_share.
+# module docstring and linger_at.
 RAMP_FROM = 0.3
 RAMP_TO = 0.45
 TAPER_FROM = 0.6
