@@ -345,3 +345,57 @@ def test_layout_version_goes_on_across_a_restore() -> None:
     state.restore(state.snapshot())
     snap = _pass(state)
     assert state.sched_index.layout_version == version + 1 and snap.layout is not layout
+
+
+# Every NodeView field, each set away from its default: the hot paths build views positionally
+# (spur.state.sched_index.node_view, spur.state.immediate.Taken.from_view), so a field added to
+# NodeView must fail here until they pass it too.
+FULL_VIEW = dict(
+    name="n7", cpus_total=8, cpus_free=3, mem_total_mb=9000, mem_free_mb=4000, gpus_free=(1,), gpus_total=2,
+    gpu_models=("a100", "a100"), partitions=("batch",), features=("ib",), available=False, running_jobs=2,
+)  # fmt: skip
+
+
+def test_node_views_built_positionally_name_every_field() -> None:
+    from dataclasses import fields
+
+    from spur.core.scheduling import NodeView
+    from spur.state.immediate import Taken
+
+    assert [f.name for f in fields(NodeView)] == list(FULL_VIEW)
+    view = NodeView(**FULL_VIEW)  # type: ignore[arg-type]
+    assert Taken().from_view(view) == view
+
+
+def test_node_view_of_a_node_without_gpus_matches_one_with_them() -> None:
+    from spur.core.scheduling import NodeView
+    from spur.state.sched_index import node_view
+
+    log = Log()
+    log(c.ConfigurePartitions([Partition("default", is_default=True)]))
+    register(log, "n1", cpus=4, mem=8000)
+    register(log, "n2", cpus=4, mem=8000, gpus=2)
+    log.state.nodes["n1"].features = ["ib"]
+    log(c.SubmitJob(spec(cpus_per_task=3), "alice", 1000, 1000, "alice", 100.0, [NodeAllocation("n1", 3, 1000, [], 1)]))
+    assert node_view(log.state, "n1", ("batch",)) == NodeView(
+        "n1", 4, 1, 8000, 7000, partitions=("batch",), features=("ib",), running_jobs=1
+    )
+    log(c.SubmitJob(spec(cpus_per_task=3), "alice", 1000, 1000, "alice", 100.0, [NodeAllocation("n2", 3, 8000, [0], 1)]))
+    assert node_view(log.state, "n2", ()) == NodeView(
+        "n2", 4, 1, 8000, 0, gpus_free=(1,), gpus_total=2, gpu_models=("a100", "a100"), running_jobs=1
+    )
+
+
+def test_the_partition_alone_is_kept_until_the_partitions_change() -> None:
+    log = Log()
+    log(c.ConfigurePartitions([Partition("batch", nodes_expr="n1")]))
+    register(log, "n1")
+    index = log.state.sched_index
+    index.refresh(log.state)
+    alone = index.partition_alone("batch")
+    assert [(p.name, p.nodes, p.up) for p in alone] == [("batch", (), True)]
+    assert index.partition_alone("batch") is alone
+    assert index.partition_alone("nope") == ()
+    log(c.ConfigurePartitions([Partition("batch", nodes_expr="n1", state=PartitionState.DOWN)]))
+    index.refresh(log.state)
+    assert [(p.name, p.up) for p in index.partition_alone("batch")] == [("batch", False)]

@@ -15,8 +15,10 @@ from spur.auth.headers import GROUP_KEY as GROUP_KEY
 from spur.auth.headers import UID_KEY as UID_KEY
 from spur.auth.headers import USER_KEY as USER_KEY
 from spur.auth.headers import process_names
+from spur.core.frozen_init import quick_init
 
 
+@quick_init
 @dataclass(frozen=True)
 class Identity:
     """Who a call comes from. ``verified``: proven by a credential; ``admin``: the token's admin claim;

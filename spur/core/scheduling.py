@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
+from spur.core.frozen_init import quick_init
 from spur.core.job import NodeAllocation
 
 
+@quick_init
 @dataclass(frozen=True)
 class NodeView:
     name: str
@@ -34,6 +36,7 @@ class NodeView:
     running_jobs: int = 0  # jobs holding resources here (exclusive jobs need 0)
 
 
+@quick_init
 @dataclass(frozen=True)
 class RunningView:
     job_id: int
@@ -42,6 +45,7 @@ class RunningView:
     exclusive: bool = False
 
 
+@quick_init
 @dataclass(frozen=True)
 class PendingView:
     """A job eligible to start now (held/dependency-blocked jobs are filtered by the controller)."""
@@ -66,6 +70,7 @@ class PendingView:
     features: tuple[str, ...] = ()  # required node features (all of them)
 
 
+@quick_init
 @dataclass(frozen=True)
 class PartitionView:
     name: str
@@ -85,6 +90,7 @@ class LimitGate(Protocol):
     def charge(self, job_id: int) -> None: ...
 
 
+@quick_init
 @dataclass(frozen=True)
 class SchedSnapshot:
     """One pass's picture. ``layout`` and ``node_running`` are optional shortcuts a plugin may use
@@ -129,6 +135,7 @@ def layout_fields(view: NodeView) -> tuple[object, ...]:
     )
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class NodeLayout:
     """The cluster's shape as a pass sees it: what stays the same while only allocations change.

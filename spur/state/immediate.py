@@ -26,6 +26,7 @@ from itertools import count, islice
 from typing import TYPE_CHECKING, Protocol
 
 from spur.core.eligibility import ineligible_reason
+from spur.core.frozen_init import quick_init
 from spur.core.job import Job, JobSpec, JobState, NodeAllocation, PartitionState
 from spur.core.scheduling import NodeLayout, NodeView, PartitionView, PendingView, RunningView, SchedSnapshot
 from spur.state.machine import PRIORITY_BASE, resolve_time_limit
@@ -47,6 +48,7 @@ class JobLimits(Protocol):
     def check_job(self, job: Job) -> str: ...
 
 
+@quick_init
 @dataclass(frozen=True)
 class InFlight:
     """A submission the leader proposed and Raft has not applied yet."""
@@ -56,6 +58,7 @@ class InFlight:
     waits: bool  # proposed without a grant although it could run: it is ahead of later jobs
 
 
+@quick_init
 @dataclass(frozen=True)
 class Decision:
     """What the leader carries in ``SubmitJob``: the grant (empty: the job pends), and how to track
@@ -149,24 +152,35 @@ class Taken:
     cpus: int = 0
     mem_mb: int = 0
     grants: int = 0
-    gpus: Counter[int] = field(default_factory=Counter)
+    gpus: dict[int, int] = field(default_factory=dict)  # GPU index -> grants holding it (never 0)
 
     def add(self, a: NodeAllocation, sign: int) -> None:
         self.cpus += sign * a.cpus
         self.mem_mb += sign * a.mem_mb
         self.grants += sign
-        self.gpus.update({g: sign for g in a.gpus})
-        if sign < 0:
-            self.gpus = +self.gpus  # drop GPUs no longer held
+        gpus = self.gpus
+        for g in a.gpus:
+            held = gpus.get(g, 0) + sign
+            if held > 0:
+                gpus[g] = held
+            else:
+                gpus.pop(g, None)  # no longer held
 
     def from_view(self, v: NodeView) -> NodeView:
         """``v`` with these resources taken."""
-        return replace(
-            v,
-            cpus_free=max(0, v.cpus_free - self.cpus),
-            mem_free_mb=max(0, v.mem_free_mb - self.mem_mb),
-            gpus_free=tuple(g for g in v.gpus_free if not self.gpus[g]) if self.gpus else v.gpus_free,
-            running_jobs=v.running_jobs + self.grants,
+        return NodeView(
+            v.name,
+            v.cpus_total,
+            max(0, v.cpus_free - self.cpus),
+            v.mem_total_mb,
+            max(0, v.mem_free_mb - self.mem_mb),
+            tuple(g for g in v.gpus_free if g not in gpus) if (gpus := self.gpus) else v.gpus_free,
+            v.gpus_total,
+            v.gpu_models,
+            v.partitions,
+            v.features,
+            v.available,
+            v.running_jobs + self.grants,
         )
 
 
@@ -313,7 +327,7 @@ def decide_grant(
     allocation = None
     # Each round's nodes are shown as the partition's only members (they all are members), so the
     # plugin's layout costs what they do, not what the partition's list does.
-    own = tuple(PartitionView(p.name, (), p.up) for p in partitions if p.name == job.partition)
+    own = index.partition_alone(job.partition)
     # A job naming its nodes may name any of them: it is offered every usable node at once.
     for size in () if spec.nodelist else OFFER_ROUNDS:
         want = max(size, 2 * spec.num_nodes)

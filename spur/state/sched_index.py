@@ -160,6 +160,8 @@ class SchedIndex:
         self._by_node_map: Mapping[str, tuple[RunningView, ...]] | None = None
         self._offer_layouts: dict[object, NodeLayout] = {}  # see offer_layout
         self._offer_version = 0
+        self._alone: dict[str, tuple[PartitionView, ...]] = {}  # see partition_alone
+        self._alone_of: tuple[PartitionView, ...] | None = None  # the partition views _alone is of
 
     # ------------------------------------------------------------------ notifications
 
@@ -298,8 +300,10 @@ class SchedIndex:
                     if i is None:
                         rebuild_list = True
                     elif not rebuild_list:
+                        usable = _usable(new)
+                        if usable != _usable(node_list[i]):  # usually it stays as it was
+                            self._mark_free(i, usable)
                         node_list[i] = new
-                        self._mark_free(i, _usable(new))
                 elif old is not None:
                     del self._nodes[name]
                     layout_changed = rebuild_list = True
@@ -392,6 +396,19 @@ class SchedIndex:
             layout = self._offer_layouts[key] = NodeLayout.build(nodes, partitions)
         return layout
 
+    def partition_alone(self, name: str) -> tuple[PartitionView, ...]:
+        """The views of partition ``name`` (after ``refresh``), each without its node list: what an
+        offer of a few of its nodes shows as their only partition (``offer_layout``). The same tuple
+        each time while the partition views stay the same."""
+        if self._alone_of is not self._partitions:
+            self._alone_of, self._alone = self._partitions, {}
+        found = self._alone.get(name)
+        if found is None:
+            found = self._alone[name] = tuple(
+                PartitionView(p.name, (), p.up) for p in self._partitions if p.name == name
+            )
+        return found
+
     def running_by_node(self) -> Mapping[str, tuple[RunningView, ...]]:
         """Node name -> the running views ``views`` returned last that hold something there (an
         immutable copy, made again only after running views changed)."""
@@ -454,17 +471,29 @@ def node_view(state: IndexedState, name: str, partitions: tuple[str, ...]) -> No
     """The scheduler's view of registered node ``name`` (which belongs to ``partitions``)."""
     node = state.nodes[name]
     used = state.usage(name)
+    cpus, mem = node.cpus, node.memory_mb
+    if used.exclusive:
+        cpus_free = mem_free = 0
+    else:
+        cpus_free = cpus - used.cpus if used.cpus < cpus else 0
+        mem_free = mem - used.mem_mb if used.mem_mb < mem else 0
+    # Positional, in NodeView's field order: this runs for every node each applied command touches.
+    if not node.gpus:  # most nodes: no GPU lists to build
+        return NodeView(
+            name, cpus, cpus_free, mem, mem_free, (), 0, (), partitions, tuple(node.features),
+            state.node_available(name), len(used.jobs),
+        )  # fmt: skip
     all_gpus = sorted(g.index for g in node.gpus)
     models = {g.index: g.model for g in node.gpus}
     return NodeView(
         name=name,
-        cpus_total=node.cpus,
-        cpus_free=0 if used.exclusive else max(0, node.cpus - used.cpus),
-        mem_total_mb=node.memory_mb,
-        mem_free_mb=0 if used.exclusive else max(0, node.memory_mb - used.mem_mb),
+        cpus_total=cpus,
+        cpus_free=cpus_free,
+        mem_total_mb=mem,
+        mem_free_mb=mem_free,
         gpus_free=() if used.exclusive else tuple(i for i in all_gpus if i not in used.gpus),
         gpus_total=len(all_gpus),
-        gpu_models=tuple(models.get(i, "") for i in range(max(all_gpus, default=-1) + 1)),
+        gpu_models=tuple(models.get(i, "") for i in range(all_gpus[-1] + 1)),
         partitions=partitions,
         features=tuple(node.features),
         available=state.node_available(name),
