@@ -208,3 +208,18 @@ def test_a_down_partition_places_nothing() -> None:
     job = PendingView(job_id=1, priority=1, submit_time=NOW, partition="batch")
     assert planner_answer(snapshot, job) is None
     assert first_fit_now(snapshot, job) is None
+
+
+def test_requests_are_shared_per_shape_and_equal_a_fresh_normalisation() -> None:
+    from spur_sched_backfill.request import Request
+
+    job = PendingView(job_id=1, priority=5, submit_time=NOW, partition="batch", num_tasks=3, mem_per_cpu_mb=100)
+    same_shape = replace(job, job_id=2, priority=9, submit_time=NOW + 1, partition="gpu")
+    other = replace(job, num_tasks=4)
+    assert Request.of(job) is Request.of(same_shape)  # nothing of a request depends on who asks
+    assert Request.of(other) is not Request.of(job)
+    assert (Request.of(other).need_c, Request.of(other).need_m) == (4, 400)
+    fresh = Request._build(1, 0, 1, 0, 3, 0, 100, 0, 0, "", False, -1)
+    assert Request.of(job) == fresh and (fresh.n, fresh.tpn, fresh.need_c, fresh.need_m) == (1, 3, 3, 300)
+    assert Request.of(replace(job, time_limit_secs=60)).duration == 60.0
+    assert Request.of(replace(job, gpu_type="A100", gpus_per_node=1)).gpu_type == "a100"

@@ -95,13 +95,15 @@ def test_quick_init_refuses_what_it_cannot_build() -> None:
 
 
 def test_the_hot_classes_use_it() -> None:
+    from spur_sched_backfill.request import Request
+
     from spur.auth.identity import Identity
     from spur.core import scheduling
     from spur.state.immediate import Decision, InFlight
 
     hot = [
         scheduling.NodeView, scheduling.RunningView, scheduling.PendingView, scheduling.PartitionView,
-        scheduling.SchedSnapshot, scheduling.NodeLayout, InFlight, Decision, Identity,
+        scheduling.SchedSnapshot, scheduling.NodeLayout, InFlight, Decision, Identity, Request,
     ]  # fmt: skip
     for cls in hot:
         assert cls.__init__.__module__ == cls.__module__ and "__d" in cls.__init__.__code__.co_varnames, cls

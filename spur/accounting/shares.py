@@ -6,6 +6,7 @@ Read-only and deterministic for a given ``now``; values are formatted as Slurm p
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from spur.accounting.priority import PriorityWeights
@@ -43,8 +44,10 @@ class JobSource(Protocol):
     def jobs(self) -> Mapping[int, Job]: ...
 
 
+@lru_cache(maxsize=8)
 def weights_of(cfg: PriorityConfig) -> PriorityWeights:
-    """The ``[priority]`` table as weights."""
+    """The ``[priority]`` table as weights (kept per table: every submission asks, and the table
+    changes only with a reconfiguration, which builds a new one)."""
     return PriorityWeights(
         age=cfg.weight_age,
         fairshare=cfg.weight_fairshare,

@@ -87,8 +87,9 @@ def _held_whole(snapshot: SchedSnapshot) -> Callable[[str], bool]:
         return {a.node for run in snapshot.running if run.exclusive for a in run.allocation}.__contains__
 
     def holds(name: str) -> bool:
-        return any(
-            run.exclusive and any(a.node == name for a in run.allocation) for run in by_node.get(name, ())
-        )
+        for run in by_node.get(name, ()):
+            if run.exclusive and any(a.node == name for a in run.allocation):
+                return True
+        return False
 
     return holds

@@ -84,6 +84,8 @@ class BackfillOptions:
         return cls(**values)
 
 
+DEFAULT_OPTIONS = BackfillOptions()
+
 # Entries kept per dict in a layout's cache; past it the dict starts over (a layout can live for days
 # while jobs of ever new classes, such as distinct node lists, come and go).
 MAX_LAYOUT_CACHE = 4096
@@ -717,7 +719,7 @@ def place_now(
     """Where ``job`` starts now on ``snapshot``'s free resources (the immediate grant), or None. A
     simple job takes the first fit (``spur_sched_backfill.first_fit``), which gives the planner's answer
     without building one."""
-    opts = BackfillOptions.parse(options)
+    opts = BackfillOptions.parse(options) if options else DEFAULT_OPTIONS  # still checked when given
     found = first_fit_now(snapshot, job)
     if found is not PLANNER:
         return found

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
+from spur.core.frozen_init import quick_init
 from spur.core.scheduling import PendingView
 
 
-@dataclass(frozen=True, slots=True)
+@quick_init
+@dataclass(frozen=True)
 class Request:
     n: int  # nodes
     uniform: bool  # every node gets ``tpn`` tasks
@@ -40,28 +43,42 @@ class Request:
 
     @classmethod
     def of(cls, job: PendingView) -> Request:
-        n = max(job.num_nodes, len(job.nodelist), 1)
-        cpt = max(job.cpus_per_task, 1)
-        if job.ntasks_per_node > 0:
-            uniform, tpn, total = True, job.ntasks_per_node, job.ntasks_per_node * n
+        """``job``'s request: one object per shape (requests are immutable), since every pass and
+        every immediate grant asks again for jobs that mostly share a few shapes."""
+        return _of_shape(
+            job.num_nodes, len(job.nodelist), job.cpus_per_task, job.ntasks_per_node, job.num_tasks,
+            job.mem_per_node_mb, job.mem_per_cpu_mb, job.gpus_per_node, job.gpus_total, job.gpu_type,
+            job.exclusive, job.time_limit_secs,
+        )  # fmt: skip
+
+    @classmethod
+    def _build(
+        cls, num_nodes: int, listed: int, cpus_per_task: int, ntasks_per_node: int, num_tasks: int,
+        mem_per_node_mb: int, mem_per_cpu_mb: int, gpus_per_node: int, gpus_total: int, gpu_type: str,
+        exclusive: bool, time_limit_secs: int,
+    ) -> Request:  # fmt: skip
+        n = max(num_nodes, listed, 1)
+        cpt = max(cpus_per_task, 1)
+        if ntasks_per_node > 0:
+            uniform, tpn, total = True, ntasks_per_node, ntasks_per_node * n
         elif n == 1:
-            total = max(job.num_tasks, 1)
+            total = max(num_tasks, 1)
             uniform, tpn = True, total
-        elif job.num_tasks <= n:
+        elif num_tasks <= n:
             uniform, tpn, total = True, 1, n
         else:
-            uniform, tpn, total = False, 1, job.num_tasks
-        mem_per_node = max(job.mem_per_node_mb, 0)
-        mem_per_cpu = 0 if mem_per_node else max(job.mem_per_cpu_mb, 0)
+            uniform, tpn, total = False, 1, num_tasks
+        mem_per_node = max(mem_per_node_mb, 0)
+        mem_per_cpu = 0 if mem_per_node else max(mem_per_cpu_mb, 0)
         need_c = tpn * cpt
         need_m = mem_per_node or mem_per_cpu * need_c
-        if job.gpus_per_node > 0:
-            gpn, gpus_total = job.gpus_per_node, 0
-        elif job.gpus_total > 0:
-            gpn, gpus_total = -(-job.gpus_total // n), job.gpus_total
+        if gpus_per_node > 0:
+            gpn, gpus_total = gpus_per_node, 0
+        elif gpus_total > 0:
+            gpn, gpus_total = -(-gpus_total // n), gpus_total
         else:
             gpn, gpus_total = 0, 0
-        duration = math.inf if job.time_limit_secs <= 0 else float(job.time_limit_secs)
+        duration = math.inf if time_limit_secs <= 0 else float(time_limit_secs)
         return cls(
             n=n,
             uniform=uniform,
@@ -74,8 +91,8 @@ class Request:
             mem_per_cpu=mem_per_cpu,
             gpn=gpn,
             gpus_total=gpus_total,
-            gpu_type=job.gpu_type.lower(),
-            exclusive=job.exclusive,
+            gpu_type=gpu_type.lower(),
+            exclusive=exclusive,
             duration=duration,
         )
 
@@ -106,3 +123,7 @@ class Request:
             return self.gpn
         base, extra = divmod(self.gpus_total, self.n)
         return base + (1 if rank < extra else 0)
+
+
+# Requests by shape (the arguments of ``Request._build``); a few shapes cover most jobs.
+_of_shape = lru_cache(maxsize=1024)(Request._build)
