@@ -171,3 +171,21 @@ def test_rpc_error_str():
     err = RpcError(StatusCode.NOT_FOUND, "job 9 not found")
     assert str(err) == "NOT_FOUND: job 9 not found"
     assert err.metadata == {}
+
+
+def test_header_blocks_decode_the_same_each_time_and_long_values_are_not_kept() -> None:
+    from spur.rpc import wire
+
+    token = b"Bearer " + b"t" * 200
+    block = [(b":method", b"POST"), (b"Content-Type", b"application/grpc"), (b"x-a", b"1"), (b"X-A", b"2")]
+    want = {":method": "POST", "content-type": "application/grpc", "x-a": "1,2"}
+    assert wire.decode_headers(block) == want
+    assert wire.decode_headers(block) == want  # now from the decoded fields
+    assert wire.decode_headers([[b"x-b", b"3"], ("x-c", "4")]) == {"x-b": "3", "x-c": "4"}  # lists, text
+    assert wire.decode_headers([(b"authorization", token)])["authorization"] == token.decode()
+    assert (b"authorization", token) not in wire._DECODED_FIELDS  # a credential is never held
+    assert wire.decode_headers([(b"x-bad", b"\xff")]) == {"x-bad": "\ufffd"}
+    for i in range(2 * wire._DECODED_FIELDS_MAX):
+        wire.decode_headers([(b"grpc-timeout", f"{i}u".encode())])
+    assert len(wire._DECODED_FIELDS) <= wire._DECODED_FIELDS_MAX
+    assert wire.decode_headers(block) == want

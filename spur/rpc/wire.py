@@ -116,12 +116,29 @@ def parse_timeout(value: str) -> float:
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+# Short header fields already decoded: (raw name, raw value) -> (lower-case name, value). Most of a
+# call's fields repeat on every call (":method POST", "content-type application/grpc", "te trailers",
+# "grpc-status 0", the user agent, ...). Only short values are kept, so tokens and other long or
+# per-call values are decoded each time and never held here.
+_DECODED_FIELDS: dict[tuple[bytes | str, bytes | str], tuple[str, str]] = {}
+_DECODED_FIELDS_MAX = 1024
+_DECODED_VALUE_MAX = 40  # bytes
+
+
 def decode_headers(headers: Iterable[tuple[bytes | str, bytes | str]]) -> dict[str, str]:
     """Turn h2's header list into a dict with lower-case names; repeated names are joined with ','."""
     out: dict[str, str] = {}
-    for raw_name, raw_value in headers:
-        name = _text(raw_name).lower()
-        value = _text(raw_value)
+    known = _DECODED_FIELDS
+    for pair in headers:
+        field = known.get(pair) if isinstance(pair, tuple) else None
+        if field is None:
+            raw_name, raw_value = pair
+            field = (_text(raw_name).lower(), _text(raw_value))
+            if isinstance(pair, tuple) and max(len(raw_name), len(raw_value)) <= _DECODED_VALUE_MAX:
+                if len(known) >= _DECODED_FIELDS_MAX:
+                    known.clear()
+                known[pair] = field
+        name, value = field
         out[name] = f"{out[name]},{value}" if name in out else value
     return out
 
