@@ -184,6 +184,8 @@ def test_header_blocks_decode_the_same_each_time_and_long_values_are_not_kept() 
     assert wire.decode_headers([[b"x-b", b"3"], ("x-c", "4")]) == {"x-b": "3", "x-c": "4"}  # lists, text
     assert wire.decode_headers([(b"authorization", token)])["authorization"] == token.decode()
     assert (b"authorization", token) not in wire._DECODED_FIELDS  # a credential is never held
+    assert wire.decode_headers([(b"x-spur-node-credential", b"c0ffee")]) == {"x-spur-node-credential": "c0ffee"}
+    assert (b"x-spur-node-credential", b"c0ffee") not in wire._DECODED_FIELDS  # not even a short one
     assert wire.decode_headers([(b"x-bad", b"\xff")]) == {"x-bad": "\ufffd"}
     for i in range(2 * wire._DECODED_FIELDS_MAX):
         wire.decode_headers([(b"grpc-timeout", f"{i}u".encode())])

@@ -118,11 +118,12 @@ def parse_timeout(value: str) -> float:
 
 # Short header fields already decoded: (raw name, raw value) -> (lower-case name, value). Most of a
 # call's fields repeat on every call (":method POST", "content-type application/grpc", "te trailers",
-# "grpc-status 0", the user agent, ...). Only short values are kept, so tokens and other long or
-# per-call values are decoded each time and never held here.
+# "grpc-status 0", the user agent, ...). Only short values are kept, and never a field whose name
+# speaks of a credential, so tokens and secrets are decoded each time and never held here.
 _DECODED_FIELDS: dict[tuple[bytes | str, bytes | str], tuple[str, str]] = {}
 _DECODED_FIELDS_MAX = 1024
 _DECODED_VALUE_MAX = 40  # bytes
+_SECRET_NAME = re.compile(r"auth|credential|token|secret|key|cookie|password", re.IGNORECASE)
 
 
 def decode_headers(headers: Iterable[tuple[bytes | str, bytes | str]]) -> dict[str, str]:
@@ -134,7 +135,11 @@ def decode_headers(headers: Iterable[tuple[bytes | str, bytes | str]]) -> dict[s
         if field is None:
             raw_name, raw_value = pair
             field = (_text(raw_name).lower(), _text(raw_value))
-            if isinstance(pair, tuple) and max(len(raw_name), len(raw_value)) <= _DECODED_VALUE_MAX:
+            if (
+                isinstance(pair, tuple)
+                and max(len(raw_name), len(raw_value)) <= _DECODED_VALUE_MAX
+                and not _SECRET_NAME.search(field[0])
+            ):
                 if len(known) >= _DECODED_FIELDS_MAX:
                     known.clear()
                 known[pair] = field
