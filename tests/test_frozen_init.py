@@ -12,7 +12,7 @@ import pytest
 from spur.core.frozen_init import quick_init
 
 
-def _pair(**extra: object) -> tuple[type, type]:
+def _pair() -> tuple[type, type]:
     """The same frozen class twice: as the dataclass builds it, and with ``quick_init``."""
 
     def make() -> type:

@@ -477,28 +477,19 @@ def node_view(state: IndexedState, name: str, partitions: tuple[str, ...]) -> No
     else:
         cpus_free = cpus - used.cpus if used.cpus < cpus else 0
         mem_free = mem - used.mem_mb if used.mem_mb < mem else 0
+    if node.gpus:
+        all_gpus = sorted(g.index for g in node.gpus)
+        models = {g.index: g.model for g in node.gpus}
+        gpus_free = () if used.exclusive else tuple(i for i in all_gpus if i not in used.gpus)
+        gpus_total = len(all_gpus)
+        gpu_models = tuple(models.get(i, "") for i in range(all_gpus[-1] + 1))
+    else:  # most nodes: no GPU lists to build
+        gpus_free, gpus_total, gpu_models = (), 0, ()
     # Positional, in NodeView's field order: this runs for every node each applied command touches.
-    if not node.gpus:  # most nodes: no GPU lists to build
-        return NodeView(
-            name, cpus, cpus_free, mem, mem_free, (), 0, (), partitions, tuple(node.features),
-            state.node_available(name), len(used.jobs),
-        )  # fmt: skip
-    all_gpus = sorted(g.index for g in node.gpus)
-    models = {g.index: g.model for g in node.gpus}
     return NodeView(
-        name=name,
-        cpus_total=cpus,
-        cpus_free=cpus_free,
-        mem_total_mb=mem,
-        mem_free_mb=mem_free,
-        gpus_free=() if used.exclusive else tuple(i for i in all_gpus if i not in used.gpus),
-        gpus_total=len(all_gpus),
-        gpu_models=tuple(models.get(i, "") for i in range(all_gpus[-1] + 1)),
-        partitions=partitions,
-        features=tuple(node.features),
-        available=state.node_available(name),
-        running_jobs=len(used.jobs),
-    )
+        name, cpus, cpus_free, mem, mem_free, gpus_free, gpus_total, gpu_models, partitions,
+        tuple(node.features), state.node_available(name), len(used.jobs),
+    )  # fmt: skip
 
 
 def running_view(job: Job) -> RunningView:
