@@ -191,3 +191,18 @@ def test_header_blocks_decode_the_same_each_time_and_long_values_are_not_kept() 
         wire.decode_headers([(b"grpc-timeout", f"{i}u".encode())])
     assert len(wire._DECODED_FIELDS) <= wire._DECODED_FIELDS_MAX
     assert wire.decode_headers(block) == want
+
+
+async def test_a_raw_peer_cannot_grow_the_decoded_fields_or_park_a_credential_in_them(nursery):
+    from spur.rpc import wire
+
+    srv = await start_server(nursery)
+    client = await RawH2Client.connect(srv.port)
+    for i in range(wire._DECODED_FIELDS_MAX + 200):  # a fresh short value on every call
+        extra = [(f"x-junk-{i % 7}", f"v{i}"), ("x-api-key", f"k{i}")]
+        resp = await client.call(SUBMIT, submit_body(name="flood", script="abcd"), extra)
+        assert resp.header_blocks[-1]["grpc-status"] == "0"
+    assert len(wire._DECODED_FIELDS) <= wire._DECODED_FIELDS_MAX
+    assert not [name for name, _ in wire._DECODED_FIELDS.values() if "key" in name]
+    resp = await client.call(SUBMIT, submit_body(name="after", script="abcd"))
+    assert resp.header_blocks[0][":status"] == "200" and resp.header_blocks[-1]["grpc-status"] == "0"
