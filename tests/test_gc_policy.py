@@ -73,3 +73,25 @@ async def test_policy_ticks_do_nothing_while_the_collector_is_paused(autojump_cl
     finally:
         gc.enable()
         gc.unfreeze()
+
+
+async def test_policy_raises_the_young_threshold_while_it_runs_and_restores_it(autojump_clock) -> None:
+    before = gc.get_threshold()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                lambda task_status: gc_policy(freeze_every=2, young_threshold=12_345, task_status=task_status)
+            )
+            assert gc.get_threshold() == (12_345, *before[1:])
+            # A young cycle is still reclaimed by the next tick, without waiting for the threshold.
+            a, b = _Node(), _Node()
+            a.other, b.other = b, a
+            ref = weakref.ref(a)
+            del a, b
+            await trio.sleep(2.5)
+            assert ref() is None
+            nursery.cancel_scope.cancel()
+        assert gc.get_threshold() == before
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
