@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from state_helpers import Log, register, spec
@@ -90,6 +91,11 @@ def assert_views_match(state: ClusterState, now: float) -> tuple[object, int, No
     assert incremental.node_running is not None
     assert {n: {r.job_id for r in runs} for n, runs in incremental.node_running.items()} == by_node
     assert all(r in incremental.running for runs in incremental.node_running.values() for r in runs)
+    # The uncopied view the immediate grant reads says the same, and cannot be written through.
+    now_view = state.sched_index.running_by_node_now()
+    assert dict(now_view) == dict(incremental.node_running)
+    with pytest.raises(TypeError):
+        now_view["n1"] = ()  # type: ignore[index]
     per_array: dict[int, int] = {}
     for job in state.jobs.values():
         if job.state.holds_resources and job.array_job_id:

@@ -322,7 +322,7 @@ def decide_grant(
     prio = priorities([job]).get(job.job_id)
     usable = usable_in_order(index.free_in_order(), flying.taken, partitions, job.partition, index.layout)
     pending = pending_view(job, prio)
-    by_node = index.running_by_node()
+    by_node = index.running_by_node_now()  # _snapshot_of copies what it shows
     nodes: tuple[NodeView, ...] = ()
     allocation = None
     # Each round's nodes are shown as the partition's only members (they all are members), so the

@@ -416,6 +416,14 @@ class SchedIndex:
             self._by_node_map = MappingProxyType(dict(self._by_node_tuples))
         return self._by_node_map
 
+    def running_by_node_now(self) -> Mapping[str, tuple[RunningView, ...]]:
+        """What ``running_by_node`` returns, without its copy: a read-only view of the index's own
+        mapping, which the next ``refresh`` changes. For a reader that takes what it needs at once (an
+        immediate grant's offer of a few nodes) and keeps nothing; under load the running views change
+        between most decisions, and copying the mapping over every busy node each time cost more
+        than the rest of the offer."""
+        return MappingProxyType(self._by_node_tuples)
+
     def _refresh_layout(self, state: IndexedState) -> None:
         part_nodes = {p.name: state.partition_nodes(p) for p in state.partitions.values()}
         node_parts: dict[str, list[str]] = {}
