@@ -77,3 +77,34 @@ def test_an_empty_job_spec_keeps_the_wire_defaults() -> None:
     spec = convert.spec_from_proto(pb.JobSpec())
     assert spec.num_nodes == 1 and spec.cpus_per_task == 1
     assert spec == JobSpec(**{**_every_field(JobSpec, pb.JobSpec()), "num_nodes": 1, "cpus_per_task": 1})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.data(),
+    st.text(max_size=8),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+    st.integers(0, 2**64 - 1),
+    st.text(max_size=40),
+    st.integers(0, 300),
+)
+def test_launch_request_bytes_decode_to_the_launch_request_built_as_a_message(
+    data, node: str, first_task: int, batch: bool, fence_term: int, cluster_id: str, script_len: int
+) -> None:
+    spec = _random_message(pb.JobSpec, data.draw)
+    spec.script = "x" * script_len  # lengths on both sides of one-byte varints
+    info = pb.JobInfo(job_id=data.draw(st.integers(0, 2**31)), user="u", spec=spec)
+    fields = dict(node=node, first_task=first_task, batch=batch, fence_term=fence_term, cluster_id=cluster_id)
+    encoded = convert.launch_request_bytes(info, **fields)
+    assert pb.LaunchJobRequest.FromString(encoded) == pb.LaunchJobRequest(job=info, **fields)
+    if not spec.environment:  # with no map field, the bytes are protobuf's own, byte for byte
+        assert encoded == pb.LaunchJobRequest(job=info, **fields).SerializeToString()
+
+
+def test_varint_and_embedded_field_match_protobuf() -> None:
+    assert convert.varint(0) == b"\x00"
+    for n in (1, 127, 128, 300, 16_383, 16_384, 2**32, 2**64 - 1):  # fence_term is field 5, a one-byte tag
+        assert convert.varint(n) == pb.LaunchJobRequest(fence_term=n).SerializeToString()[1:]
+    payload = b"y" * 200
+    assert convert.embedded_field(2, payload) == pb.LaunchJobRequest(node="y" * 200).SerializeToString()

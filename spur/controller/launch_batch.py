@@ -18,9 +18,8 @@ import trio
 
 from spur.core.job import Job, JobState
 from spur.rpc.batching import AGENT_BATCH, outcome_error
-from spur.rpc.convert import job_to_proto
+from spur.rpc.convert import job_to_proto, launch_request_bytes
 from spur.rpc.proto import batch_pb2
-from spur.rpc.proto import spur_pb2 as pb
 from spur.rpc.status import RpcError, StatusCode
 from spur.rpc.stub import Stub
 from spur.state import commands as c
@@ -78,15 +77,16 @@ async def launch_batch(
             leftovers.append(job_id)  # changed since the pass: the single path decides
             continue
         info = job_to_proto(job)
-        request = pb.LaunchJobRequest(
-            job=info,
-            node=job.allocation[0].node,
-            first_task=0,
-            batch=True,
-            fence_term=ctl.raft.term,
-            cluster_id=ctl.state.cluster_id,
+        requests.append(
+            launch_request_bytes(
+                info,
+                node=job.allocation[0].node,
+                first_task=0,
+                batch=True,
+                fence_term=ctl.raft.term,
+                cluster_id=ctl.state.cluster_id,
+            )
         )
-        requests.append(request.SerializeToString())
         sent.append((job_id, job.alloc_term, info.time_limit_secs))
     errors: list[RpcError | None]
     try:

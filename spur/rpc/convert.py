@@ -161,6 +161,40 @@ def allocation_from_proto(m: pb.NodeAllocation) -> NodeAllocation:
     return NodeAllocation(node=m.node, cpus=m.cpus, mem_mb=m.mem_mb, gpus=list(m.gpus), tasks=m.tasks)
 
 
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 encoding of the non-negative integer ``n``."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def embedded_field(number: int, data: bytes) -> bytes:
+    """Field ``number`` holding the encoded message (or bytes) ``data``, as protobuf writes a
+    length-delimited field: tag, length, ``data``."""
+    return varint(number << 3 | 2) + varint(len(data)) + data
+
+
+_LAUNCH_JOB_FIELD = pb.LaunchJobRequest.DESCRIPTOR.fields_by_name["job"].number
+
+
+def launch_request_bytes(
+    info: pb.JobInfo, *, node: str, first_task: int, batch: bool, fence_term: int, cluster_id: str
+) -> bytes:
+    """``LaunchJobRequest(job=info, node=..., ...).SerializeToString()``, without copying ``info``
+    into the request: its encoding is written as the request's ``job`` field, ahead of the rest.
+    Decodes to the same message (``job`` is the lowest field number, so this is also protobuf's
+    order); only map entries (the environment) may come out in another order, as they may from one
+    serialization to the next. Building the message copied the whole job, script and environment
+    included: about half of a launch's encoding."""
+    rest = pb.LaunchJobRequest(
+        node=node, first_task=first_task, batch=batch, fence_term=fence_term, cluster_id=cluster_id
+    )
+    return embedded_field(_LAUNCH_JOB_FIELD, info.SerializeToString()) + rest.SerializeToString()
+
+
 def job_to_proto(job: Job, *, include_script: bool = True) -> pb.JobInfo:
     dependency = "(null)"  # dependency_display's answer for a job without one
     if job.spec.dependency:  # imported only then: srun's start-up does not pay for the module

@@ -26,7 +26,7 @@ from dataclasses import fields
 from operator import attrgetter
 
 from spur.core.job import Job, JobSpec
-from spur.rpc.convert import job_to_proto
+from spur.rpc.convert import embedded_field, job_to_proto
 from spur.rpc.proto import spur_pb2 as pb
 
 __all__ = ["JobInfoCache", "frame", "job_info_key"]
@@ -66,18 +66,9 @@ def job_info_key(job: Job) -> tuple[object, ...] | None:
     )
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def frame(data: bytes) -> bytes:
     """An encoded ``JobInfo`` as field 1 (``jobs``) of a ``GetJobsResponse``: tag, length, ``data``."""
-    return b"\x0a" + _varint(len(data)) + data
+    return embedded_field(1, data)
 
 
 class JobInfoCache:
