@@ -1,7 +1,7 @@
 """spurctld's metrics. Gauges are computed at scrape time from the replicated state (nothing is
 counted in the scheduler's or the apply path's hot loops); the two observers the controller calls
 (:meth:`ControllerMetrics.observe_rpc`, :meth:`ControllerMetrics.observe_scheduler_cycle`) only
-update prometheus_client children.
+update plain counters (:mod:`spur.metrics.rpc_meter`) and a prometheus_client histogram.
 
 Names (all ``spur_``): jobs by state and partition, pending jobs by reason, nodes by state; job
 submit/start/completion counters (cluster lifetime, from the replicated state); scheduler cycle
@@ -12,11 +12,13 @@ accounting outbox depth (when the ``outbox`` state domain exists).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from spur.metrics.rpc_meter import RpcMeter
 
 if TYPE_CHECKING:
     from spur.raft.node import RaftNode
@@ -105,13 +107,11 @@ class ControllerMetrics:
     def __init__(self, ctl: MetricsHost) -> None:
         self.ctl = ctl
         self.registry = CollectorRegistry(auto_describe=False)
-        self.rpc_requests = Counter(
-            "spur_rpc_requests", "gRPC calls served, by method and status", ["method", "code"], registry=self.registry
-        )
-        self.rpc_latency = Histogram(
-            "spur_rpc_duration_seconds", "gRPC call handling time by method", ["method"],
-            buckets=_LATENCY_BUCKETS, registry=self.registry,
+        self.rpc = RpcMeter(
+            "spur_rpc_requests", "gRPC calls served, by method and status",
+            "spur_rpc_duration_seconds", "gRPC call handling time by method", _LATENCY_BUCKETS,
         )  # fmt: skip
+        self.registry.register(self.rpc)
         self.scheduler_cycle = Histogram(
             "spur_scheduler_cycle_duration_seconds", "Duration of one scheduler pass",
             buckets=_LATENCY_BUCKETS, registry=self.registry,
@@ -120,24 +120,10 @@ class ControllerMetrics:
         from spur.metrics.k8s import K8sMetrics
 
         self.k8s = K8sMetrics(self.registry, lambda: ctl.state)
-        self._rpc_totals: dict[str, list[float]] = {}
-        self._rpc_children: dict[tuple[str, str], tuple[str, Any, Any]] = {}
         self._cycles = [0, 0.0, 0.0, 0.0]  # count, total, max, last (seconds)
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
-        # Called for every RPC: the labelled children are looked up once (``labels()`` takes a lock
-        # and builds a key on every call).
-        children = self._rpc_children.get((method, code))
-        if children is None:
-            name = method.rsplit("/", 1)[-1]
-            children = (name, self.rpc_requests.labels(name, code), self.rpc_latency.labels(name))
-            self._rpc_children[(method, code)] = children
-        name, requests, latency = children
-        requests.inc()
-        latency.observe(seconds)
-        totals = self._rpc_totals.setdefault(name, [0, 0.0])
-        totals[0] += 1
-        totals[1] += seconds
+        self.rpc.observe(method, code, seconds)
 
     def observe_scheduler_cycle(self, seconds: float) -> None:
         self.scheduler_cycle.observe(seconds)
@@ -168,7 +154,7 @@ class ControllerMetrics:
     def rpc_stats(self) -> list[tuple[str, int, int, int]]:
         """(method, count, average us, total us) per gRPC method, for slurmdb/v0.0.38/diag."""
         out = []
-        for name, (count, total) in sorted(self._rpc_totals.items()):
+        for name, (count, total) in sorted(self.rpc.totals().items()):
             n = int(count)
             out.append((name, n, int(total / n * 1e6) if n else 0, int(total * 1e6)))
         return out
