@@ -21,11 +21,25 @@ pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installe
 
 
 def _apply_rbac(env: OperatorEnv, rbac: str | None = None) -> None:
+    """Apply the namespace and the example's RBAC (or ``rbac``), and wait until the server's
+    authorizer answers by it: RBAC is read from the server's informer cache, which follows an apply
+    a moment later, and a check or an operator call made in between is judged by the old role."""
     env.kubectl("apply", "-f", str(EXAMPLES / "namespace.yaml"))
     if rbac is None:
         env.kubectl("apply", "-f", str(EXAMPLES / "rbac.yaml"))
     else:
         env.kubectl("apply", "-f", "-", input=rbac)
+    status_granted = rbac is None or any(
+        r.get("resources") == ["spurjobs/status"]
+        for d in yaml.safe_load_all(rbac)
+        if d and d.get("kind") == "ClusterRole"
+        for r in d.get("rules", [])
+    )
+    wait_for(
+        lambda: _can(env, "patch", "spurjobs.spur.amd.com", "status") == status_granted,
+        timeout=30,
+        what=f"the authorizer to {'grant' if status_granted else 'refuse'} the status verb as applied",
+    )
 
 
 def _can(env: OperatorEnv, verb: str, resource: str, subresource: str = "") -> bool:
