@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from spur.core.job import JobSpec, StepSpec
 from spur.rpc import convert
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.protowire import varint
 
 
 def _every_field(cls: type, msg) -> dict[str, object]:
@@ -103,8 +104,8 @@ def test_launch_request_bytes_decode_to_the_launch_request_built_as_a_message(
 
 
 def test_varint_and_embedded_field_match_protobuf() -> None:
-    assert convert.varint(0) == b"\x00"
+    assert varint(0) == b"\x00"
     for n in (1, 127, 128, 300, 16_383, 16_384, 2**32, 2**64 - 1):  # fence_term is field 5, a one-byte tag
-        assert convert.varint(n) == pb.LaunchJobRequest(fence_term=n).SerializeToString()[1:]
+        assert varint(n) == pb.LaunchJobRequest(fence_term=n).SerializeToString()[1:]
     payload = b"y" * 200
     assert convert.embedded_field(2, payload) == pb.LaunchJobRequest(node="y" * 200).SerializeToString()

@@ -15,6 +15,7 @@ from google.protobuf.message import Message
 from spur.core.hostlist import compress
 from spur.core.job import GpuDevice, Job, JobSpec, Node, NodeAllocation, Partition, Step, StepSpec
 from spur.rpc.proto import spur_pb2 as pb
+from spur.rpc.protowire import varint
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -159,16 +160,6 @@ def allocation_to_proto(a: NodeAllocation) -> pb.NodeAllocation:
 
 def allocation_from_proto(m: pb.NodeAllocation) -> NodeAllocation:
     return NodeAllocation(node=m.node, cpus=m.cpus, mem_mb=m.mem_mb, gpus=list(m.gpus), tasks=m.tasks)
-
-
-def varint(n: int) -> bytes:
-    """Protobuf's base-128 encoding of the non-negative integer ``n``."""
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def embedded_field(number: int, data: bytes) -> bytes:

@@ -21,6 +21,7 @@ from struct import Struct
 from struct import error as StructError
 
 from spur.rpc.lite_schema import MESSAGES, METHODS, SERVICE
+from spur.rpc.protowire import put_varint, varint
 
 TYPE_CHECKING = False  # typing itself is not imported at run time (a CLI start-up cost)
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class _Field:
         self.cls: type[Message] | None = None  # sub-message class (map: the entry class)
         self.wire = _WIRE.get(kind, 0)
         packed = label == REPEATED and kind not in (K_STR, K_BYTES, K_MSG)
-        self.tag = _varint((number << 3) | (2 if packed else self.wire))
+        self.tag = varint((number << 3) | (2 if packed else self.wire))
 
 
 class Message:
@@ -177,29 +178,14 @@ class Message:
             raise DecodeError(f"error parsing {cls.DESCRIPTOR.full_name}: {exc}") from None
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    _put_varint(out, n)
-    return bytes(out)
-
-
-def _put_varint(out: bytearray, n: int) -> None:
-    if n < 0:
-        n += 1 << 64  # negative int32/int64: ten bytes of two's complement, as protobuf writes them
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def _put_value(out: bytearray, kind: int, value: str | bytes | int | float) -> None:
     """Write a number of ``kind``; TypeError for a zigzag-encoded value that is not an int."""
     if kind in (K_UINT, K_INT, K_BOOL):
-        _put_varint(out, int(value))
+        put_varint(out, int(value))
     elif kind == K_SINT:
         if not isinstance(value, int):
             raise _wrong_type(value)
-        _put_varint(out, (value << 1) ^ (value >> 63))
+        put_varint(out, (value << 1) ^ (value >> 63))
     else:
         out += _FIXED[kind].pack(value)
 
@@ -211,7 +197,7 @@ def _wrong_type(value: object) -> TypeError:
 
 def _put_bytes(out: bytearray, tag: bytes, data: bytes) -> None:
     out += tag
-    _put_varint(out, len(data))
+    put_varint(out, len(data))
     out += data
 
 
